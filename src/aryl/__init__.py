@@ -1,0 +1,97 @@
+"""aryl — capacity loaning and elastic scaling for GPU deep-learning clusters.
+
+Implements Aryl [Aryl]_: training and inference run on separate GPU clusters;
+idle inference servers are **loaned** to training and **reclaimed** with the
+fewest job preemptions, and spare GPUs go to **elastic** jobs by solving a
+multiple-choice knapsack (MCKP) over each extra worker's JCT reduction.
+
+Public API (imported lazily, so ``import aryl`` stays cheap):
+
+* :func:`solve_mckp`, :func:`solve` — elastic allocation (MCKP), :mod:`aryl.elastic`.
+* :func:`reclaim` — choose loaned servers to return, :mod:`aryl.reclaiming`.
+* :func:`load_trace` — canonical job traces, :mod:`aryl.traces`.
+* :func:`simulate` — the discrete-event simulator, :mod:`aryl.sim`.
+
+References
+----------
+.. [Aryl] J. Li, H. Xu, Y. Zhu, Z. Liu, C. Guo, C. Wang. "Aryl: An Elastic
+   Cluster Scheduler for Deep Learning", arXiv:2202.07896, 2022; published as
+   "Lyra: Elastic Scheduling for Deep Learning Clusters", EuroSys 2023.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+from aryl.errors import ArylError, InvalidInputError, TraceFormatError
+
+try:
+    __version__ = version("aryl")
+except PackageNotFoundError:  # pragma: no cover - running from a bare source tree
+    __version__ = "0+unknown"
+
+# public name -> module that defines it
+_LAZY: dict[str, str] = {
+    "solve_mckp": "aryl.elastic",
+    "solve": "aryl.elastic",
+    "MCKPResult": "aryl.elastic",
+    "ElasticJob": "aryl.elastic",
+    "ElasticRequest": "aryl.elastic",
+    "ElasticDecision": "aryl.elastic",
+    "ElasticReply": "aryl.elastic",
+    "reclaim": "aryl.reclaiming",
+    "ReclaimRequest": "aryl.reclaiming",
+    "ReclaimPlan": "aryl.reclaiming",
+    "load_trace": "aryl.traces",
+    "simulate": "aryl.sim",
+    "SimConfig": "aryl.sim",
+}
+
+__all__ = [
+    "ArylError",
+    "ElasticDecision",
+    "ElasticJob",
+    "ElasticReply",
+    "ElasticRequest",
+    "InvalidInputError",
+    "MCKPResult",
+    "ReclaimPlan",
+    "ReclaimRequest",
+    "SimConfig",
+    "TraceFormatError",
+    "__version__",
+    "load_trace",
+    "reclaim",
+    "simulate",
+    "solve",
+    "solve_mckp",
+]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from aryl.elastic import (
+        ElasticDecision,
+        ElasticJob,
+        ElasticReply,
+        ElasticRequest,
+        MCKPResult,
+        solve,
+        solve_mckp,
+    )
+    from aryl.reclaiming import ReclaimPlan, ReclaimRequest, reclaim
+    from aryl.sim import SimConfig, simulate
+    from aryl.traces import load_trace
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'aryl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
