@@ -1,0 +1,188 @@
+"""``load_trace`` and ``write_trace``: one entry point for every trace source."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from aryl._io import atomic_write_dataframe, atomic_write_text
+from aryl.errors import InvalidInputError
+from aryl.traces.presets import DEFAULT_PRESET, PRESETS, preset_files
+from aryl.traces.readers import ReaderOptions, read_file
+from aryl.traces.schema import Trace, canonical_frame
+from aryl.traces.validate import check_on_invalid
+from aryl.traces.window import parse_window, window_mask
+
+__all__ = ["load_trace", "write_trace"]
+
+logger = logging.getLogger(__name__)
+
+
+def _merge_counts(into: dict[str, int], more: dict[str, int]) -> None:
+    for kind, count in more.items():
+        into[kind] = into.get(kind, 0) + count
+
+
+def load_trace(
+    source: str | os.PathLike[str] = DEFAULT_PRESET,
+    *,
+    format: str | None = None,
+    window: str | tuple[float, float] | None = None,
+    on_invalid: str = "raise",
+    tz: str | None = None,
+    gpus_per_server: int = 8,
+    max_gpus: int | None = None,
+    allow_multi_server: bool = True,
+    node_list: str | os.PathLike[str] | None = None,
+    pai_job_table: str | os.PathLike[str] | None = None,
+) -> Trace:
+    """Read a job trace into the canonical, validated form ``[Aryl]``.
+
+    Parameters
+    ----------
+    source : str or os.PathLike, default "itp-c07"
+        A preset name (see :data:`aryl.traces.PRESETS`) or a path to a CSV,
+        gzip CSV or Parquet file in one of the formats of
+        :mod:`aryl.traces.readers`.
+    format : str, optional
+        Force a format (``canonical``, ``itp``, ``philly``, ``helios``,
+        ``pai2020``, ``alibaba2023``) instead of detecting it from the header.
+    window : str or (float, float), optional
+        ``"busiest-15d"`` or ``"START,END"`` or ``(start_s, end_s)``; jobs
+        whose submit time is in ``[start, end)`` are kept (see
+        :mod:`aryl.traces.window`).
+    on_invalid : {"raise", "drop"}, default "raise"
+        Raise :class:`~aryl.errors.TraceFormatError` on the first bad row, or
+        drop bad rows and count them by kind in ``Trace.dropped``.
+    tz : str, optional
+        IANA time zone of naive timestamps.  Default per format:
+        Philly ``America/Los_Angeles``, Helios ``Asia/Shanghai``.
+    gpus_per_server : int, default 8
+        GPUs per training server (for ``allow_multi_server=False``).
+    max_gpus : int, optional
+        GPUs the cluster can ever hold; larger jobs are invalid.
+    allow_multi_server : bool, default True
+        If False, a job needing more than ``gpus_per_server`` GPUs is invalid.
+    node_list : path, optional
+        Alibaba 2023 node list (``sn,...,gpu,model``): a pod needing more GPUs
+        than every node it may run on is invalid.
+    pai_job_table : path, optional
+        PAI 2020 job table, to take ``tenant`` from its ``user`` column.
+
+    Returns
+    -------
+    Trace
+        Rows sorted by ``submit_time_s``, ties in input order; ``meta`` holds
+        the format's time zone, the window and row counts.
+
+    Raises
+    ------
+    TraceFormatError
+        A bad header or row (names file, line, column).
+    InvalidInputError
+        A bad argument or an unknown source.
+
+    Notes
+    -----
+    O(n log n) in the number of rows.  The full Philly table (82,247 rows)
+    loads in well under a second.
+    """
+    check_on_invalid(on_invalid)
+    if int(gpus_per_server) < 1:
+        raise InvalidInputError(f"gpus_per_server must be >= 1, got {gpus_per_server}")
+    if max_gpus is not None and int(max_gpus) < 1:
+        raise InvalidInputError(f"max_gpus must be >= 1, got {max_gpus}")
+    opts = ReaderOptions(
+        tz=tz,
+        gpus_per_server=int(gpus_per_server),
+        allow_multi_server=bool(allow_multi_server),
+        max_gpus=None if max_gpus is None else int(max_gpus),
+        node_list=None if node_list is None else str(node_list),
+        pai_job_table=None if pai_job_table is None else str(pai_job_table),
+    )
+    name = os.fspath(source)
+    dropped: dict[str, int] = {}
+    meta: dict[str, Any] = {}
+    if name in PRESETS:
+        preset = PRESETS[name]
+        parts: list[dict[str, np.ndarray]] = []
+        for path, tenant in zip(preset_files(preset), preset.tenants, strict=True):
+            cols, fmt, more, _ = read_file(path, format=preset.format, on_invalid=on_invalid,
+                                           opts=opts)
+            cols["tenant"] = np.full(len(cols["job_id"]), tenant, dtype=object)
+            parts.append(cols)
+            _merge_counts(dropped, more)
+        columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        meta.update({"preset": name, "n_jobs_documented": preset.n_jobs})
+    else:
+        path = Path(name)
+        if not path.exists():
+            raise InvalidInputError(
+                f"source: {name!r} is neither a file nor a preset ({sorted(PRESETS)})"
+            )
+        columns, fmt, more, meta = read_file(path, format=format, on_invalid=on_invalid,
+                                             opts=opts)
+        _merge_counts(dropped, more)
+    jobs = canonical_frame(columns)
+    if window is not None:
+        submit = jobs["submit_time_s"].to_numpy()
+        start, end, wmeta = parse_window(window, submit, tz=meta.get("tz"))
+        mask = window_mask(submit, start, end)
+        wmeta["n_before"] = int((submit < start).sum())
+        wmeta["n_after"] = int((submit >= end).sum())
+        wmeta["n_jobs"] = int(mask.sum())
+        jobs = jobs.loc[mask].reset_index(drop=True)
+        meta["window"] = wmeta
+    logger.info("loaded %s: %d jobs (%s), dropped %s", name, len(jobs), fmt, dropped)
+    return Trace(jobs=jobs, source=name, format=fmt, dropped=dropped, meta=meta)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return str(value)
+
+
+def write_trace(trace: Trace, path: str | os.PathLike[str]) -> Path:
+    """Write a trace in canonical form, atomically.
+
+    The suffix selects the format: ``.csv``, ``.csv.gz``, ``.parquet``/``.pq``.
+    ``trace.meta`` (with ``source``, ``format`` and ``dropped``) is recorded
+    with the output: in the Parquet schema metadata under ``aryl.meta``, or
+    for CSV in a sidecar ``<path>.meta.json``.  :func:`load_trace` reads it
+    back into ``Trace.meta``.
+
+    Parameters
+    ----------
+    trace : Trace
+    path : str or os.PathLike
+
+    Returns
+    -------
+    pathlib.Path
+        The written file.
+    """
+    stored = _jsonable(
+        {**trace.meta, "origin": {"source": trace.source, "format": trace.format,
+                                  "dropped": trace.dropped}}
+    )
+    blob = json.dumps(stored, sort_keys=True, indent=1)
+    dest = Path(path)
+    jobs: pd.DataFrame = trace.jobs
+    if dest.name.lower().endswith((".parquet", ".pq")):
+        return atomic_write_dataframe(jobs, dest, metadata={"aryl.meta": blob})
+    out = atomic_write_dataframe(jobs, dest)
+    atomic_write_text(dest.with_name(dest.name + ".meta.json"), blob + "\n")
+    return out

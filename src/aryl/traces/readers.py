@@ -1,0 +1,573 @@
+"""Readers for public GPU-cluster trace formats.
+
+Each reader turns one file in a public schema into canonical columns (see
+:mod:`aryl.traces.schema`), checking every row with a
+:class:`~aryl.traces.validate.RowChecker`.  The format is detected from the
+header (the set of column names) unless given explicitly.
+
+=============  =====================================================  ==========================
+format         header (columns used)                                   mapping
+=============  =====================================================  ==========================
+canonical      ``job_id,submit_time_s,duration_s,gpus`` [+ optional]   as is
+itp            ``job_id,submission_time,duration,num_gpu``             relative seconds
+philly         ``timestamp,duration,num_gpus[,gpu_time,cluster]``      ``timestamp`` is naive
+                                                                       local time in ``tz``
+                                                                       (default
+                                                                       ``America/Los_Angeles``);
+                                                                       job id ``philly-<line>``;
+                                                                       ``cluster`` -> tenant;
+                                                                       ``gpu_time`` ignored
+helios         ``job_id,user,vc,gpu_num,cpu_num,node_num,state,``      ``vc`` -> tenant;
+               ``submit_time,start_time,end_time,duration,queue``      duration = end - start;
+                                                                       times are seconds, or
+                                                                       date-times in ``tz``
+                                                                       (default
+                                                                       ``Asia/Shanghai``);
+                                                                       ``gpu_num=0`` ->
+                                                                       ``cpu_only``
+pai2020        task table ``job_name,task_name,inst_num,status,``      one job per task, id
+               ``start_time,end_time,plan_cpu,plan_mem,plan_gpu,``     ``job_name/task_name``;
+               ``gpu_type`` (header optional with ``format=``)         submit = start_time;
+                                                                       duration = end - start;
+                                                                       GPUs = inst_num *
+                                                                       plan_gpu / 100, rounded
+                                                                       **up** (never to 0);
+                                                                       ``plan_gpu=0`` ->
+                                                                       ``cpu_only``
+alibaba2023    pod list ``name,cpu_milli,memory_mib,num_gpu,``         submit = creation_time;
+               ``gpu_milli,gpu_spec,qos,pod_phase,creation_time,``     duration = deletion_time
+               ``deletion_time,scheduled_time``                        - scheduled_time;
+                                                                       a shared GPU
+                                                                       (``gpu_milli`` < 1000)
+                                                                       counts as 1 GPU;
+                                                                       ``gpu_spec`` -> gpu_type;
+                                                                       ``num_gpu=0`` ->
+                                                                       ``cpu_only``
+=============  =====================================================  ==========================
+
+Fractional GPU policy (PAI, pods): a fractional total is rounded up to the next
+whole GPU, so 0.5 GPU -> 1 and 1.5 -> 2; the number of rows rounded is kept in
+``Trace.meta["n_fractional_gpus_rounded_up"]``.  It is never truncated to 0.
+
+Line numbers in errors are file lines (header = 1) and assume one record per
+line (no quoted newlines).  Wholly blank lines are skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from aryl.errors import InvalidInputError, TraceFormatError
+from aryl.traces.schema import DTYPES, SCALING_COLUMNS
+from aryl.traces.validate import RowChecker
+
+__all__ = [
+    "DEFAULT_TZ",
+    "FORMATS",
+    "ReaderOptions",
+    "detect_format",
+    "read_raw",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TZ: dict[str, str] = {"philly": "America/Los_Angeles", "helios": "Asia/Shanghai"}
+
+PAI_TASK_COLUMNS = (
+    "job_name", "task_name", "inst_num", "status", "start_time", "end_time",
+    "plan_cpu", "plan_mem", "plan_gpu", "gpu_type",
+)
+PAI_JOB_COLUMNS = ("job_name", "inst_id", "user", "status", "start_time", "end_time")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReaderOptions:
+    """Options shared by the readers (see :func:`aryl.traces.load_trace`)."""
+
+    tz: str | None = None
+    gpus_per_server: int = 8
+    allow_multi_server: bool = True
+    max_gpus: int | None = None
+    node_list: str | None = None
+    pai_job_table: str | None = None
+
+
+Columns = dict[str, np.ndarray]
+Parser = Callable[[pd.DataFrame, RowChecker, ReaderOptions, dict[str, Any]], Columns]
+
+
+@dataclasses.dataclass(frozen=True)
+class FormatSpec:
+    """A trace format: the header columns that identify it and its parser."""
+
+    name: str
+    required: tuple[str, ...]
+    description: str
+    parse: Parser
+    headerless: tuple[str, ...] | None = None
+
+
+# ---------------------------------------------------------------- raw reading
+
+
+def _read_header(path: Path) -> list[str]:
+    if path.name.lower().endswith((".parquet", ".pq")):
+        import pyarrow.parquet as pq
+
+        return [str(c) for c in pq.read_schema(path).names]
+    opener: Any = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8-sig", newline="") as handle:
+            first = handle.readline()
+    except OSError as exc:
+        raise InvalidInputError(f"source: cannot read {str(path)!r} ({exc})") from exc
+    return [c.strip().strip('"') for c in first.rstrip("\r\n").split(",")]
+
+
+def read_raw(
+    path: Path, *, names: tuple[str, ...] | None = None
+) -> tuple[pd.DataFrame, np.ndarray, str]:
+    """Read a CSV (optionally gzip) or Parquet file without interpreting cells.
+
+    CSV cells are read as text (no NA conversion, so a blank stays blank);
+    wholly blank lines are removed.  ``names`` reads a header-less CSV.
+
+    Returns
+    -------
+    raw : pandas.DataFrame
+        Column names stripped of spaces.
+    lines : numpy.ndarray of int64
+        1-based file line (CSV) or row number + 1 (Parquet) of each row.
+    line_label : {"line", "row"}
+    """
+    if path.name.lower().endswith((".parquet", ".pq")):
+        raw = pd.read_parquet(path)
+        raw.columns = [str(c).strip() for c in raw.columns]
+        return raw.reset_index(drop=True), np.arange(2, len(raw) + 2, dtype=np.int64), "row"
+    try:
+        raw = pd.read_csv(
+            path,
+            dtype=str,
+            keep_default_na=False,
+            na_filter=False,
+            skip_blank_lines=False,
+            header=None if names else 0,
+            names=list(names) if names else None,
+            encoding="utf-8-sig",
+        )
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise TraceFormatError(f"cannot parse CSV: {exc}", path=str(path)) from exc
+    raw.columns = [str(c).strip() for c in raw.columns]
+    first_line = 1 if names else 2
+    lines = np.arange(first_line, len(raw) + first_line, dtype=np.int64)
+    if len(raw):
+        blank = np.ones(len(raw), dtype=bool)
+        for col in raw.columns:
+            blank &= (raw[col].str.strip() == "").to_numpy(dtype=bool)
+        if blank.any():
+            raw = raw.loc[~blank].reset_index(drop=True)
+            lines = lines[~blank]
+    return raw, lines, "line"
+
+
+def detect_format(columns: list[str], *, path: str = "") -> str:
+    """Name the format whose required columns are all in ``columns``.
+
+    Raises
+    ------
+    TraceFormatError
+        Naming line 1 and the first missing column of the closest format, if
+        no format matches.
+    """
+    present = set(columns)
+    if set(PAI_JOB_COLUMNS) <= present and "plan_gpu" not in present:
+        raise TraceFormatError(
+            "this is the PAI 2020 job table, which has no GPU request; read the task "
+            "table (pai_task_table.csv) and pass the job table as pai_job_table=",
+            path=path, line=1,
+        )
+    for spec in FORMATS.values():
+        if set(spec.required) <= present:
+            return spec.name
+    best = max(FORMATS.values(), key=lambda s: len(set(s.required) & present) / len(s.required))
+    missing = [c for c in best.required if c not in present]
+    if not set(best.required) & present:
+        raise TraceFormatError(
+            f"unknown trace format (header {columns!r}); known formats: {sorted(FORMATS)}",
+            path=path, line=1,
+        )
+    raise TraceFormatError(
+        f"header looks like the {best.name!r} format but lacks column(s) {missing}",
+        path=path, line=1, column=missing[0],
+    )
+
+
+def require_columns(raw: pd.DataFrame, spec: FormatSpec, path: str) -> None:
+    """Raise :class:`TraceFormatError` (line 1) if a required column is absent."""
+    missing = [c for c in spec.required if c not in raw.columns]
+    if missing:
+        raise TraceFormatError(
+            f"{spec.name} header lacks column(s) {missing}", path=path, line=1, column=missing[0]
+        )
+
+
+# ---------------------------------------------------------------- parsers
+
+
+def _gpu_rules(ck: RowChecker, gpus: np.ndarray, column: str, opts: ReaderOptions) -> None:
+    ck.gpu_rules(
+        gpus, column, gpus_per_server=opts.gpus_per_server,
+        allow_multi_server=opts.allow_multi_server, max_gpus=opts.max_gpus,
+    )
+
+
+def _parse_bool(ck: RowChecker, raw: pd.Series, column: str) -> np.ndarray:
+    if pd.api.types.is_bool_dtype(raw):
+        blank = raw.isna().to_numpy(dtype=bool)
+        ck.flag(blank, "missing_value", column, "blank cell")
+        return raw.fillna(False).to_numpy(dtype=bool)
+    if pd.api.types.is_numeric_dtype(raw):
+        values = ck.number(raw, column)
+        ck.flag(np.isfinite(values) & (values != 0) & (values != 1), "not_a_number", column,
+                "not a boolean (true/false/1/0)", values=raw.to_numpy(dtype=object))
+        return values == 1
+    text = raw.astype("str").str.strip().str.lower()
+    blank = (text == "").to_numpy(dtype=bool) | raw.isna().to_numpy(dtype=bool)
+    ck.flag(blank, "missing_value", column, "blank cell")
+    true = text.isin(["true", "1", "yes"]).to_numpy(dtype=bool)
+    false = text.isin(["false", "0", "no"]).to_numpy(dtype=bool)
+    ck.flag(~blank & ~true & ~false, "not_a_number", column, "not a boolean (true/false/1/0)",
+            values=raw.to_numpy(dtype=object))
+    return true
+
+
+def _parse_canonical(
+    raw: pd.DataFrame, ck: RowChecker, opts: ReaderOptions, meta: dict[str, Any]
+) -> Columns:
+    present = [c for c in SCALING_COLUMNS if c in raw.columns]
+    if present and len(present) != len(SCALING_COLUMNS):
+        missing = [c for c in SCALING_COLUMNS if c not in raw.columns]
+        raise TraceFormatError(
+            f"scaling columns come as a set: {present} given but {missing} missing",
+            path=ck.path, line=1, column=missing[0],
+        )
+    out: Columns = {}
+    out["job_id"] = ck.text(raw["job_id"], "job_id")
+    out["submit_time_s"] = ck.number(raw["submit_time_s"], "submit_time_s")
+    out["duration_s"] = ck.number(raw["duration_s"], "duration_s")
+    ck.duration_rules(out["duration_s"], "duration_s")
+    out["gpus"] = ck.integer(raw["gpus"], "gpus")
+    _gpu_rules(ck, out["gpus"], "gpus", opts)
+    if present:
+        for col in ("gpus_per_worker", "min_workers", "max_workers"):
+            out[col] = ck.integer(raw[col], col)
+        out["elastic"] = _parse_bool(ck, raw["elastic"], "elastic")
+        out["alpha"] = ck.number(raw["alpha"], "alpha")
+        with np.errstate(invalid="ignore"):
+            ck.flag(out["gpus_per_worker"] < 1, "bad_scaling", "gpus_per_worker",
+                    "gpus_per_worker < 1", values=out["gpus_per_worker"])
+            ck.flag(out["min_workers"] < 1, "bad_scaling", "min_workers", "min_workers < 1",
+                    values=out["min_workers"])
+            ck.flag(out["max_workers"] < out["min_workers"], "bad_scaling", "max_workers",
+                    "max_workers < min_workers", values=out["max_workers"])
+            ck.flag(out["alpha"] < 0, "bad_scaling", "alpha", "alpha < 0", values=out["alpha"])
+    for col in ("tenant", "gpu_type"):
+        if col in raw.columns:
+            out[col] = ck.text(raw[col], col, required=False)
+    if "priority" in raw.columns:
+        out["priority"] = ck.integer(raw["priority"], "priority")
+    ck.duplicate_rules(out["job_id"], "job_id")
+    return out
+
+
+def _parse_itp(
+    raw: pd.DataFrame, ck: RowChecker, opts: ReaderOptions, meta: dict[str, Any]
+) -> Columns:
+    out: Columns = {}
+    out["job_id"] = ck.text(raw["job_id"], "job_id")
+    out["submit_time_s"] = ck.number(raw["submission_time"], "submission_time")
+    out["duration_s"] = ck.number(raw["duration"], "duration")
+    ck.duration_rules(out["duration_s"], "duration")
+    out["gpus"] = ck.integer(raw["num_gpu"], "num_gpu")
+    _gpu_rules(ck, out["gpus"], "num_gpu", opts)
+    ck.duplicate_rules(out["job_id"], "job_id")
+    return out
+
+
+def _parse_philly(
+    raw: pd.DataFrame, ck: RowChecker, opts: ReaderOptions, meta: dict[str, Any]
+) -> Columns:
+    tz = opts.tz or DEFAULT_TZ["philly"]
+    meta["tz"] = tz
+    out: Columns = {}
+    out["submit_time_s"] = ck.timestamp(raw["timestamp"], "timestamp", tz=tz)
+    out["duration_s"] = ck.number(raw["duration"], "duration")
+    ck.duration_rules(out["duration_s"], "duration")
+    out["gpus"] = ck.integer(raw["num_gpus"], "num_gpus")
+    _gpu_rules(ck, out["gpus"], "num_gpus", opts)
+    if "cluster" in raw.columns:
+        out["tenant"] = ck.text(raw["cluster"], "cluster", required=False)
+    out["job_id"] = np.char.add("philly-", ck.lines.astype(str)).astype(object)
+    return out
+
+
+def _times(
+    ck: RowChecker, raw: pd.DataFrame, column: str, tz: str, meta: dict[str, Any]
+) -> np.ndarray:
+    """A time column holding either seconds or date-times (decided per column)."""
+    series = raw[column]
+    if pd.api.types.is_numeric_dtype(series):
+        return ck.number(series, column)
+    text = series.astype("str").str.strip()
+    filled = text[text != ""]
+    numeric = pd.to_numeric(filled, errors="coerce")
+    if len(filled) == 0 or numeric.notna().all():
+        return ck.number(series, column)
+    meta["tz"] = tz
+    return ck.timestamp(series, column, tz=tz)
+
+
+def _start_end_duration(
+    ck: RowChecker, start: np.ndarray, end: np.ndarray, end_column: str
+) -> np.ndarray:
+    duration = end - start
+    with np.errstate(invalid="ignore"):
+        ck.flag(duration < 0, "negative_duration", end_column, "end before start",
+                values=duration)
+        ck.flag(duration == 0, "zero_duration", end_column, "end equal to start")
+    return duration
+
+
+def _parse_helios(
+    raw: pd.DataFrame, ck: RowChecker, opts: ReaderOptions, meta: dict[str, Any]
+) -> Columns:
+    tz = opts.tz or DEFAULT_TZ["helios"]
+    out: Columns = {}
+    gpus = ck.integer(raw["gpu_num"], "gpu_num")
+    ck.flag(gpus == 0, "cpu_only", "gpu_num", "CPU-only job", always_drop=True)
+    out["job_id"] = ck.text(raw["job_id"], "job_id")
+    out["submit_time_s"] = _times(ck, raw, "submit_time", tz, meta)
+    start = _times(ck, raw, "start_time", tz, meta)
+    end = _times(ck, raw, "end_time", tz, meta)
+    out["duration_s"] = _start_end_duration(ck, start, end, "end_time")
+    out["gpus"] = gpus
+    _gpu_rules(ck, gpus, "gpu_num", opts)
+    out["tenant"] = ck.text(raw["vc"], "vc", required=False)
+    ck.duplicate_rules(out["job_id"], "job_id")
+    return out
+
+
+def _parse_pai2020(
+    raw: pd.DataFrame, ck: RowChecker, opts: ReaderOptions, meta: dict[str, Any]
+) -> Columns:
+    out: Columns = {}
+    job_name = ck.text(raw["job_name"], "job_name")
+    task_name = ck.text(raw["task_name"], "task_name")
+    inst = ck.integer(raw["inst_num"], "inst_num")
+    plan = ck.number(raw["plan_gpu"], "plan_gpu")
+    ck.flag(plan == 0, "cpu_only", "plan_gpu", "CPU-only task", always_drop=True)
+    with np.errstate(invalid="ignore"):
+        ck.flag(plan < 0, "zero_gpus", "plan_gpu", "negative GPU request", values=plan)
+        ck.flag(inst <= 0, "zero_gpus", "inst_num", "no instances", values=inst)
+        total = np.round(inst * plan / 100.0, 9)
+        gpus = np.ceil(total)
+    ok = np.isfinite(total)
+    meta["fractional_gpu_policy"] = "ceil"
+    meta["n_fractional_gpus_rounded_up"] = int((ok & (gpus != total) & ~ck.bad).sum())
+    start = ck.number(raw["start_time"], "start_time")
+    end = ck.number(raw["end_time"], "end_time")
+    out["job_id"] = np.char.add(np.char.add(job_name.astype(str), "/"),
+                                task_name.astype(str)).astype(object)
+    out["submit_time_s"] = start
+    out["duration_s"] = _start_end_duration(ck, start, end, "end_time")
+    out["gpus"] = gpus
+    _gpu_rules(ck, gpus, "plan_gpu", opts)
+    if "gpu_type" in raw.columns:
+        out["gpu_type"] = ck.text(raw["gpu_type"], "gpu_type", required=False)
+    if opts.pai_job_table is not None:
+        jobs = _read_pai_job_table(Path(opts.pai_job_table))
+        users = pd.Series(job_name).map(jobs).fillna("")
+        out["tenant"] = users.to_numpy(dtype=object)
+    ck.duplicate_rules(out["job_id"], "job_name")
+    return out
+
+
+def _read_pai_job_table(path: Path) -> pd.Series:
+    header = _read_header(path)
+    names = None if "job_name" in header else PAI_JOB_COLUMNS
+    raw, _, _ = read_raw(path, names=names)
+    for col in ("job_name", "user"):
+        if col not in raw.columns:
+            raise TraceFormatError("PAI job table lacks a column", path=str(path), line=1,
+                                   column=col)
+    table = raw.drop_duplicates("job_name", keep="first")
+    return pd.Series(table["user"].to_numpy(dtype=object),
+                     index=table["job_name"].to_numpy(dtype=object))
+
+
+def _node_capacity(path: Path, specs: np.ndarray) -> np.ndarray:
+    """Largest GPU count over the nodes each pod may use (0 if none)."""
+    raw, lines, _ = read_raw(path)
+    for col in ("gpu", "model"):
+        if col not in raw.columns:
+            raise TraceFormatError("node list lacks a column", path=str(path), line=1,
+                                   column=col)
+    nck = RowChecker(str(path), lines, "raise")
+    gpu = nck.integer(raw["gpu"], "gpu")
+    nck.finish()
+    model = raw["model"].astype("str").str.strip().to_numpy(dtype=object)
+    per_model = pd.Series(gpu).groupby(model).max().to_dict()
+    overall = float(np.max(gpu)) if len(gpu) else 0.0
+    cache: dict[str, float] = {}
+    cap = np.empty(len(specs), dtype=np.float64)
+    for i, spec in enumerate(specs):
+        value = cache.get(spec)
+        if value is None:
+            allowed = [m for m in str(spec).split("|") if m]
+            value = overall if not allowed else max(
+                (float(per_model[m]) for m in allowed if m in per_model), default=0.0
+            )
+            cache[spec] = value
+        cap[i] = value
+    return cap
+
+
+def _parse_alibaba2023(
+    raw: pd.DataFrame, ck: RowChecker, opts: ReaderOptions, meta: dict[str, Any]
+) -> Columns:
+    out: Columns = {}
+    gpus = ck.integer(raw["num_gpu"], "num_gpu")
+    ck.flag(gpus == 0, "cpu_only", "num_gpu", "CPU-only pod", always_drop=True)
+    out["job_id"] = ck.text(raw["name"], "name")
+    if "gpu_milli" in raw.columns:
+        milli = ck.number(raw["gpu_milli"], "gpu_milli", required=False)
+        with np.errstate(invalid="ignore"):
+            shared = (gpus == 1) & (milli < 1000) & (milli > 0)
+        meta["fractional_gpu_policy"] = "ceil"
+        meta["n_fractional_gpus_rounded_up"] = int((shared & ~ck.bad).sum())
+    out["submit_time_s"] = ck.number(raw["creation_time"], "creation_time")
+    start = ck.number(raw["scheduled_time"], "scheduled_time")
+    end = ck.number(raw["deletion_time"], "deletion_time")
+    out["duration_s"] = _start_end_duration(ck, start, end, "deletion_time")
+    out["gpus"] = gpus
+    specs = (ck.text(raw["gpu_spec"], "gpu_spec", required=False)
+             if "gpu_spec" in raw.columns else np.full(len(gpus), "", dtype=object))
+    out["gpu_type"] = specs
+    with np.errstate(invalid="ignore"):
+        ck.flag(gpus <= 0, "zero_gpus", "num_gpu", "a job needs at least 1 GPU", values=gpus)
+        if opts.node_list is not None:
+            cap = _node_capacity(Path(opts.node_list), specs)
+            ck.flag(gpus > cap, "exceeds_server", "num_gpu",
+                    "pod needs more GPUs than any node it may run on has (node list "
+                    f"{opts.node_list})", values=gpus)
+            meta["node_list"] = str(opts.node_list)
+        else:
+            ck.flag(gpus > opts.gpus_per_server, "exceeds_server", "num_gpu",
+                    f"pod needs more GPUs than one {opts.gpus_per_server}-GPU server",
+                    values=gpus)
+        if opts.max_gpus is not None:
+            ck.flag(gpus > opts.max_gpus, "exceeds_cluster", "num_gpu",
+                    f"job needs more GPUs than the cluster can ever hold ({opts.max_gpus})",
+                    values=gpus)
+    ck.duplicate_rules(out["job_id"], "name")
+    return out
+
+
+FORMATS: dict[str, FormatSpec] = {
+    spec.name: spec
+    for spec in (
+        FormatSpec("canonical", ("job_id", "submit_time_s", "duration_s", "gpus"),
+                   "aryl canonical job trace", _parse_canonical),
+        FormatSpec("itp", ("job_id", "submission_time", "duration", "num_gpu"),
+                   "Microsoft ITP 2021 (ElasticFlow traces)", _parse_itp),
+        FormatSpec("philly", ("timestamp", "duration", "num_gpus"),
+                   "Microsoft Philly 2017 job table (Pollux extraction)", _parse_philly),
+        FormatSpec("helios", ("job_id", "vc", "gpu_num", "submit_time", "start_time",
+                              "end_time"),
+                   "SenseTime Helios cluster_log.csv", _parse_helios),
+        FormatSpec("pai2020", ("job_name", "task_name", "inst_num", "start_time", "end_time",
+                               "plan_gpu"),
+                   "Alibaba PAI 2020 task table", _parse_pai2020, headerless=PAI_TASK_COLUMNS),
+        FormatSpec("alibaba2023", ("name", "num_gpu", "creation_time", "deletion_time",
+                                   "scheduled_time"),
+                   "Alibaba GPU cluster 2023 pod list", _parse_alibaba2023),
+    )
+}
+
+
+def read_file(
+    path: Path, *, format: str | None, on_invalid: str, opts: ReaderOptions
+) -> tuple[Columns, str, dict[str, int], dict[str, Any]]:
+    """Read and validate one trace file.
+
+    Returns
+    -------
+    columns : dict of str to numpy.ndarray
+        Canonical columns of the kept rows, in file order (not yet sorted).
+    format : str
+    dropped : dict of str to int
+    meta : dict
+    """
+    if not path.is_file():
+        raise InvalidInputError(f"source: no such file or preset {str(path)!r}")
+    header = _read_header(path)
+    if format is None:
+        fmt = detect_format(header, path=str(path))
+    else:
+        if format not in FORMATS:
+            raise InvalidInputError(
+                f"format: unknown trace format {format!r}; known: {sorted(FORMATS)}"
+            )
+        fmt = format
+    spec = FORMATS[fmt]
+    names = None
+    if spec.headerless and not set(spec.required) & set(header):
+        if len(header) != len(spec.headerless):
+            raise TraceFormatError(
+                f"{fmt}: header-less file must have {len(spec.headerless)} fields "
+                f"{list(spec.headerless)}, line 1 has {len(header)}", path=str(path), line=1,
+            )
+        names = spec.headerless
+    raw, lines, label = read_raw(path, names=names)
+    require_columns(raw, spec, str(path))
+    ck = RowChecker(str(path), lines, on_invalid, line_label=label)
+    meta: dict[str, Any] = {}
+    columns = spec.parse(raw, ck, opts, meta)
+    keep, dropped = ck.finish()
+    kept = {name: values[keep] for name, values in columns.items()}
+    for name, values in kept.items():
+        if DTYPES[name] == "int64":
+            kept[name] = values.astype(np.int64)
+    meta["n_rows_read"] = int(ck.n_rows)
+    if fmt == "canonical":
+        stored = read_stored_meta(path)
+        if stored:
+            meta = {**stored, **meta}
+    logger.info("%s: %s format, %d rows kept of %d", path, fmt, int(keep.sum()), ck.n_rows)
+    return kept, fmt, dropped, meta
+
+
+def read_stored_meta(path: Path) -> dict[str, Any]:
+    """The meta dict stored by :func:`aryl.traces.write_trace`, or ``{}``."""
+    try:
+        if path.name.lower().endswith((".parquet", ".pq")):
+            import pyarrow.parquet as pq
+
+            md = pq.read_schema(path).metadata or {}
+            blob = md.get(b"aryl.meta")
+            return dict(json.loads(blob.decode())) if blob else {}
+        sidecar = path.with_name(path.name + ".meta.json")
+        if sidecar.is_file():
+            return dict(json.loads(sidecar.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:
+        logger.warning("%s: ignoring unreadable stored meta (%s)", path, exc)
+    return {}
