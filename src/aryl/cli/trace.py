@@ -1,0 +1,150 @@
+"""``aryl trace``: inspect and convert job traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from aryl.errors import InvalidInputError
+
+__all__ = ["trace_command"]
+
+_FORMATS = ["canonical", "itp", "philly", "helios", "pai2020", "alibaba2023"]
+
+
+def _load_options(func: Any) -> Any:
+    options = [
+        click.option("--format", "fmt", type=click.Choice(_FORMATS), default=None,
+                     help="Input format (default: detected from the header)."),
+        click.option("--window", default=None,
+                     help="'busiest-15d' or 'START,END' (submit time in [START, END))."),
+        click.option("--tz", default=None,
+                     help="Time zone of naive timestamps (Philly default America/Los_Angeles, "
+                          "Helios Asia/Shanghai)."),
+        click.option("--drop-invalid", is_flag=True,
+                     help="Drop invalid rows and count them instead of failing."),
+        click.option("--gpus-per-server", type=int, default=8, show_default=True),
+        click.option("--max-gpus", type=int, default=None,
+                     help="GPUs the cluster can ever hold; larger jobs are invalid."),
+        click.option("--no-multi-server", is_flag=True,
+                     help="Jobs larger than one server are invalid."),
+        click.option("--node-list", type=click.Path(exists=True, dir_okay=False),
+                     default=None, help="Alibaba 2023 node list (per-node GPU capacity)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _load(trace: str, fmt: str | None, window: str | None, tz: str | None, drop_invalid: bool,
+          gpus_per_server: int, max_gpus: int | None, no_multi_server: bool,
+          node_list: str | None) -> Any:
+    from aryl.traces import load_trace
+
+    try:
+        return load_trace(trace, format=fmt, window=window, tz=tz,
+                          on_invalid="drop" if drop_invalid else "raise",
+                          gpus_per_server=gpus_per_server, max_gpus=max_gpus,
+                          allow_multi_server=not no_multi_server, node_list=node_list)
+    except InvalidInputError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@click.group(name="trace")
+def trace_command() -> None:
+    """Inspect and convert job traces (paths or presets such as itp-c07)."""
+
+
+@trace_command.command("inspect")
+@click.argument("trace", default="itp-c07")
+@_load_options
+@click.option("--bins", type=int, default=12, show_default=True,
+              help="Time bins of the offered-load table.")
+def inspect_command(trace: str, fmt: str | None, window: str | None, tz: str | None,
+                    drop_invalid: bool, gpus_per_server: int, max_gpus: int | None,
+                    no_multi_server: bool, node_list: str | None, bins: int) -> None:
+    """Summarise TRACE: jobs, span, GPU sizes, durations, offered load, drops."""
+    from aryl.traces.summary import gpu_histogram, offered_load, summarize
+
+    t = _load(trace, fmt, window, tz, drop_invalid, gpus_per_server, max_gpus,
+              no_multi_server, node_list)
+    s = summarize(t)
+    console = Console()
+    head = Table(title=f"trace {t.source} ({t.format})", show_header=False)
+    head.add_row("jobs", f"{s['n_jobs']:,}")
+    head.add_row("span", f"{s['span_s']:,.0f} s ({s['span_s'] / 86400:.2f} days)")
+    head.add_row("first / last submit (s)", f"{s['first_submit_s']:,.0f} / {s['last_submit_s']:,.0f}")
+    head.add_row("GPU-hours", f"{s['gpu_hours']:,.0f}")
+    head.add_row("mean offered load", f"{s['mean_offered_load_gpus']:,.1f} GPUs")
+    if "tz" in t.meta:
+        head.add_row("time zone", str(t.meta["tz"]))
+    if "window" in t.meta:
+        w = t.meta["window"]
+        head.add_row("window", f"[{w['start_s']:,.0f}, {w['end_s']:,.0f}) ({w['spec']})")
+    if "n_elastic" in s:
+        head.add_row("elastic jobs", f"{s['n_elastic']:,}")
+    console.print(head)
+
+    hist = Table(title="GPU sizes")
+    hist.add_column("GPUs", justify="right")
+    hist.add_column("jobs", justify="right")
+    hist.add_column("share", justify="right")
+    for row in gpu_histogram(t).itertuples(index=False):
+        hist.add_row(str(row.gpus), f"{row.n_jobs:,}", f"{row.share:.1%}")
+    console.print(hist)
+
+    dur = Table(title="duration (s)")
+    for name in ("mean", "p50", "p90", "p95", "p99", "max"):
+        dur.add_column(name, justify="right")
+    dur.add_row(*(f"{s[k]:,.0f}" for k in ("duration_mean_s", "duration_p50_s",
+                                            "duration_p90_s", "duration_p95_s",
+                                            "duration_p99_s", "duration_max_s")))
+    console.print(dur)
+
+    load = Table(title="offered load (GPUs, jobs run at traced size from submit)")
+    load.add_column("from (s)", justify="right")
+    load.add_column("to (s)", justify="right")
+    load.add_column("GPUs", justify="right")
+    for row in offered_load(t, max(1, bins)).itertuples(index=False):
+        load.add_row(f"{row.start_s:,.0f}", f"{row.end_s:,.0f}", f"{row.gpus:,.1f}")
+    console.print(load)
+
+    drops = Table(title="rows dropped")
+    drops.add_column("kind")
+    drops.add_column("rows", justify="right")
+    for kind, count in t.dropped.items():
+        drops.add_row(kind, f"{count:,}")
+    if not t.dropped:
+        drops.add_row("(none)", "0")
+    console.print(drops)
+
+
+@trace_command.command("convert")
+@click.argument("src")
+@click.argument("out", type=click.Path(dir_okay=False))
+@_load_options
+@click.option("--elastic-fraction", type=float, default=None,
+              help="Also synthesise elastic jobs (fraction of jobs made elastic).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Synthesis seed.")
+def convert_command(src: str, out: str, fmt: str | None, window: str | None, tz: str | None,
+                    drop_invalid: bool, gpus_per_server: int, max_gpus: int | None,
+                    no_multi_server: bool, node_list: str | None,
+                    elastic_fraction: float | None, seed: int) -> None:
+    """Convert SRC (path or preset) to canonical OUT (.csv, .csv.gz, .parquet), atomically."""
+    from aryl.traces import synthesize_elastic, write_trace
+
+    t = _load(src, fmt, window, tz, drop_invalid, gpus_per_server, max_gpus,
+              no_multi_server, node_list)
+    try:
+        if elastic_fraction is not None:
+            t = synthesize_elastic(t, elastic_fraction=elastic_fraction, seed=seed,
+                                   gpus_per_server=gpus_per_server)
+        path = write_trace(t, Path(out))
+    except InvalidInputError as exc:
+        raise click.ClickException(str(exc)) from exc
+    dropped = ", ".join(f"{k}={v}" for k, v in t.dropped.items()) or "none"
+    click.echo(f"wrote {path}: {t.n_jobs} jobs ({t.format}); dropped: {dropped}")

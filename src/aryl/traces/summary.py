@@ -1,0 +1,87 @@
+"""Descriptive figures of a trace (what ``aryl trace inspect`` prints)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from aryl.traces.schema import Trace
+
+__all__ = ["gpu_histogram", "offered_load", "summarize"]
+
+PERCENTILES = (50.0, 90.0, 95.0, 99.0)
+
+
+def gpu_histogram(trace: Trace) -> pd.DataFrame:
+    """Jobs per GPU size: columns ``gpus`` (int64), ``n_jobs`` (int64), ``share``
+    (float64), ascending by ``gpus``."""
+    counts = trace.jobs["gpus"].value_counts().sort_index()
+    n = max(1, len(trace.jobs))
+    return pd.DataFrame({
+        "gpus": counts.index.to_numpy(dtype=np.int64),
+        "n_jobs": counts.to_numpy(dtype=np.int64),
+        "share": counts.to_numpy(dtype=np.float64) / n,
+    })
+
+
+def offered_load(trace: Trace, n_bins: int = 12) -> pd.DataFrame:
+    """Offered load in GPUs over time.
+
+    The load of a bin is the GPU-seconds that jobs would use in it if each ran
+    at its traced size from its submit time (no queuing), divided by the bin
+    length.  Bins split ``[first submit, last submit]`` evenly.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``start_s``, ``end_s``, ``gpus`` (float64), one row per bin.
+
+    Notes
+    -----
+    O(n_jobs * n_bins) memory-light: one pass per bin.
+    """
+    jobs = trace.jobs
+    if len(jobs) == 0:
+        return pd.DataFrame({"start_s": [], "end_s": [], "gpus": []}, dtype=np.float64)
+    t = jobs["submit_time_s"].to_numpy(dtype=np.float64)
+    end = t + jobs["duration_s"].to_numpy(dtype=np.float64)
+    g = jobs["gpus"].to_numpy(dtype=np.float64)
+    lo, hi = float(t.min()), float(t.max())
+    if hi <= lo:
+        hi = lo + 1.0
+    edges = np.linspace(lo, hi, n_bins + 1)
+    load = np.empty(n_bins)
+    for k in range(n_bins):
+        a, b = edges[k], edges[k + 1]
+        overlap = np.clip(np.minimum(end, b) - np.maximum(t, a), 0.0, None)
+        load[k] = float(np.dot(overlap, g)) / (b - a)
+    return pd.DataFrame({"start_s": edges[:-1], "end_s": edges[1:], "gpus": load})
+
+
+def summarize(trace: Trace) -> dict[str, Any]:
+    """Headline figures: jobs, span, GPU-hours, duration percentiles, mean
+    offered load (GPU-seconds / span), rows dropped by kind."""
+    jobs = trace.jobs
+    d = jobs["duration_s"].to_numpy(dtype=np.float64)
+    g = jobs["gpus"].to_numpy(dtype=np.float64)
+    span = trace.span_s
+    out: dict[str, Any] = {
+        "source": trace.source,
+        "format": trace.format,
+        "n_jobs": len(jobs),
+        "first_submit_s": float(jobs["submit_time_s"].iloc[0]) if len(jobs) else float("nan"),
+        "last_submit_s": float(jobs["submit_time_s"].iloc[-1]) if len(jobs) else float("nan"),
+        "span_s": span,
+        "gpu_hours": float(np.dot(d, g)) / 3600.0,
+        "mean_offered_load_gpus": float(np.dot(d, g)) / span if span > 0 else float("nan"),
+        "duration_mean_s": float(d.mean()) if len(d) else float("nan"),
+        "duration_max_s": float(d.max()) if len(d) else float("nan"),
+        "dropped": dict(trace.dropped),
+    }
+    for q in PERCENTILES:
+        out[f"duration_p{q:g}_s"] = float(np.percentile(d, q)) if len(d) else float("nan")
+    if "elastic" in jobs.columns:
+        out["n_elastic"] = int(jobs["elastic"].sum())
+    return out
