@@ -1,0 +1,645 @@
+"""The discrete-event engine of the Aryl simulator.
+
+Events
+------
+A heap of lean tuples ``(time_s, priority, seq, kind, payload)``; arrivals are
+not pushed on the heap but read from the sorted job table with a pointer (same
+order).  Events at the same time are processed in this fixed order:
+
+1. job finishes (priority 0),
+2. inference demand changes (1) — a rise above the servers not on loan asks
+   for servers back; with a grace period of 0 s they are reclaimed at once,
+3. reclaim deadlines (2),
+4. job arrivals (3), in arrival order then input row order,
+5. periodic ticks (4),
+
+then **one** scheduling pass (loan idle inference servers if the policy loans,
+then ``policy.schedule``).  Ties inside a priority go by ``seq`` (push order).
+
+Finish events are invalidated lazily: each job remembers the ``seq`` of its live
+finish event, and a rescale or preemption pushes a new one, so stale entries are
+dropped when popped instead of being searched for.
+
+The clock never goes backwards: an event earlier than the clock by more than a
+relative 1e-9 raises :class:`RuntimeError` (a bug); smaller float drift is
+clamped to the clock.  The run ends when every feasible job has finished, or at
+``SimConfig.horizon_s`` (unfinished jobs are listed in the results).
+
+Job lifecycle: queued -> running (rescaled any number of times) -> finished;
+a preemption requeues the job with its original arrival time, its remaining
+work set back to the last checkpoint; the next start pays ``restart_cost_s``
+before progress resumes.  A rescale (or a move of workers) saves a checkpoint
+and pauses progress for ``rescale_pause_s``.  Checkpoints are taken every
+``checkpoint_interval_s`` of progress time after each (re)start or rescale.
+
+A job whose base demand can never fit the training cluster (or whose worker is
+larger than a server) is reported as infeasible at arrival, with a warning; it
+is never queued, so it triggers no reclaim, scale-in or preemption.
+
+Determinism: no wall-clock, no hashing of strings, no unordered iteration
+(dicts keep insertion order); the same inputs and seed give identical results.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from aryl.policies.base import Decision, Placement, Policy, Reason, make_policy, policy_class
+from aryl.sim.config import SimConfig
+from aryl.sim.jobs import JobTable
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Engine", "InferenceSchedule"]
+
+FINISH, DEMAND, RECLAIM, ARRIVAL, TICK = 0, 1, 2, 3, 4
+
+# job states
+PENDING, QUEUED, RUNNING, DONE, INFEASIBLE = 0, 1, 2, 3, 4
+
+# inference server states
+SERVING, IDLE, LOANED = 0, 1, 2
+
+_EPS = 1e-9
+
+
+class InferenceSchedule:
+    """A step series of inference servers needed, relative to the clock start.
+
+    Parameters
+    ----------
+    offsets_s : ndarray of float64, shape (k,)
+        Ascending change times relative to the start, first ``0``.
+    servers_needed : ndarray of int64, shape (k,)
+    period_s : float
+        The series repeats with this period (``inf``: the last value holds).
+    """
+
+    def __init__(self, offsets_s: np.ndarray, servers_needed: np.ndarray, period_s: float) -> None:
+        self.offsets_s = [float(x) for x in offsets_s]
+        self.servers_needed = [int(x) for x in servers_needed]
+        self.period_s = float(period_s)
+
+    def at(self, k: int) -> tuple[float, int]:
+        """Offset and value of the ``k``-th step (``k`` counts across periods)."""
+        n = len(self.offsets_s)
+        if math.isinf(self.period_s):
+            if k >= n:
+                return math.inf, self.servers_needed[-1]
+            return self.offsets_s[k], self.servers_needed[k]
+        c, i = divmod(k, n)
+        return c * self.period_s + self.offsets_s[i], self.servers_needed[i]
+
+
+class Engine:
+    """One replay: state, event loop and decision application.
+
+    The engine is the :class:`~aryl.policies.base.SimView` the policy reads.
+    """
+
+    def __init__(
+        self,
+        table: JobTable,
+        policy: str,
+        config: SimConfig,
+        inference: InferenceSchedule | None,
+        progress: Callable[[int, int, float], None] | None = None,
+        policy_options: dict[str, Any] | None = None,
+    ) -> None:
+        self.table = table
+        self.config = config
+        self.policy_name = policy
+        cls = policy_class(policy)
+        n = table.n_jobs
+        S = config.gpus_per_server
+        self.gpus_per_server = S
+        self.n_train = config.n_training_servers
+        self.n_inf = config.n_inference_servers
+        n_srv = self.n_train + self.n_inf
+        self.training_servers = list(range(self.n_train))
+        # server state
+        self.free = [S] * self.n_train + [0] * self.n_inf
+        self.cap = [S] * self.n_train + [0] * self.n_inf
+        self.jobs_on: list[dict[int, int]] = [{} for _ in range(n_srv)]
+        self.inf_state = [SERVING] * self.n_inf
+        self.n_loaned = 0
+        self.needed = 0
+        self.inference = inference if (inference is not None and self.n_inf > 0) else None
+        # static job columns (Python lists for fast scalar access)
+        self.submit: list[float] = table.submit_time_s.tolist()
+        self.gpw: list[int] = table.gpus_per_worker.tolist()
+        self.traced_workers: list[int] = table.traced_workers.tolist()
+        self.alpha: list[float] = table.alpha.tolist()
+        use_elastic = cls.elastic
+        el = table.elastic & use_elastic
+        self.elastic: list[bool] = el.tolist()
+        self.base_workers: list[int] = np.where(
+            el, table.min_workers, table.traced_workers
+        ).tolist()
+        self.max_workers: list[int] = np.where(el, table.max_workers, table.traced_workers).tolist()
+        a = table.alpha
+        tw = table.traced_workers.astype(np.float64)
+        self._t_traced: list[float] = (tw / (1.0 + a * (tw - 1.0))).tolist()
+        # mutable job state
+        self.state = [PENDING] * n
+        self.rem: list[float] = table.duration_s.tolist()  # traced seconds
+        self.speed = [0.0] * n
+        self.last_t = [0.0] * n  # progress accrues from here (in the future while paused)
+        self.ckpt_rem = list(self.rem)
+        self.next_ckpt = [math.inf] * n
+        self.workers = [0] * n
+        self.placement: list[Placement | None] = [None] * n
+        self.fin_seq = [-1] * n
+        self.first_start = [math.nan] * n
+        self.finish_t = [math.nan] * n
+        self.n_preempt = [0] * n
+        self.n_scale_in = [0] * n
+        self.n_scale_out = [0] * n
+        self.n_move = [0] * n
+        self.gpu_s = [0.0] * n
+        self.alloc_t = [0.0] * n
+        self.wait_s = [0.0] * n
+        self.queued_since = [0.0] * n
+        self.restarted = [False] * n
+        self.running: dict[int, None] = {}
+        self.paused_until = self.last_t
+        # clock and accounting
+        t0 = config.start_time_s
+        if t0 is None:
+            t0 = float(table.submit_time_s[0]) if n else 0.0
+        if n and t0 > float(table.submit_time_s[0]):
+            from aryl.errors import InvalidInputError
+
+            raise InvalidInputError("start_time_s: must not be after the first arrival")
+        self.t0 = float(t0)
+        self.now = self.t0
+        self.busy = 0
+        self.busy_int = 0.0
+        self.cap_int = 0.0
+        self.loan_int = 0.0
+        self.serving_int = 0.0
+        self.n_loans = 0
+        self.n_reclaims = 0
+        self.n_reclaim_preempt = 0
+        self.reclaim_deadline_misses = 0
+        self.sched_time_s = 0.0
+        self.n_decisions = 0
+        self.heap: list[tuple[float, int, int, int, int]] = []
+        self.seq = 0
+        self.events: list[tuple[float, int, str, int]] | None = [] if config.record_events else None
+        self.ts: list[tuple[float, int, int, int, int]] = []
+        self.progress = progress
+        self.n_open = 0
+        self.n_infeasible = 0
+        self.pending_reclaim = 0
+        self.policy: Policy = make_policy(policy, self, dict(policy_options or {}))
+        self.checker: Any = None
+        if config.check:
+            from aryl.sim.check import Checker
+
+            self.checker = Checker(self)
+
+    # ----------------------------------------------------------------- view
+    def loaned_servers(self) -> list[int]:
+        """Ids of the inference servers on loan, ascending."""
+        base = self.n_train
+        return [base + i for i, st in enumerate(self.inf_state) if st == LOANED]
+
+    def _advance(self, j: int, now: float) -> None:
+        lt = self.last_t[j]
+        if now > lt:
+            sp = self.speed[j]
+            r = self.rem[j]
+            nc = self.next_ckpt[j]
+            if now >= nc:
+                iv = self.config.checkpoint_interval_s
+                c = nc + math.floor((now - nc) / iv) * iv
+                self.ckpt_rem[j] = max(0.0, r - (c - lt) * sp)
+                self.next_ckpt[j] = c + iv
+            r -= (now - lt) * sp
+            self.rem[j] = r if r > 0.0 else 0.0
+            self.last_t[j] = now
+
+    def remaining_work(self, j: int) -> float:
+        """Remaining work of job ``j`` now, in single-worker seconds."""
+        if self.state[j] == RUNNING:
+            self._advance(j, self.now)
+        return self.rem[j] * self._t_traced[j]
+
+    def remaining_time(self, j: int, workers: int) -> float:
+        """Seconds job ``j`` still needs at ``workers`` workers (no overheads)."""
+        if self.state[j] == RUNNING:
+            self._advance(j, self.now)
+        a = self.alpha[j]
+        return self.rem[j] * self._t_traced[j] * (1.0 + a * (workers - 1)) / workers
+
+    def attained_gpu_s(self, j: int) -> float:
+        """GPU-seconds allocated to job ``j`` so far."""
+        g = self.gpu_s[j]
+        if self.state[j] == RUNNING:
+            g += self.workers[j] * self.gpw[j] * (self.now - self.alloc_t[j])
+        return g
+
+    # --------------------------------------------------------------- events
+    def _push(self, t: float, kind: int, payload: int) -> int:
+        s = self.seq
+        self.seq = s + 1
+        heapq.heappush(self.heap, (t, kind, s, kind, payload))
+        return s
+
+    def _log(self, j: int, what: str, w: int) -> None:
+        if self.events is not None:
+            self.events.append((self.now, j, what, w))
+
+    def _schedule_finish(self, j: int) -> None:
+        sp = self.speed[j]
+        t = self.last_t[j] + self.rem[j] / sp
+        self.fin_seq[j] = self._push(t, FINISH, j)
+
+    # ----------------------------------------------------------- placement
+    def _account(self, j: int, now: float) -> None:
+        self.gpu_s[j] += self.workers[j] * self.gpw[j] * (now - self.alloc_t[j])
+        self.alloc_t[j] = now
+
+    def _add(self, j: int, place: Placement) -> int:
+        g = self.gpw[j]
+        w = 0
+        for s, k in place.items():
+            self.free[s] -= k * g
+            on = self.jobs_on[s]
+            on[j] = on.get(j, 0) + k
+            w += k
+        self.busy += w * g
+        return w
+
+    def _remove(self, j: int) -> None:
+        place = self.placement[j]
+        if not place:
+            return
+        g = self.gpw[j]
+        for s, k in place.items():
+            self.free[s] += k * g
+            del self.jobs_on[s][j]
+        self.busy -= self.workers[j] * g
+        self.placement[j] = None
+        self.workers[j] = 0
+
+    def _set_speed(self, j: int, w: int) -> None:
+        tw = self.traced_workers[j]
+        if w == tw:
+            self.speed[j] = 1.0
+        else:
+            a = self.alpha[j]
+            self.speed[j] = (w / (1.0 + a * (w - 1))) / self._t_traced[j]
+
+    def _start(self, j: int, place: Placement, reason: Reason) -> None:
+        now = self.now
+        w = self._add(j, place)
+        self.placement[j] = dict(place)
+        self.workers[j] = w
+        self.state[j] = RUNNING
+        self.running[j] = None
+        self.alloc_t[j] = now
+        self._set_speed(j, w)
+        if math.isnan(self.first_start[j]):
+            self.first_start[j] = now
+        self.wait_s[j] += now - self.queued_since[j]
+        lt = now + (self.config.restart_cost_s if self.restarted[j] else 0.0)
+        self.last_t[j] = lt
+        self.ckpt_rem[j] = self.rem[j]
+        self.next_ckpt[j] = lt + self.config.checkpoint_interval_s
+        self._schedule_finish(j)
+        self._log(j, "start", w)
+
+    def _resize(self, j: int, place: Placement, reason: Reason) -> None:
+        now = self.now
+        self._advance(j, now)
+        self._account(j, now)
+        old_w = self.workers[j]
+        self._remove(j)
+        w = self._add(j, place)
+        self.placement[j] = dict(place)
+        self.workers[j] = w
+        if w > old_w:
+            self.n_scale_out[j] += 1
+            what = "scale_out"
+        elif w < old_w:
+            self.n_scale_in[j] += 1
+            what = "scale_in"
+        else:
+            self.n_move[j] += 1
+            what = "move"
+        self._set_speed(j, w)
+        lt = max(self.last_t[j], now + self.config.rescale_pause_s)
+        self.last_t[j] = lt
+        self.ckpt_rem[j] = self.rem[j]
+        self.next_ckpt[j] = lt + self.config.checkpoint_interval_s
+        self._schedule_finish(j)
+        self._log(j, what, w)
+
+    def _preempt(self, j: int, reason: Reason) -> None:
+        now = self.now
+        self._advance(j, now)
+        self._account(j, now)
+        self._remove(j)
+        del self.running[j]
+        self.rem[j] = self.ckpt_rem[j]
+        self.last_t[j] = now
+        self.next_ckpt[j] = math.inf
+        self.state[j] = QUEUED
+        self.fin_seq[j] = -1
+        self.n_preempt[j] += 1
+        self.restarted[j] = True
+        self.queued_since[j] = now
+        self._log(j, "preempt", 0)
+        self.policy.enqueue(j)
+
+    def _finish(self, j: int) -> None:
+        now = self.now
+        self._advance(j, now)
+        if self.rem[j] > 1e-6 * max(1.0, self.table.duration_s[j]):
+            raise RuntimeError(f"job {j} finished with {self.rem[j]} s of work left")
+        self.rem[j] = 0.0
+        self._account(j, now)
+        self._remove(j)
+        del self.running[j]
+        self.state[j] = DONE
+        self.finish_t[j] = now
+        self.fin_seq[j] = -1
+        self.n_open -= 1
+        self._log(j, "finish", 0)
+        self.policy.on_finish(j)
+
+    def _arrive(self, j: int) -> None:
+        base = self.base_workers[j]
+        g = self.gpw[j]
+        S = self.gpus_per_server
+        self.queued_since[j] = self.now
+        if g > S or base * g > self.n_train * S:
+            self.state[j] = INFEASIBLE
+            self.n_infeasible += 1
+            self.n_open -= 1
+            log.warning(
+                "job %s (%d workers x %d GPUs) can never fit the training cluster "
+                "(%d servers x %d GPUs); reported as infeasible",
+                self.table.job_id[j],
+                base,
+                g,
+                self.n_train,
+                S,
+            )
+            self._log(j, "infeasible", 0)
+            return
+        self.state[j] = QUEUED
+        self._log(j, "arrive", 0)
+        self.policy.enqueue(j)
+
+    # ------------------------------------------------------- loan / reclaim
+    def _not_loaned(self) -> int:
+        return self.n_inf - self.n_loaned
+
+    def _set_serving(self) -> None:
+        # The lowest-id servers not on loan serve; the others are idle.
+        left = self.needed
+        for i, st in enumerate(self.inf_state):
+            if st == LOANED:
+                continue
+            if left > 0:
+                self.inf_state[i] = SERVING
+                left -= 1
+            else:
+                self.inf_state[i] = IDLE
+
+    def _loan(self) -> bool:
+        loanable = self._not_loaned() - self.needed - self.config.loan_reserve_servers
+        if loanable <= 0 or not self.policy.wants_loan():
+            return False
+        S = self.gpus_per_server
+        # Loan the highest-id idle servers.
+        for i in range(self.n_inf - 1, -1, -1):
+            if loanable == 0:
+                break
+            if self.inf_state[i] == IDLE:
+                s = self.n_train + i
+                self.inf_state[i] = LOANED
+                self.cap[s] = S
+                self.free[s] = S
+                self.n_loaned += 1
+                self.n_loans += 1
+                loanable -= 1
+                if self.events is not None:
+                    self.events.append((self.now, -1, "loan", s))
+        return True
+
+    def _demand(self, k: int) -> None:
+        assert self.inference is not None
+        _, value = self.inference.at(k)
+        self.needed = min(max(0, value), self.n_inf)
+        off, _ = self.inference.at(k + 1)
+        if math.isfinite(off):
+            self._push(self.t0 + off, DEMAND, k + 1)
+        deficit = self.needed - self._not_loaned()
+        if deficit > 0:
+            if self.config.reclaim_grace_s > 0:
+                self._push(self.now + self.config.reclaim_grace_s, RECLAIM, 0)
+            else:
+                self._reclaim(deficit)
+        self._set_serving()
+
+    def _reclaim_deadline(self) -> None:
+        deficit = self.needed - self._not_loaned()
+        if deficit > 0:
+            self._reclaim(deficit)
+            self._set_serving()
+
+    def _reclaim(self, n: int) -> None:
+        from aryl.sim.adapters import plan_reclaim
+
+        n = min(n, self.n_loaned)
+        if n <= 0:
+            return
+        servers, preempted = plan_reclaim(self, n)
+        if len(servers) < n:
+            self.reclaim_deadline_misses += 1
+        returned = set(servers)
+        affected: dict[int, None] = {}
+        for s in servers:
+            for j in self.jobs_on[s]:
+                affected[j] = None
+        for j in affected:
+            place = self.placement[j]
+            assert place is not None
+            left = {s: k for s, k in place.items() if s not in returned}
+            w = sum(left.values())
+            if j in preempted or w < self.base_workers[j]:
+                self._preempt(j, Reason.RECLAIM_PREEMPT)
+                self.n_reclaim_preempt += 1
+            else:
+                self._resize(j, left, Reason.RECLAIM_SCALE_IN)
+        for s in servers:
+            assert not self.jobs_on[s], "reclaimed server still hosts jobs"
+            i = s - self.n_train
+            self.inf_state[i] = IDLE
+            self.cap[s] = 0
+            self.free[s] = 0
+            self.n_loaned -= 1
+            self.n_reclaims += 1
+            if self.events is not None:
+                self.events.append((self.now, -1, "reclaim", s))
+
+    # ------------------------------------------------------------ the pass
+    def _apply(self, d: Decision) -> None:
+        for j, reason in d.preempts:
+            self._preempt(j, reason)
+        if d.resizes:
+            # removals first so the additions never over-commit a server
+            now = self.now
+            olds: list[tuple[int, int, Placement, Reason]] = []
+            for j, place, reason in d.resizes:
+                self._advance(j, now)
+                self._account(j, now)
+                olds.append((j, self.workers[j], place, reason))
+                self._remove(j)
+            for j, old_w, place, _reason in olds:
+                w = self._add(j, place)
+                self.placement[j] = dict(place)
+                self.workers[j] = w
+                if w > old_w:
+                    self.n_scale_out[j] += 1
+                    what = "scale_out"
+                elif w < old_w:
+                    self.n_scale_in[j] += 1
+                    what = "scale_in"
+                else:
+                    self.n_move[j] += 1
+                    what = "move"
+                self._set_speed(j, w)
+                lt = max(self.last_t[j], now + self.config.rescale_pause_s)
+                self.last_t[j] = lt
+                self.ckpt_rem[j] = self.rem[j]
+                self.next_ckpt[j] = lt + self.config.checkpoint_interval_s
+                self._schedule_finish(j)
+                self._log(j, what, w)
+        for j, place, reason in d.starts:
+            self._start(j, place, reason)
+
+    def _pass(self, changed: bool) -> None:
+        if self.policy.loans and self._loan():
+            changed = True
+        t = time.perf_counter()
+        d = self.policy.schedule(changed)
+        self.sched_time_s += time.perf_counter() - t
+        self.n_decisions += 1
+        if d:
+            self._apply(d)
+        if self.checker is not None:
+            self.checker.after_pass()
+
+    def _advance_clock(self, t: float) -> None:
+        dt = t - self.now
+        if dt > 0:
+            self.busy_int += self.busy * dt
+            self.cap_int += (self.n_train + self.n_loaned) * self.gpus_per_server * dt
+            self.loan_int += self.n_loaned * dt
+            self.serving_int += self.needed * dt
+            self.now = t
+
+    def _record(self) -> None:
+        row = (self.now, self.policy.n_queued(), self.busy, self.n_loaned, len(self.running))
+        ts = self.ts
+        if ts:
+            last = ts[-1]
+            if last[1:] == row[1:]:
+                return
+            if last[0] == row[0]:
+                ts[-1] = row
+                return
+        ts.append(row)
+
+    def run(self) -> None:
+        """Run the event loop to the end (or the horizon)."""
+        n = self.table.n_jobs
+        self.n_open = n
+        sub = self.submit
+        heap = self.heap
+        pop = heapq.heappop
+        horizon = self.config.horizon_s
+        if self.inference is not None:
+            self.heap.append((self.t0, DEMAND, -1, DEMAND, 0))  # seq -1: first of all
+        tick = self.config.tick_s if self.policy.uses_tick else 0.0
+        if tick and n:
+            self._push(self.t0 + tick, TICK, 0)
+        ptr = 0
+        n_iter = 0
+        self._record()
+        while self.n_open > 0:
+            t = heap[0][0] if heap else math.inf
+            if ptr < n and sub[ptr] <= t:
+                t = sub[ptr]
+            if t == math.inf:
+                raise RuntimeError("simulation stalled: jobs open but no event left")
+            if horizon is not None and t > horizon:
+                self._advance_clock(horizon)
+                break
+            now = self.now
+            if t < now:
+                if now - t > _EPS * max(1.0, abs(now)):
+                    raise RuntimeError(f"event at {t} is before the clock {now}")
+                t = now
+            self._advance_clock(t)
+            changed = False
+            ticked = False
+            # finishes, demand changes, reclaim deadlines
+            while heap and heap[0][0] <= t and heap[0][1] < ARRIVAL:
+                _, kind, seq, _, p = pop(heap)
+                if kind == FINISH:
+                    if self.fin_seq[p] == seq:
+                        self._finish(p)
+                        changed = True
+                elif kind == DEMAND:
+                    self._demand(p)
+                    changed = True
+                else:
+                    self._reclaim_deadline()
+                    changed = True
+            while ptr < n and sub[ptr] <= t:
+                self._arrive(ptr)
+                ptr += 1
+                changed = True
+            while heap and heap[0][0] <= t:
+                _, kind, seq, _, p = pop(heap)
+                if kind == TICK:
+                    ticked = True
+                    if self.n_open > 0:
+                        self._push(t + tick, TICK, 0)
+                elif kind == FINISH:  # pushed at t by this very pass (zero work)
+                    if self.fin_seq[p] == seq:
+                        self._finish(p)
+                        changed = True
+                elif kind == DEMAND:
+                    self._demand(p)
+                    changed = True
+                else:
+                    self._reclaim_deadline()
+                    changed = True
+            if changed or ticked:
+                self._pass(changed)
+                self._record()
+            n_iter += 1
+            if self.progress is not None and n_iter % 2048 == 0:
+                self.progress(n - self.n_open, n, self.now)
+        if self.progress is not None:
+            self.progress(n - self.n_open, n, self.now)
+        if self.checker is not None:
+            self.checker.at_end()
+        # close the per-job GPU-second accounting of jobs still running
+        for j in self.running:
+            self._advance(j, self.now)
+            self._account(j, self.now)

@@ -1,0 +1,200 @@
+"""Measures of a replay (ARYL.md §4): per-job table, summary, time series.
+
+* JCT = finish - arrival; queuing delay = first start - arrival; ``wait_s`` is
+  the total time spent queued, including after preemptions.
+* Cluster usage = GPU-seconds allocated to training / GPU-seconds available to
+  training (training servers for the whole run plus loaned servers while on
+  loan), integrated from the clock start (first arrival by default) to the end
+  of the run, so idle gaps count in the denominator.
+* Inference utilisation = time-average of serving servers / inference servers;
+  ``with_loans`` counts loaned servers as used.
+* Percentiles use numpy's default (linear) interpolation over finished jobs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    from aryl.sim.engine import Engine
+
+__all__ = ["SimResult", "build_result"]
+
+
+@dataclass
+class SimResult:
+    """Output of :func:`aryl.sim.simulate`.
+
+    Attributes
+    ----------
+    jobs : DataFrame
+        One row per job in simulation order (arrival, then input row):
+        ``job_id, submit_time_s, gpus, gpus_per_worker, min_workers,
+        max_workers, elastic, status`` (finished / unfinished / infeasible),
+        ``first_start_s, finish_s, queuing_delay_s, wait_s, jct_s,
+        n_preemptions, n_scale_in, n_scale_out, n_moves, gpu_s``.
+    summary : dict
+        JSON-serialisable: measures, config, policy, seed, trace meta.
+    timeseries : DataFrame
+        ``time_s, queue_length, busy_gpus, loaned_servers, running_jobs`` at a
+        fixed step (the value holding at each step time).
+    events : DataFrame
+        Event log ``time_s, job_id, event, workers`` (empty if not recorded);
+        loan/reclaim rows have ``job_id`` "" and the server id in ``workers``.
+    """
+
+    jobs: pd.DataFrame
+    summary: dict[str, Any]
+    timeseries: pd.DataFrame
+    events: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def unfinished(self) -> pd.DataFrame:
+        """Jobs not finished at the horizon (and not infeasible)."""
+        return self.jobs[self.jobs["status"] == "unfinished"]
+
+    @property
+    def infeasible(self) -> pd.DataFrame:
+        """Jobs that can never fit the training cluster."""
+        return self.jobs[self.jobs["status"] == "infeasible"]
+
+
+def _stats(x: np.ndarray) -> dict[str, float | None]:
+    if x.size == 0:
+        return {"mean": None, "p50": None, "p95": None, "p99": None, "max": None}
+    p = np.percentile(x, [50, 95, 99])
+    return {
+        "mean": float(x.mean()),
+        "p50": float(p[0]),
+        "p95": float(p[1]),
+        "p99": float(p[2]),
+        "max": float(x.max()),
+    }
+
+
+def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
+    """Assemble a :class:`SimResult` from a finished engine run. O(n_jobs + n_events)."""
+    from aryl.sim.engine import DONE, INFEASIBLE
+
+    t = eng.table
+    state = np.asarray(eng.state, dtype=np.int64)
+    status = np.where(
+        state == DONE, "finished", np.where(state == INFEASIBLE, "infeasible", "unfinished")
+    )
+    first = np.asarray(eng.first_start, dtype=np.float64)
+    fin = np.asarray(eng.finish_t, dtype=np.float64)
+    sub = t.submit_time_s
+    wait = np.asarray(eng.wait_s, dtype=np.float64)
+    # jobs still queued at the horizon: count their current wait
+    queued_now = (state != DONE) & (state != INFEASIBLE) & np.isnan(first)
+    jobs = pd.DataFrame(
+        {
+            "job_id": t.job_id.astype(str),
+            "submit_time_s": sub,
+            "gpus": t.gpus,
+            "gpus_per_worker": t.gpus_per_worker,
+            "min_workers": t.min_workers,
+            "max_workers": t.max_workers,
+            "elastic": t.elastic,
+            "status": status,
+            "first_start_s": first,
+            "finish_s": fin,
+            "queuing_delay_s": first - sub,
+            "wait_s": np.where(queued_now, eng.now - sub, wait),
+            "jct_s": fin - sub,
+            "n_preemptions": np.asarray(eng.n_preempt, dtype=np.int64),
+            "n_scale_in": np.asarray(eng.n_scale_in, dtype=np.int64),
+            "n_scale_out": np.asarray(eng.n_scale_out, dtype=np.int64),
+            "n_moves": np.asarray(eng.n_move, dtype=np.int64),
+            "gpu_s": np.asarray(eng.gpu_s, dtype=np.float64),
+        }
+    )
+    done = state == DONE
+    span = eng.now - eng.t0
+    cfg = eng.config
+    n_inf = cfg.n_inference_servers
+    summary: dict[str, Any] = {
+        "policy": eng.policy_name,
+        "seed": cfg.seed,
+        "n_jobs": int(t.n_jobs),
+        "n_finished": int(done.sum()),
+        "n_unfinished": int((status == "unfinished").sum()),
+        "n_infeasible": int((status == "infeasible").sum()),
+        "start_s": eng.t0,
+        "end_s": eng.now,
+        "makespan_s": span,
+        "queuing_delay_s": _stats((first - sub)[done]),
+        "jct_s": _stats((fin - sub)[done]),
+        "wait_s": _stats(wait[done]),
+        "cluster_usage": (eng.busy_int / eng.cap_int) if eng.cap_int > 0 else None,
+        "training_usage_no_loans": (
+            eng.busy_int / (span * cfg.n_training_servers * cfg.gpus_per_server)
+            if span > 0 and cfg.n_training_servers > 0
+            else None
+        ),
+        "gpu_s_allocated": eng.busy_int,
+        "gpu_s_available": eng.cap_int,
+        "inference_utilisation": (eng.serving_int / (span * n_inf)) if span > 0 and n_inf else None,
+        "inference_utilisation_with_loans": (
+            (eng.serving_int + eng.loan_int) / (span * n_inf) if span > 0 and n_inf else None
+        ),
+        "mean_loaned_servers": (eng.loan_int / span) if span > 0 else 0.0,
+        "n_preemptions": int(sum(eng.n_preempt)),
+        "n_reclaim_preemptions": eng.n_reclaim_preempt,
+        "n_scale_in": int(sum(eng.n_scale_in)),
+        "n_scale_out": int(sum(eng.n_scale_out)),
+        "n_moves": int(sum(eng.n_move)),
+        "n_loans": eng.n_loans,
+        "n_reclaims": eng.n_reclaims,
+        "n_decisions": eng.n_decisions,
+        "scheduler_time_s": eng.sched_time_s,
+        "scheduler_ms_per_decision": (
+            1e3 * eng.sched_time_s / eng.n_decisions if eng.n_decisions else 0.0
+        ),
+        "config": cfg.to_dict(),
+        "trace": meta,
+    }
+    # time series at a fixed step: the value holding at each step time
+    rows = np.asarray(eng.ts, dtype=np.float64).reshape(-1, 5)
+    step = cfg.timeseries_step_s
+    if span > 0 and math.isfinite(span):
+        grid = eng.t0 + step * np.arange(math.floor(span / step) + 1, dtype=np.float64)
+    else:
+        grid = np.array([eng.t0])
+    idx = np.searchsorted(rows[:, 0], grid, side="right") - 1
+    idx = np.clip(idx, 0, rows.shape[0] - 1)
+    ts = pd.DataFrame(
+        {
+            "time_s": grid,
+            "queue_length": rows[idx, 1].astype(np.int64),
+            "busy_gpus": rows[idx, 2].astype(np.int64),
+            "loaned_servers": rows[idx, 3].astype(np.int64),
+            "running_jobs": rows[idx, 4].astype(np.int64),
+        }
+    )
+    if eng.events is not None and eng.events:
+        ev = eng.events
+        jid = t.job_id
+        events = pd.DataFrame(
+            {
+                "time_s": np.array([e[0] for e in ev], dtype=np.float64),
+                "job_id": [str(jid[e[1]]) if e[1] >= 0 else "" for e in ev],
+                "event": [e[2] for e in ev],
+                "workers": np.array([e[3] for e in ev], dtype=np.int64),
+            }
+        )
+    else:
+        events = pd.DataFrame(
+            {
+                "time_s": np.array([], dtype=np.float64),
+                "job_id": np.array([], dtype=object),
+                "event": np.array([], dtype=object),
+                "workers": np.array([], dtype=np.int64),
+            }
+        )
+    return SimResult(jobs=jobs, summary=summary, timeseries=ts, events=events)
