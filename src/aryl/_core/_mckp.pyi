@@ -1,0 +1,18 @@
+"""Type stub of the compiled MCKP kernel (see ``_mckp.pyx`` and ``mckp.hpp``)."""
+
+import numpy as np
+from numpy.typing import NDArray
+
+STAT_NAMES: tuple[str, ...]
+N_STATS: int  # number of int64 diagnostics written by solve_quantized
+STAT_N_CORE: int
+STAT_TABLE_BYTES: int
+
+def solve_quantized(
+    q: NDArray[np.int64],  # const int64_t[:, ::1], quantised values (<= 0: absent)
+    weights: NDArray[np.int64],  # const int64_t[:, ::1], GPUs, >= 1 where q > 0
+    capacity: int,  # int64_t
+    max_table_bytes: int,  # int64_t
+    choice: NDArray[np.int64],  # int64_t[::1], out: option per job, -1 = none
+    stats: NDArray[np.int64],  # int64_t[::1], out: diagnostics (STAT_NAMES)
+) -> int: ...  # 0 ok, 1 dense table above max_table_bytes

@@ -1,0 +1,683 @@
+"""Phase 2 of Aryl's scheduler: elastic allocation as a multiple-choice knapsack.
+
+Every elastic job is one *class*; option ``k - 1`` of a class is "give the job ``k``
+extra workers above its minimum", weighing ``k * gpus_per_worker`` GPUs and worth
+the job-completion-time (JCT) reduction that those workers bring, net of the
+rescale pause [Aryl]_ (ARYL.md §3, phase 2).  At most one option per class is
+chosen so that the chosen weights fit the capacity and the total value is
+maximal: the multiple-choice knapsack problem (MCKP).
+
+Two layers:
+
+* :func:`solve_mckp` — the bare MCKP over ``(values, weights, capacity)`` arrays,
+  used by :func:`solve` and directly by the simulator at every scheduling event.
+  ``backend="native"`` runs the compiled kernel :mod:`aryl._core._mckp`
+  (an LP-bound reduction to a small *core* of classes followed by an exact
+  dynamic programme over the core, in the spirit of Pisinger's minimal MCKP
+  algorithm); ``backend="reference"`` runs the textbook dynamic programme of
+  :mod:`aryl._reference.mckp`.  Both return the *same* choice (see the tie rule).
+* :func:`solve` — the job-level request/reply API with frozen dataclasses and a
+  reason code for every job.
+
+Exactness and the epsilon policy
+--------------------------------
+Values are floats; to make "optimal" and "tie" well defined, both backends first
+*quantise* the values onto a power-of-two grid: with ``v_max`` the largest
+positive value and ``e`` such that ``2**(e-1) <= v_max < 2**e``, the quantum is
+``q = 2**(e - 40)`` and option values become the integers ``rint(v / q)``
+(``<= 2**40``).  The optimisation is exact over these integers (int64, no
+rounding anywhere in the decision).  Consequences:
+
+* the returned choice is optimal for the true values up to at most
+  ``n_jobs * q <= n_jobs * v_max * 2**-39`` (about ``1.8e-12 * v_max`` per job);
+* values that differ by less than about one quantum count as equal (ties);
+* positive values that round to 0 (below ``v_max * 2**-41``) are never chosen, as
+  are values ``<= 0`` and NaN (absent) options.
+
+Tie rule (identical in both backends)
+-------------------------------------
+Among all feasible choices, the result is the unique one that
+
+1. maximises the total quantised value, then
+2. minimises the total GPUs used, then
+3. is lexicographically smallest in job order under the per-job option rank
+   "more GPUs first, then lower option index, no option last" — i.e. earlier
+   jobs (lower row index) get the larger share when the split is otherwise a tie.
+
+The native kernel eliminates options only when they *strictly* cannot reach the
+incumbent value, so every optimal solution survives the reduction and the core
+dynamic programme applies the same rule (see ``mckp.hpp``).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+import numbers
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from aryl.errors import InvalidInputError
+
+__all__ = [
+    "MAX_TABLE_BYTES",
+    "DecisionReason",
+    "ElasticDecision",
+    "ElasticJob",
+    "ElasticReply",
+    "ElasticRequest",
+    "MCKPResult",
+    "jct_reduction_table",
+    "solve",
+    "solve_mckp",
+    "throughput",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Largest working table (bytes) either MCKP backend may allocate; beyond it the
+#: solver raises :class:`~aryl.errors.InvalidInputError` instead of allocating.
+MAX_TABLE_BYTES: int = 100_000_000
+
+#: Bits of the value grid: quantised option values are at most ``2**QUANT_BITS``.
+QUANT_BITS: int = 40
+
+#: Jobs (classes) per MCKP instance, so that sums of quantised values fit in int64.
+MAX_JOBS: int = 1 << 22
+
+Backend = Literal["native", "reference"]
+
+
+@dataclass(frozen=True)
+class MCKPResult:
+    """Solution of one MCKP instance.
+
+    Attributes
+    ----------
+    choice : ndarray of int64, shape (n_jobs,)
+        Chosen option (column) per job, ``-1`` for none.
+    value : float
+        Sum of the chosen (unquantised) values, summed by :func:`numpy.sum` in job order.
+    used_gpus : int
+        Sum of the chosen weights.
+    """
+
+    choice: NDArray[np.int64]
+    value: float
+    used_gpus: int
+
+
+# --------------------------------------------------------------------------- MCKP
+
+
+def _check_capacity(capacity: Any) -> int:
+    if isinstance(capacity, bool) or not isinstance(capacity, numbers.Integral):
+        raise InvalidInputError(f"capacity must be an integer, got {type(capacity).__name__}")
+    cap = int(capacity)
+    if cap < 0:
+        raise InvalidInputError(f"capacity must be >= 0, got {cap}")
+    if cap > np.iinfo(np.int64).max // 4:
+        raise InvalidInputError(f"capacity {cap} is too large (limit 2**61)")
+    return cap
+
+
+def _validate(
+    values: ArrayLike, weights: ArrayLike, capacity: Any
+) -> tuple[NDArray[np.float64], NDArray[np.int64], int]:
+    v = np.asarray(values)
+    w = np.asarray(weights)
+    if v.ndim != 2:
+        raise InvalidInputError(f"values must be 2-D (n_jobs, n_options), got shape {v.shape}")
+    if w.shape != v.shape:
+        raise InvalidInputError(
+            f"weights must have the shape of values {v.shape}, got shape {w.shape}"
+        )
+    if v.dtype == np.bool_ or not (
+        np.issubdtype(v.dtype, np.floating) or np.issubdtype(v.dtype, np.integer)
+    ):
+        raise InvalidInputError(f"values must be a float array, got dtype {v.dtype}")
+    if w.dtype == np.bool_ or not np.issubdtype(w.dtype, np.integer):
+        raise InvalidInputError(f"weights must be an integer array, got dtype {w.dtype}")
+    if v.shape[0] > MAX_JOBS:
+        raise InvalidInputError(f"values has {v.shape[0]} jobs; the limit is {MAX_JOBS}")
+    v = np.ascontiguousarray(v, dtype=np.float64)
+    w = np.ascontiguousarray(w, dtype=np.int64)
+    if np.isinf(v).any():
+        raise InvalidInputError("values must be finite or NaN (absent option); found inf")
+    present = ~np.isnan(v)
+    if (w[present] < 1).any():
+        raise InvalidInputError("weights must be >= 1 GPU for every present (non-NaN) option")
+    return v, w, _check_capacity(capacity)
+
+
+def _quantize(values: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Map values onto the integer grid of the epsilon policy (module docstring).
+
+    Values ``<= 0``, NaN and values below half a quantum become 0 (never chosen).
+    """
+    positive = values > 0  # NaN compares False
+    if not positive.any():
+        return np.zeros(values.shape, dtype=np.int64)
+    vmax = float(values.max(where=positive, initial=0.0))
+    _, exponent = math.frexp(vmax)  # vmax = m * 2**exponent, 0.5 <= m < 1
+    scale = math.ldexp(1.0, QUANT_BITS - exponent)  # exact power of two
+    return np.rint(np.where(positive, values, 0.0) * scale).astype(np.int64)
+
+
+def solve_mckp(
+    values: ArrayLike,
+    weights: ArrayLike,
+    capacity: int,
+    *,
+    backend: Backend = "native",
+    validate: bool = True,
+    max_table_bytes: int = MAX_TABLE_BYTES,
+) -> MCKPResult:
+    """Solve a multiple-choice knapsack exactly: at most one option per job.
+
+    Parameters
+    ----------
+    values : array_like of float64, shape (n_jobs, n_options)
+        Value of each option (for :func:`solve`, seconds of JCT reduction).  NaN marks
+        an absent option; options with value ``<= 0`` are never chosen; ``inf`` is an
+        error.
+    weights : array_like of int64, shape (n_jobs, n_options)
+        GPUs of each option, ``>= 1`` wherever the value is not NaN (ignored where NaN).
+    capacity : int
+        GPUs available, ``>= 0``.
+    backend : {"native", "reference"}
+        The compiled kernel (default) or the pure-Python twin; same results.
+    validate : bool
+        ``False`` skips the checks above (the caller guarantees C-contiguous float64
+        ``values``, int64 ``weights`` and a valid ``capacity``): the simulator's fast path.
+    max_table_bytes : int
+        Memory limit for the working tables of the exact dynamic programme.
+
+    Returns
+    -------
+    MCKPResult
+        ``choice`` (int64, ``-1`` = none), total ``value`` and ``used_gpus``.
+
+    Raises
+    ------
+    InvalidInputError
+        Bad shapes or dtypes, inf values, weights < 1, capacity < 0 or not an integer,
+        more than 2**22 jobs, or a dynamic-programming table that would exceed
+        ``max_table_bytes`` (only for very hard instances, e.g. thousands of classes
+        with strongly correlated values and a large capacity).
+
+    Notes
+    -----
+    Exact up to the quantisation of values onto a grid of ``2**-40`` of the largest
+    value (module docstring: epsilon policy), with the deterministic tie rule:
+    maximum value, then fewest GPUs, then lexicographically smallest in job order
+    under the per-job rank "more GPUs first, lower option index, none last".
+
+    Complexity: native — O(N log N) for the LP bound and reduction over the N present
+    options, then a bounded sparse dynamic programme over the remaining core classes,
+    falling back to a dense O(core options * capacity) programme; reference —
+    O(N * capacity) time and O(n_jobs * capacity) memory.
+
+    References
+    ----------
+    .. [Aryl] J. Li et al., "Aryl: An Elastic Cluster Scheduler for Deep Learning",
+       arXiv:2202.07896 (EuroSys'23 "Lyra"), phase-2 elastic scaling as an MCKP.
+    """
+    if validate:
+        v, w, cap = _validate(values, weights, capacity)
+    else:
+        v = values  # type: ignore[assignment]
+        w = weights  # type: ignore[assignment]
+        cap = int(capacity)
+    q = _quantize(v)
+    if backend == "native":
+        from aryl._core import _mckp
+
+        choice = np.empty(v.shape[0], dtype=np.int64)
+        stats = np.zeros(_mckp.N_STATS, dtype=np.int64)
+        status = _mckp.solve_quantized(q, w, cap, int(max_table_bytes), choice, stats)
+        if status != 0:
+            raise InvalidInputError(
+                f"MCKP table of {int(stats[_mckp.STAT_TABLE_BYTES])} bytes exceeds "
+                f"max_table_bytes={int(max_table_bytes)} (core of "
+                f"{int(stats[_mckp.STAT_N_CORE])} jobs, capacity {cap})"
+            )
+    elif backend == "reference":
+        from aryl._reference import mckp as _ref
+
+        choice = _ref.solve_quantized(q, w, cap, max_table_bytes=int(max_table_bytes))
+    else:
+        raise InvalidInputError(f"backend must be 'native' or 'reference', got {backend!r}")
+    rows = np.flatnonzero(choice >= 0)
+    cols = choice[rows]
+    return MCKPResult(
+        choice=choice,
+        value=float(v[rows, cols].sum()),
+        used_gpus=int(w[rows, cols].sum()),
+    )
+
+
+def _mckp_stats(values: ArrayLike, weights: ArrayLike, capacity: int) -> dict[str, int]:
+    """Diagnostics of the native kernel on one instance (core size, DP kind, states).
+
+    For benchmarks and tests; not part of the public API.
+    """
+    from aryl._core import _mckp
+
+    v, w, cap = _validate(values, weights, capacity)
+    q = _quantize(v)
+    choice = np.empty(v.shape[0], dtype=np.int64)
+    stats = np.zeros(_mckp.N_STATS, dtype=np.int64)
+    _mckp.solve_quantized(q, w, cap, MAX_TABLE_BYTES, choice, stats)
+    return {name: int(stats[i]) for i, name in enumerate(_mckp.STAT_NAMES)}
+
+
+# --------------------------------------------------------------------------- JCT table
+
+
+def throughput(workers: ArrayLike, alpha: ArrayLike) -> NDArray[np.float64]:
+    """Sub-linear throughput ``T(w) = w / (1 + alpha * (w - 1))`` (ARYL.md §2).
+
+    Parameters
+    ----------
+    workers : array_like of int or float
+        Worker counts ``w >= 0`` (broadcast with ``alpha``).
+    alpha : array_like of float
+        Scaling loss per extra worker, ``>= 0`` (0 = linear speed-up).
+
+    Returns
+    -------
+    ndarray of float64
+        Throughput in single-worker units (``T(1) == 1``).  O(size) time.
+    """
+    w = np.asarray(workers, dtype=np.float64)
+    a = np.asarray(alpha, dtype=np.float64)
+    out: NDArray[np.float64] = w / (1.0 + a * (w - 1.0))
+    return out
+
+
+def _as_1d(name: str, x: ArrayLike, dtype: type, n: int | None) -> NDArray[Any]:
+    arr = np.asarray(x)
+    if arr.ndim != 1:
+        raise InvalidInputError(f"{name} must be 1-D, got shape {arr.shape}")
+    if n is not None and arr.shape[0] != n:
+        raise InvalidInputError(f"{name} must have length {n}, got {arr.shape[0]}")
+    if dtype is np.int64:
+        if arr.dtype == np.bool_ or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
+            raise InvalidInputError(f"{name} must be an integer array, got dtype {arr.dtype}")
+        return arr.astype(np.int64, copy=False)
+    if arr.dtype == np.bool_ or not (
+        np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
+    ):
+        raise InvalidInputError(f"{name} must be a numeric array, got dtype {arr.dtype}")
+    out = arr.astype(np.float64, copy=False)
+    if not np.isfinite(out).all():
+        raise InvalidInputError(f"{name} must be finite")
+    return out
+
+
+def _table_from_throughput(
+    remaining_work: NDArray[np.float64],
+    current_workers: NDArray[np.int64],
+    min_workers: NDArray[np.int64],
+    max_extra: NDArray[np.int64],
+    gpus_per_worker: NDArray[np.int64],
+    tput: NDArray[np.float64],
+    rescale_pause_s: float,
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """Values/weights from throughputs ``tput[i, k] = T_i(min_i + k)``, k = 0..K."""
+    n_cols = tput.shape[1] - 1
+    k = np.arange(n_cols + 1, dtype=np.int64)
+    target = min_workers[:, None] + k[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        time_s = remaining_work[:, None] / tput
+    # zero remaining work: no time left at any size, regardless of throughput
+    time_s = np.where(remaining_work[:, None] == 0.0, 0.0, time_s)
+    jct = time_s + rescale_pause_s * (target != current_workers[:, None])
+    values = jct[:, :1] - jct[:, 1:]
+    values[k[None, 1:] > max_extra[:, None]] = np.nan
+    weights = k[None, 1:] * gpus_per_worker[:, None]
+    return np.ascontiguousarray(values), np.ascontiguousarray(weights)
+
+
+def jct_reduction_table(
+    remaining_work: ArrayLike,
+    current_workers: ArrayLike,
+    min_workers: ArrayLike,
+    max_workers: ArrayLike,
+    gpus_per_worker: ArrayLike,
+    alpha: ArrayLike,
+    rescale_pause_s: float,
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """MCKP values and weights of extra workers for elastic jobs (ARYL.md §3, phase 2).
+
+    With ``T(w) = w / (1 + alpha * (w - 1))``, ``b = min_workers``,
+    ``c = current_workers`` and remaining work ``R`` (single-worker seconds), the
+    JCT of ``b + k`` workers is ``J(k) = R / T(b + k) + pause * [b + k != c]``; column
+    ``k - 1`` holds ``J(0) - J(k)`` (seconds, may be <= 0) and weighs ``k * g`` GPUs.
+
+    Parameters
+    ----------
+    remaining_work : array_like of float64, shape (n_jobs,)
+        Remaining work in single-worker seconds, finite, ``>= 0``.
+    current_workers, min_workers, max_workers, gpus_per_worker : array_like of int64, shape (n_jobs,)
+        ``current_workers >= 0``, ``min_workers >= 1``, ``max_workers >= min_workers``,
+        ``gpus_per_worker >= 1``.
+    alpha : array_like of float64, shape (n_jobs,)
+        Throughput loss parameter per job, finite, ``>= 0``.
+    rescale_pause_s : float
+        Pause of a rescale in seconds, finite, ``>= 0``.
+
+    Returns
+    -------
+    values : ndarray of float64, shape (n_jobs, max(max_workers - min_workers))
+        JCT reduction; NaN beyond a job's ``max_workers``.
+    weights : ndarray of int64, same shape
+        ``k * gpus_per_worker`` (also filled where the value is NaN).
+
+    Raises
+    ------
+    InvalidInputError
+        Shapes differ, wrong dtypes, or a value out of the ranges above.
+
+    Notes
+    -----
+    Vectorised: O(n_jobs * max_extra) time and memory, no per-job Python loop.
+
+    References
+    ----------
+    .. [Aryl] arXiv:2202.07896, §4 (JCT reduction of an extra worker).
+    """
+    r = _as_1d("remaining_work", remaining_work, np.float64, None)
+    n = r.shape[0]
+    c = _as_1d("current_workers", current_workers, np.int64, n)
+    b = _as_1d("min_workers", min_workers, np.int64, n)
+    m = _as_1d("max_workers", max_workers, np.int64, n)
+    g = _as_1d("gpus_per_worker", gpus_per_worker, np.int64, n)
+    a = _as_1d("alpha", alpha, np.float64, n)
+    pause = float(rescale_pause_s)
+    if not math.isfinite(pause) or pause < 0:
+        raise InvalidInputError(f"rescale_pause_s must be finite and >= 0, got {pause}")
+    if (r < 0).any():
+        raise InvalidInputError("remaining_work must be >= 0")
+    if (c < 0).any():
+        raise InvalidInputError("current_workers must be >= 0")
+    if (b < 1).any():
+        raise InvalidInputError("min_workers must be >= 1")
+    if (m < b).any():
+        raise InvalidInputError("max_workers must be >= min_workers")
+    if (g < 1).any():
+        raise InvalidInputError("gpus_per_worker must be >= 1")
+    if (a < 0).any():
+        raise InvalidInputError("alpha must be >= 0")
+    extra = m - b
+    n_cols = int(extra.max()) if n else 0
+    w = b[:, None] + np.arange(n_cols + 1, dtype=np.int64)[None, :]
+    tput = throughput(w, a[:, None])
+    return _table_from_throughput(r, c, b, extra, g, tput, pause)
+
+
+# --------------------------------------------------------------------------- job level
+
+
+class DecisionReason(enum.Enum):
+    """Why a job ended up with its target size (one per :class:`ElasticDecision`)."""
+
+    SCALED_OUT = "scaled_out"  #: more workers than now
+    SCALED_IN = "scaled_in"  #: fewer workers than now (down to at least min_workers)
+    AT_MAX = "at_max"  #: unchanged, already at max_workers (includes rigid jobs)
+    NO_GAIN = "no_gain"  #: unchanged; no larger size beats it (JCT gain net of the pause)
+    NO_CAPACITY = "no_capacity"  #: unchanged; a larger size would help but GPUs went elsewhere
+    INFEASIBLE = "infeasible"  #: inconsistent input (e.g. current < min); left as is
+
+
+@dataclass(frozen=True)
+class ElasticJob:
+    """One elastic (or rigid, ``min_workers == max_workers``) running job.
+
+    Attributes
+    ----------
+    job_id : str or int
+        Unique within a request.
+    gpus_per_worker : int
+        GPUs per worker, ``>= 1``.
+    current_workers : int
+        Workers now (``>= 0``; consistent jobs have min <= current <= max).
+    min_workers, max_workers : int
+        Base size ``>= 1`` and largest size (``max < min`` is reported infeasible).
+    remaining_work : float
+        Remaining work in single-worker seconds (``>= 0``).
+    alpha : float or None
+        Parameter of ``T(w) = w / (1 + alpha (w - 1))``; exactly one of ``alpha`` and
+        ``throughput_table`` must be given.
+    throughput_table : sequence of float or None
+        Explicit ``T(w)`` for ``w = 1..max_workers`` (all > 0).
+    """
+
+    job_id: str | int
+    gpus_per_worker: int
+    current_workers: int
+    min_workers: int
+    max_workers: int
+    remaining_work: float
+    alpha: float | None = None
+    throughput_table: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True)
+class ElasticRequest:
+    """Input of :func:`solve`: jobs, free GPUs and the rescale pause (seconds)."""
+
+    jobs: Sequence[ElasticJob]
+    free_gpus: int
+    rescale_pause_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class ElasticDecision:
+    """Target size of one job.
+
+    ``extra_workers = target_workers - min_workers``; ``jct_reduction_s`` is the
+    MCKP value of the choice, ``J(0) - J(extra)`` (0 for no extra workers).
+    """
+
+    job_id: str | int
+    target_workers: int
+    extra_workers: int
+    jct_reduction_s: float
+    reason: DecisionReason
+
+
+@dataclass(frozen=True)
+class ElasticReply:
+    """Output of :func:`solve`.
+
+    Attributes
+    ----------
+    decisions : tuple of ElasticDecision
+        One per job, in request order (infeasible jobs included, unchanged).
+    total_value_s : float
+        Sum of ``jct_reduction_s``.
+    used_gpus : int
+        GPUs held by extra workers after the decision.
+    capacity_gpus : int
+        The MCKP capacity: free GPUs + GPUs of the consistent jobs' current extras.
+    infeasible : tuple
+        ``job_id`` of each job with inconsistent input.
+    """
+
+    decisions: tuple[ElasticDecision, ...]
+    total_value_s: float
+    used_gpus: int
+    capacity_gpus: int
+    infeasible: tuple[str | int, ...] = field(default=())
+
+
+def _int_field(job: ElasticJob, name: str, minimum: int) -> int:
+    x = getattr(job, name)
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+        raise InvalidInputError(f"job {job.job_id!r}: {name} must be an integer, got {x!r}")
+    if x < minimum:
+        raise InvalidInputError(f"job {job.job_id!r}: {name} must be >= {minimum}, got {x}")
+    return int(x)
+
+
+def _float_field(job: ElasticJob, name: str) -> float:
+    x = getattr(job, name)
+    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x) or x < 0:
+        raise InvalidInputError(f"job {job.job_id!r}: {name} must be finite and >= 0, got {x!r}")
+    return float(x)
+
+
+def solve(request: ElasticRequest, *, backend: Backend = "native") -> ElasticReply:
+    """Decide each elastic job's size for the next period (Aryl phase 2).
+
+    Builds the JCT-reduction MCKP of :func:`jct_reduction_table` (or from each
+    job's explicit throughput table), with capacity = ``free_gpus`` plus the GPUs
+    that the consistent jobs' current extra workers hold (extras are re-decided
+    from scratch), and solves it with :func:`solve_mckp`.
+
+    Parameters
+    ----------
+    request : ElasticRequest
+        Jobs, free GPUs (``>= 0``) and the rescale pause in seconds (``>= 0``).
+    backend : {"native", "reference"}
+        MCKP backend; both give identical decisions.
+
+    Returns
+    -------
+    ElasticReply
+        One decision per job in request order.  Jobs with inconsistent sizes
+        (``current < min``, ``current > max`` or ``max < min``) get reason
+        ``INFEASIBLE``, keep their current workers and GPUs (not counted in the
+        capacity) and are listed in ``infeasible``.
+
+    Raises
+    ------
+    InvalidInputError
+        Malformed input: non-integer or negative counts, ``gpus_per_worker < 1``,
+        ``min_workers < 1``, negative or non-finite work/alpha/pause, both or
+        neither of ``alpha``/``throughput_table``, a table of the wrong length or
+        with non-positive entries, duplicate job ids, ``free_gpus < 0``.
+
+    Notes
+    -----
+    Ties follow :func:`solve_mckp`: among equally good allocations the one with
+    fewest GPUs, then earlier jobs (request order) get more workers.
+    Complexity: that of :func:`solve_mckp` plus O(n_jobs * max_extra) to build.
+    Reasons for unchanged jobs: ``AT_MAX`` if at ``max_workers``, else ``NO_GAIN`` if
+    no larger size has a larger value, else ``NO_CAPACITY``.
+
+    References
+    ----------
+    .. [Aryl] arXiv:2202.07896 (EuroSys'23 "Lyra"), elastic scaling, §4.
+    """
+    jobs = list(request.jobs)
+    free = request.free_gpus
+    if isinstance(free, bool) or not isinstance(free, numbers.Integral) or free < 0:
+        raise InvalidInputError(f"free_gpus must be an integer >= 0, got {free!r}")
+    pause = request.rescale_pause_s
+    if isinstance(pause, bool) or not isinstance(pause, numbers.Real) or not (
+        math.isfinite(pause) and pause >= 0
+    ):
+        raise InvalidInputError(f"rescale_pause_s must be finite and >= 0, got {pause!r}")
+    seen: set[str | int] = set()
+    ok: list[int] = []
+    infeasible: list[int] = []
+    for idx, job in enumerate(jobs):
+        if not isinstance(job, ElasticJob):
+            raise InvalidInputError(f"jobs[{idx}] must be an ElasticJob, got {type(job).__name__}")
+        if job.job_id in seen:
+            raise InvalidInputError(f"duplicate job_id {job.job_id!r}")
+        seen.add(job.job_id)
+        _int_field(job, "gpus_per_worker", 1)
+        cur = _int_field(job, "current_workers", 0)
+        lo = _int_field(job, "min_workers", 1)
+        hi = _int_field(job, "max_workers", 1)
+        _float_field(job, "remaining_work")
+        if (job.alpha is None) == (job.throughput_table is None):
+            raise InvalidInputError(
+                f"job {job.job_id!r}: give exactly one of alpha and throughput_table"
+            )
+        if job.alpha is not None:
+            _float_field(job, "alpha")
+        else:
+            table = np.asarray(job.throughput_table, dtype=np.float64)
+            if table.shape != (hi,):
+                raise InvalidInputError(
+                    f"job {job.job_id!r}: throughput_table must have max_workers={hi} "
+                    f"entries (for 1..max_workers workers), got shape {table.shape}"
+                )
+            if not (np.isfinite(table).all() and (table > 0).all()):
+                raise InvalidInputError(
+                    f"job {job.job_id!r}: throughput_table entries must be finite and > 0"
+                )
+        if hi < lo or cur < lo or cur > hi:
+            infeasible.append(idx)
+        else:
+            ok.append(idx)
+
+    sel = [jobs[i] for i in ok]
+    n = len(sel)
+    r = np.array([j.remaining_work for j in sel], dtype=np.float64)
+    c = np.array([j.current_workers for j in sel], dtype=np.int64)
+    b = np.array([j.min_workers for j in sel], dtype=np.int64)
+    m = np.array([j.max_workers for j in sel], dtype=np.int64)
+    g = np.array([j.gpus_per_worker for j in sel], dtype=np.int64)
+    extra = m - b
+    n_cols = int(extra.max()) if n else 0
+    tput = np.ones((n, n_cols + 1), dtype=np.float64)
+    for row, job in enumerate(sel):
+        sizes = np.arange(job.min_workers, job.max_workers + 1)
+        if job.alpha is not None:
+            tput[row, : sizes.size] = throughput(sizes, job.alpha)
+        else:
+            assert job.throughput_table is not None
+            tput[row, : sizes.size] = np.asarray(job.throughput_table, dtype=np.float64)[
+                sizes - 1
+            ]
+    values, weights = _table_from_throughput(r, c, b, extra, g, tput, float(pause))
+    capacity = int(free) + int(((c - b) * g).sum())
+    result = solve_mckp(values, weights, capacity, backend=backend)
+
+    decisions: list[ElasticDecision | None] = [None] * len(jobs)
+    for row, idx in enumerate(ok):
+        job = jobs[idx]
+        k = int(result.choice[row]) + 1  # extra workers
+        gain = float(values[row, k - 1]) if k > 0 else 0.0
+        target = job.min_workers + k
+        if target > job.current_workers:
+            reason = DecisionReason.SCALED_OUT
+        elif target < job.current_workers:
+            reason = DecisionReason.SCALED_IN
+        elif target == job.max_workers:
+            reason = DecisionReason.AT_MAX
+        else:
+            larger = values[row, k:]
+            better = larger[~np.isnan(larger)] > gain
+            reason = DecisionReason.NO_CAPACITY if better.any() else DecisionReason.NO_GAIN
+        decisions[idx] = ElasticDecision(job.job_id, target, k, gain, reason)
+    for idx in infeasible:
+        job = jobs[idx]
+        decisions[idx] = ElasticDecision(
+            job.job_id,
+            job.current_workers,
+            job.current_workers - job.min_workers,
+            0.0,
+            DecisionReason.INFEASIBLE,
+        )
+    if infeasible:
+        logger.info("elastic solve: %d job(s) with inconsistent sizes left as is", len(infeasible))
+    final = tuple(d for d in decisions if d is not None)
+    return ElasticReply(
+        decisions=final,
+        total_value_s=result.value,
+        used_gpus=result.used_gpus,
+        capacity_gpus=capacity,
+        infeasible=tuple(jobs[i].job_id for i in infeasible),
+    )

@@ -1,0 +1,350 @@
+"""MCKP kernel: brute force, scipy MILP, native vs reference in lockstep, tie rule, errors."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numpy.typing import NDArray
+from scipy.optimize import Bounds, LinearConstraint, milp
+
+from aryl.elastic import _mckp_stats, _quantize, solve_mckp
+from aryl.errors import InvalidInputError
+
+BACKENDS = ["native", "reference"]
+
+
+def brute_force(values: NDArray[np.float64], weights: NDArray[np.int64], capacity: int) -> list[int]:
+    """The documented rule, by enumeration: max quantised value, min GPUs, then job order."""
+    q = _quantize(values)
+    n, k = q.shape
+    best_key: tuple[int, ...] | None = None
+    best: list[int] = []
+    per_job = [[-1] + [j for j in range(k) if q[i, j] > 0] for i in range(n)]
+    for combo in itertools.product(*per_job):
+        used = sum(int(weights[i, j]) for i, j in enumerate(combo) if j >= 0)
+        if used > capacity:
+            continue
+        total = sum(int(q[i, j]) for i, j in enumerate(combo) if j >= 0)
+        # per-job rank: more GPUs first, then lower option index, none last
+        ranks = [(-int(weights[i, j]), j) if j >= 0 else (1, 0) for i, j in enumerate(combo)]
+        key = (-total, used, *itertools.chain.from_iterable(ranks))
+        if best_key is None or key < best_key:
+            best_key, best = key, list(combo)
+    return best
+
+
+def milp_value(values: NDArray[np.float64], weights: NDArray[np.int64], capacity: int) -> float:
+    n, k = values.shape
+    present = ~np.isnan(values) & (np.nan_to_num(values) > 0)
+    idx = np.flatnonzero(present.ravel())
+    if idx.size == 0:
+        return 0.0
+    v = values.ravel()[idx]
+    w = weights.ravel()[idx].astype(np.float64)
+    rows = idx // k
+    a = np.zeros((n + 1, idx.size))
+    a[rows, np.arange(idx.size)] = 1.0
+    a[n] = w
+    ub = np.append(np.ones(n), capacity)
+    res = milp(
+        -v,
+        constraints=LinearConstraint(a, -np.inf, ub),
+        integrality=np.ones(idx.size),
+        bounds=Bounds(0, 1),
+        options={"mip_rel_gap": 0},
+    )
+    assert res.status == 0
+    return float(-res.fun)
+
+
+def check_feasible(values: NDArray[np.float64], weights: NDArray[np.int64], capacity: int,
+                   choice: NDArray[np.int64]) -> tuple[float, int]:
+    assert choice.dtype == np.int64
+    assert choice.shape == (values.shape[0],)
+    rows = np.flatnonzero(choice >= 0)
+    assert (choice < max(values.shape[1], 1)).all()
+    chosen_v = values[rows, choice[rows]]
+    assert (chosen_v > 0).all()
+    used = int(weights[rows, choice[rows]].sum())
+    assert used <= capacity
+    return float(chosen_v.sum()), used
+
+
+def concave_instance(rng: np.random.Generator, n: int, k: int, cap_frac: float = 0.25):
+    g = rng.choice([1, 2, 4, 8], size=n)
+    alpha = rng.uniform(0.02, 0.4, size=n)
+    work = rng.uniform(1e3, 1e5, size=n)
+    w = np.arange(1, k + 2)
+    t = w / (1 + alpha[:, None] * (w - 1))
+    jct = work[:, None] / t
+    values = jct[:, :1] - jct[:, 1:] - 30.0
+    weights = (np.arange(1, k + 1)[None, :] * g[:, None]).astype(np.int64)
+    cap = int(weights[:, -1].sum() * cap_frac)
+    return values, weights, cap
+
+
+# ------------------------------------------------------------------ brute force
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_brute_force_tiny(data: st.DataObject) -> None:
+    n = data.draw(st.integers(0, 6))
+    k = data.draw(st.integers(0, 4))
+    capacity = data.draw(st.integers(0, 16))
+    vals = data.draw(
+        st.lists(st.one_of(st.integers(-3, 12).map(float), st.just(np.nan)),
+                 min_size=n * k, max_size=n * k)
+    )
+    wts = data.draw(st.lists(st.integers(1, 9), min_size=n * k, max_size=n * k))
+    values = np.array(vals, dtype=np.float64).reshape(n, k)
+    weights = np.array(wts, dtype=np.int64).reshape(n, k)
+    expected = brute_force(values, weights, capacity)
+    for backend in BACKENDS:
+        res = solve_mckp(values, weights, capacity, backend=backend)
+        assert res.choice.tolist() == expected, backend
+        value, used = check_feasible(values, weights, capacity, res.choice)
+        assert res.value == pytest.approx(value)
+        assert res.used_gpus == used
+
+
+# ------------------------------------------------------------------ lockstep
+
+
+@settings(max_examples=120, deadline=None)
+@given(data=st.data())
+def test_native_matches_reference(data: st.DataObject) -> None:
+    n = data.draw(st.integers(0, 25))
+    k = data.draw(st.integers(0, 7))
+    capacity = data.draw(st.integers(0, 120))
+    kind = data.draw(st.sampled_from(["int", "float", "correlated"]))
+    seed = data.draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    weights = rng.integers(1, 16, size=(n, k)).astype(np.int64)
+    if kind == "int":
+        values = rng.integers(-2, 12, size=(n, k)).astype(np.float64)
+    elif kind == "float":
+        values = rng.uniform(-1.0, 10.0, size=(n, k))
+    else:
+        values = weights + 3.0
+    values[rng.random((n, k)) < 0.1] = np.nan
+    native = solve_mckp(values, weights, capacity)
+    ref = solve_mckp(values, weights, capacity, backend="reference")
+    assert native.choice.tolist() == ref.choice.tolist()
+    assert native.value == ref.value
+    assert native.used_gpus == ref.used_gpus
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_lockstep_concave_medium(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    values, weights, cap = concave_instance(rng, 60, 8, cap_frac=rng.uniform(0.05, 0.6))
+    native = solve_mckp(values, weights, cap)
+    ref = solve_mckp(values, weights, cap, backend="reference")
+    assert native.choice.tolist() == ref.choice.tolist()
+
+
+# ------------------------------------------------------------------ exact solver
+
+
+@pytest.mark.parametrize(
+    ("seed", "n", "k", "kind"),
+    [(0, 200, 8, "concave"), (1, 150, 6, "random"), (2, 120, 8, "nonconcave"),
+     (3, 200, 4, "correlated"), (4, 80, 10, "random")],
+)
+def test_matches_milp(seed: int, n: int, k: int, kind: str) -> None:
+    rng = np.random.default_rng(seed)
+    if kind == "concave":
+        values, weights, cap = concave_instance(rng, n, k)
+    else:
+        weights = rng.integers(1, 30, size=(n, k)).astype(np.int64)
+        if kind == "random":
+            values = rng.uniform(-5, 100, size=(n, k))
+        elif kind == "nonconcave":
+            values = np.cumsum(rng.uniform(0, 10, size=(n, k)) ** 2, axis=1)
+        else:
+            values = weights + 10.0 + rng.uniform(0, 0.5, size=(n, k))
+        cap = int(weights.max(axis=1).sum() * 0.3)
+    expected = milp_value(values, weights, cap)
+    res = solve_mckp(values, weights, cap)
+    value, used = check_feasible(values, weights, cap, res.choice)
+    assert res.value == pytest.approx(value, rel=1e-12)
+    assert res.used_gpus == used
+    assert value == pytest.approx(expected, rel=1e-7, abs=1e-6)
+
+
+# ------------------------------------------------------------------ named cases
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_exact_fill_where_greedy_misses(backend: str) -> None:
+    gpus = np.array([[5], [7], [12], [18]], dtype=np.int64)
+    res = solve_mckp(gpus.astype(np.float64), gpus, 20, backend=backend)
+    assert res.value == 19.0
+    assert res.used_gpus == 19
+    assert res.choice.tolist() == [-1, 0, 0, -1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_capacity_zero(backend: str) -> None:
+    values = np.array([[3.0, 4.0], [5.0, np.nan]])
+    weights = np.array([[1, 2], [1, 1]], dtype=np.int64)
+    res = solve_mckp(values, weights, 0, backend=backend)
+    assert res.choice.tolist() == [-1, -1]
+    assert (res.value, res.used_gpus) == (0.0, 0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_no_jobs_and_no_options(backend: str) -> None:
+    res = solve_mckp(np.empty((0, 3)), np.empty((0, 3), dtype=np.int64), 5, backend=backend)
+    assert res.choice.shape == (0,)
+    assert (res.value, res.used_gpus) == (0.0, 0)
+    res = solve_mckp(np.empty((2, 0)), np.empty((2, 0), dtype=np.int64), 5, backend=backend)
+    assert res.choice.tolist() == [-1, -1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_all_options_fit(backend: str) -> None:
+    values = np.array([[1.0, 5.0, 4.0], [2.0, 3.0, np.nan], [7.0, 1.0, 9.0]])
+    weights = np.array([[1, 2, 3], [1, 2, 3], [4, 1, 5]], dtype=np.int64)
+    res = solve_mckp(values, weights, 1000, backend=backend)
+    assert res.choice.tolist() == [1, 1, 2]  # the largest value of each job
+    assert res.value == 17.0
+    assert res.used_gpus == 2 + 2 + 5
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_zero_and_negative_values_never_chosen(backend: str) -> None:
+    values = np.array([[0.0, -1.0], [-5.0, 0.0], [2.0, 0.0]])
+    weights = np.ones((3, 2), dtype=np.int64)
+    res = solve_mckp(values, weights, 10, backend=backend)
+    assert res.choice.tolist() == [-1, -1, 0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_job(backend: str) -> None:
+    values = np.array([[4.0, 7.0, 9.0, 9.5]])
+    weights = np.array([[2, 4, 6, 8]], dtype=np.int64)
+    assert solve_mckp(values, weights, 7, backend=backend).choice.tolist() == [2]
+    assert solve_mckp(values, weights, 8, backend=backend).choice.tolist() == [3]
+    assert solve_mckp(values, weights, 1, backend=backend).choice.tolist() == [-1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mixed_gpus_per_worker_concave(backend: str) -> None:
+    # job 0: 1 GPU/worker, job 1: 4 GPUs/worker; both concave in workers.
+    values = np.array([[10.0, 18.0, 24.0, 28.0, 29.0], [30.0, 50.0, np.nan, np.nan, np.nan]])
+    weights = np.array([[1, 2, 3, 4, 5], [4, 8, 12, 16, 20]], dtype=np.int64)
+    # capacity 9: greedy on incremental efficiency (10, 8, 7.5, 6 per GPU, then job 1's
+    # second worker at 5/GPU does not fit) ends at 24 + 30 = 54, or 59 when it skips;
+    # the optimum gives job 1 two workers (50) and job 0 one (10) = 60 with 9 GPUs.
+    res = solve_mckp(values, weights, 9, backend=backend)
+    assert res.choice.tolist() == brute_force(values, weights, 9)
+    assert res.value == 60.0
+    assert res.choice.tolist() == [0, 1]
+
+
+def test_tie_order_pinned() -> None:
+    # two identical jobs, odd capacity: the earlier job gets the larger share
+    values = np.array([[10.0, 15.0], [10.0, 15.0]])
+    weights = np.array([[1, 2], [1, 2]], dtype=np.int64)
+    for backend in BACKENDS:
+        assert solve_mckp(values, weights, 3, backend=backend).choice.tolist() == [1, 0]
+        # equal value: fewer GPUs wins over more GPUs
+        v2 = np.array([[9.0], [9.0]])
+        w2 = np.array([[3], [2]], dtype=np.int64)
+        assert solve_mckp(v2, w2, 3, backend=backend).choice.tolist() == [-1, 0]
+        # equal value and GPUs: the earlier job
+        assert solve_mckp(v2, np.array([[3], [3]]), 3, backend=backend).choice.tolist() == [0, -1]
+        # identical options within a job: the lower option index
+        v3 = np.array([[5.0, 5.0, 4.0]])
+        w3 = np.array([[2, 2, 2]], dtype=np.int64)
+        assert solve_mckp(v3, w3, 5, backend=backend).choice.tolist() == [0]
+        # same value with fewer GPUs inside one job
+        assert solve_mckp(np.array([[5.0, 5.0]]), np.array([[3, 2]]), 5,
+                          backend=backend).choice.tolist() == [1]
+
+
+def test_values_within_a_quantum_tie() -> None:
+    # 1e-15 relative apart: equal after quantisation, so the fewer-GPU option wins
+    values = np.array([[1.0, 1.0 + 1e-15]])
+    weights = np.array([[1, 2]], dtype=np.int64)
+    for backend in BACKENDS:
+        assert solve_mckp(values, weights, 5, backend=backend).choice.tolist() == [0]
+
+
+def test_core_is_small_on_concave_instances() -> None:
+    rng = np.random.default_rng(7)
+    values, weights, cap = concave_instance(rng, 1000, 16)
+    stats = _mckp_stats(values, weights, cap)
+    assert stats["n_classes"] == 1000
+    assert stats["n_core"] < 200
+    assert stats["n_core"] + stats["n_fixed"] == stats["n_classes"]
+
+
+def test_strongly_correlated_falls_back_to_dense_and_stays_exact() -> None:
+    rng = np.random.default_rng(3)
+    weights = rng.integers(1, 20, size=(60, 5)).astype(np.int64)
+    values = weights + 10.0
+    cap = int(weights.max(axis=1).sum() * 0.4)
+    native = solve_mckp(values, weights, cap)
+    ref = solve_mckp(values, weights, cap, backend="reference")
+    assert native.choice.tolist() == ref.choice.tolist()
+    assert native.value == pytest.approx(milp_value(values, weights, cap))
+
+
+# ------------------------------------------------------------------ validation
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_validation_errors(backend: str) -> None:
+    v = np.ones((2, 2))
+    w = np.ones((2, 2), dtype=np.int64)
+    with pytest.raises(InvalidInputError, match="2-D"):
+        solve_mckp(np.ones(3), np.ones(3, dtype=np.int64), 1, backend=backend)
+    with pytest.raises(InvalidInputError, match="shape"):
+        solve_mckp(v, np.ones((2, 3), dtype=np.int64), 1, backend=backend)
+    with pytest.raises(InvalidInputError, match="weights must be an integer"):
+        solve_mckp(v, np.ones((2, 2)), 1, backend=backend)
+    with pytest.raises(InvalidInputError, match="values must be a float"):
+        solve_mckp(np.array([["a", "b"]]), np.ones((1, 2), dtype=np.int64), 1, backend=backend)
+    with pytest.raises(InvalidInputError, match="inf"):
+        solve_mckp(np.array([[1.0, np.inf]]), np.ones((1, 2), dtype=np.int64), 1,
+                   backend=backend)
+    with pytest.raises(InvalidInputError, match="weights must be >= 1"):
+        solve_mckp(v, np.array([[1, 0], [1, 1]]), 1, backend=backend)
+    with pytest.raises(InvalidInputError, match="weights must be >= 1"):
+        solve_mckp(v, np.array([[1, -2], [1, 1]]), 1, backend=backend)
+    with pytest.raises(InvalidInputError, match="capacity must be >= 0"):
+        solve_mckp(v, w, -1, backend=backend)
+    with pytest.raises(InvalidInputError, match="capacity must be an integer"):
+        solve_mckp(v, w, 2.5, backend=backend)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="backend"):
+        solve_mckp(v, w, 1, backend="gpu")  # type: ignore[arg-type]
+    # the weight of an absent (NaN) option is ignored
+    res = solve_mckp(np.array([[np.nan, 2.0]]), np.array([[0, 1]]), 1, backend=backend)
+    assert res.choice.tolist() == [1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_memory_limit(backend: str) -> None:
+    rng = np.random.default_rng(11)
+    weights = rng.integers(1, 20, size=(40, 5)).astype(np.int64)
+    values = weights + 10.0
+    cap = int(weights.max(axis=1).sum() * 0.5)
+    with pytest.raises(InvalidInputError, match="max_table_bytes=2000"):
+        solve_mckp(values, weights, cap, backend=backend, max_table_bytes=2000)
+    # the same instance within the default limit solves
+    assert solve_mckp(values, weights, cap, backend=backend).used_gpus <= cap
+
+
+def test_fast_path_without_validation() -> None:
+    rng = np.random.default_rng(5)
+    values, weights, cap = concave_instance(rng, 50, 6)
+    a = solve_mckp(values, weights, cap)
+    b = solve_mckp(values, weights, cap, validate=False)
+    assert a.choice.tolist() == b.choice.tolist()
