@@ -313,9 +313,11 @@ class ReclaimRequest:
     def _check_types(self, m: int) -> None:
         put = object.__setattr__
         if self.server_gpu_type is not None:
-            types = np.asarray(self.server_gpu_type)
-            if types.dtype.kind != "U":
-                types = np.asarray(self.server_gpu_type, dtype=object)
+            raw = self.server_gpu_type
+            if isinstance(raw, np.ndarray) and raw.dtype.kind == "U":
+                types = raw
+            else:
+                types = np.asarray(raw, dtype=object)
                 ok = types.ndim == 1 and all(isinstance(t, str) for t in types)
                 _require(ok, "server_gpu_type", "expected a 1-D sequence of str")
             _require(types.ndim == 1 and types.size == m, "server_gpu_type",
@@ -447,14 +449,6 @@ class ReclaimRequest:
         fields.update(changes)
         return ReclaimRequest(**fields)
 
-    def _kernel_args(self) -> tuple[Any, ...]:
-        return (
-            self.server_id, self.server_gpus, self._server_allowed, self.placement_job,
-            self._placement_server_index, self.placement_workers, self.job_workers,
-            self.job_gpus_per_worker, self.job_min_workers, self.job_elastic,
-            self.job_preemptible,
-        )
-
 
 def _record(
     rec: Mapping[str, Any] | Sequence[Any],
@@ -573,10 +567,17 @@ def _state(req: ReclaimRequest) -> _ref.ReclaimState:
 
 def _aryl(req: ReclaimRequest, seed: int, backend: str) -> GreedyResult:
     if backend == "reference":
-        return _ref.reclaim_greedy(*req._kernel_args(), req.n_servers)
-    from aryl._core import _reclaim
+        fn = _ref.reclaim_greedy
+    else:
+        from aryl._core import _reclaim
 
-    return _reclaim.reclaim_greedy(*req._kernel_args(), req.n_servers)
+        fn = _reclaim.reclaim_greedy
+    return fn(
+        req.server_id, req.server_gpus, req._server_allowed, req.placement_job,
+        req._placement_server_index, req.placement_workers, req.job_workers,
+        req.job_gpus_per_worker, req.job_min_workers, req.job_elastic, req.job_preemptible,
+        req.n_servers,
+    )
 
 
 def _random(req: ReclaimRequest, seed: int, backend: str) -> GreedyResult:

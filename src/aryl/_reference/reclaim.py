@@ -258,15 +258,17 @@ def run_greedy(
     def arr(x: list[int]) -> I64:
         return np.asarray(x, dtype=np.int64).reshape(-1)
 
-    cols = list(zip(*actions, strict=True)) if actions else [[], [], [], [], []]
+    cols: list[list[int]] = [list(c) for c in zip(*actions, strict=True)]
+    if not cols:
+        cols = [[], [], [], [], []]
     return (
         arr(taken),
         np.asarray(costs, dtype=np.float64).reshape(-1),
-        arr(list(cols[0])),
-        arr(list(cols[1])),
-        arr(list(cols[2])),
-        arr(list(cols[3])),
-        arr(list(cols[4])),
+        arr(cols[0]),
+        arr(cols[1]),
+        arr(cols[2]),
+        arr(cols[3]),
+        arr(cols[4]),
         arr(state.preempted_order),
         arr(scaled),
         arr([state.workers[j] for j in scaled]),
@@ -277,15 +279,15 @@ def run_greedy(
 def reclaim_greedy(
     server_id: I64,
     server_gpus: I64,
-    server_allowed: I64,
+    server_allowed: npt.ArrayLike,
     placement_job: I64,
     placement_server: I64,
     placement_workers: I64,
     job_workers: I64,
     job_gpus_per_worker: I64,
     job_min_workers: I64,
-    job_elastic: I64,
-    job_preemptible: I64,
+    job_elastic: npt.ArrayLike,
+    job_preemptible: npt.ArrayLike,
     n_return: int,
 ) -> GreedyResult:
     """Aryl's cost greedy; same signature and result as ``aryl._core._reclaim.reclaim_greedy``.
