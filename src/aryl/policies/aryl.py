@@ -222,7 +222,7 @@ class ArylPolicy(SjfPolicy):
         # --- turn into decisions
         start_index = {j: idx for idx, (j, _, _) in enumerate(d.starts)}
         for j, base_place in new:
-            ex = new_extra.get(j)
+            ex = new_extra.get(j, {})
             if ex:
                 merged = dict(base_place)
                 for s, c in ex.items():
@@ -236,14 +236,14 @@ class ArylPolicy(SjfPolicy):
                 continue
             place = v.placement[j]
             assert place is not None
-            b, _ = split_placement(place, v.base_workers[j])
+            newp, _ = split_placement(place, v.base_workers[j])
             for s, c in ex.items():
-                b[s] = b.get(s, 0) + c
-            w_new = sum(b.values())
+                newp[s] = newp.get(s, 0) + c
+            w_new = sum(newp.values())
             reason = self.scale_out_reason if w_new > v.workers[j] else (
                 self.scale_in_reason if w_new < v.workers[j] else Reason.MCKP_MOVE
             )
-            d.resizes.append((j, b, reason))
+            d.resizes.append((j, newp, reason))
 
     def wants_loan(self) -> bool:
         if self.lst:
