@@ -17,7 +17,9 @@ from aryl.errors import InvalidInputError
 BACKENDS = ["native", "reference"]
 
 
-def brute_force(values: NDArray[np.float64], weights: NDArray[np.int64], capacity: int) -> list[int]:
+def brute_force(
+    values: NDArray[np.float64], weights: NDArray[np.int64], capacity: int
+) -> list[int]:
     """The documented rule, by enumeration: max quantised value, min GPUs, then job order."""
     q = _quantize(values)
     n, k = q.shape
@@ -286,15 +288,38 @@ def test_core_is_small_on_concave_instances() -> None:
     assert stats["n_core"] + stats["n_fixed"] == stats["n_classes"]
 
 
-def test_strongly_correlated_falls_back_to_dense_and_stays_exact() -> None:
+def test_strongly_correlated_sparse_and_dense_agree() -> None:
+    # all options tie in reduced cost: nothing is eliminated, the whole instance is core
     rng = np.random.default_rng(3)
     weights = rng.integers(1, 20, size=(60, 5)).astype(np.int64)
     values = weights + 10.0
     cap = int(weights.max(axis=1).sum() * 0.4)
-    native = solve_mckp(values, weights, cap)
     ref = solve_mckp(values, weights, cap, backend="reference")
+    sparse = _mckp_stats(values, weights, cap)
+    assert sparse["dp_kind"] == 1
+    assert sparse["n_core"] == 60
+    # a limit below the sparse state list but above the dense table forces the dense DP
+    limit = 100_000
+    dense = _mckp_stats(values, weights, cap, max_table_bytes=limit)
+    assert dense["dp_kind"] == 2
+    assert 0 < dense["table_bytes"] <= limit
+    assert dense["opt"] == sparse["opt"]
+    native = solve_mckp(values, weights, cap, max_table_bytes=limit)
     assert native.choice.tolist() == ref.choice.tolist()
+    assert solve_mckp(values, weights, cap).choice.tolist() == ref.choice.tolist()
     assert native.value == pytest.approx(milp_value(values, weights, cap))
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 20), cap=st.integers(0, 80))
+def test_dense_fallback_matches_reference(seed: int, n: int, cap: int) -> None:
+    rng = np.random.default_rng(seed)
+    weights = rng.integers(1, 9, size=(n, 4)).astype(np.int64)
+    values = np.where(rng.random((n, 4)) < 0.5, weights + 2.0, rng.integers(1, 12, (n, 4)))
+    stats = _mckp_stats(values, weights, cap, max_table_bytes=3_000)
+    ref = solve_mckp(values, weights, cap, backend="reference").choice.tolist()
+    native = solve_mckp(values, weights, cap, max_table_bytes=3_000).choice.tolist()
+    assert native == ref, stats
 
 
 # ------------------------------------------------------------------ validation

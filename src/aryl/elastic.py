@@ -262,10 +262,14 @@ def solve_mckp(
     )
 
 
-def _mckp_stats(values: ArrayLike, weights: ArrayLike, capacity: int) -> dict[str, int]:
+def _mckp_stats(
+    values: ArrayLike, weights: ArrayLike, capacity: int, max_table_bytes: int = MAX_TABLE_BYTES
+) -> dict[str, int]:
     """Diagnostics of the native kernel on one instance (core size, DP kind, states).
 
-    For benchmarks and tests; not part of the public API.
+    Keys: ``n_classes``, ``n_core``, ``n_fixed``, ``n_core_alts``, ``dp_kind`` (0 none,
+    1 sparse, 2 dense), ``n_states``, ``table_bytes``, ``lb``, ``ub``, ``opt`` (the
+    last three in quantised units).  For benchmarks and tests; not public API.
     """
     from aryl._core import _mckp
 
@@ -273,7 +277,7 @@ def _mckp_stats(values: ArrayLike, weights: ArrayLike, capacity: int) -> dict[st
     q = _quantize(v)
     choice = np.empty(v.shape[0], dtype=np.int64)
     stats = np.zeros(_mckp.N_STATS, dtype=np.int64)
-    _mckp.solve_quantized(q, w, cap, MAX_TABLE_BYTES, choice, stats)
+    _mckp.solve_quantized(q, w, cap, int(max_table_bytes), choice, stats)
     return {name: int(stats[i]) for i, name in enumerate(_mckp.STAT_NAMES)}
 
 
@@ -365,7 +369,8 @@ def jct_reduction_table(
     ----------
     remaining_work : array_like of float64, shape (n_jobs,)
         Remaining work in single-worker seconds, finite, ``>= 0``.
-    current_workers, min_workers, max_workers, gpus_per_worker : array_like of int64, shape (n_jobs,)
+    current_workers, min_workers, max_workers, gpus_per_worker : array_like of int64
+        Shape (n_jobs,) each.
         ``current_workers >= 0``, ``min_workers >= 1``, ``max_workers >= min_workers``,
         ``gpus_per_worker >= 1``.
     alpha : array_like of float64, shape (n_jobs,)

@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from aryl.elastic import MAX_TABLE_BYTES, Backend, MCKPResult, solve_mckp as _solve_mckp
+from aryl.elastic import MAX_TABLE_BYTES, Backend, MCKPResult
+from aryl.elastic import solve_mckp as _solve_mckp
 
 __all__ = ["solve_mckp", "solve_quantized"]
 
@@ -92,7 +93,7 @@ def solve_quantized(
         # options of job i by rank: more GPUs first, then lower option index
         ranked = sorted(
             (k for k in range(n_options) if usable[i, k]),
-            key=lambda k, i=i: (-int(weights[i, k]), k),
+            key=lambda k: (-int(weights[i, k]), k),
         )
         for k in ranked:
             w = int(weights[i, k])

@@ -1,0 +1,163 @@
+"""``aryl solve``: solve one elastic-allocation (MCKP) instance from a CSV or a demo."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import click
+import numpy as np
+from numpy.typing import NDArray
+
+from aryl.errors import InvalidInputError, TraceFormatError
+
+__all__ = ["solve_command"]
+
+_COLUMNS = ("job", "option", "gpus", "value_s")
+
+
+def read_instance(
+    path: str,
+) -> tuple[list[str], list[list[str]], NDArray[np.float64], NDArray[np.int64]]:
+    """Read ``job,option,gpus,value_s`` rows into MCKP arrays.
+
+    Jobs are numbered in order of first appearance, and each job's options in its
+    own row order; absent cells of the rectangular arrays are NaN (value) / 1 (GPUs).
+
+    Raises
+    ------
+    TraceFormatError
+        Missing columns, unparsable or out-of-range cells, duplicate (job, option);
+        the message names the file, line and column.
+    """
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except (OSError, ValueError) as exc:
+        raise TraceFormatError(f"cannot read CSV: {exc}", path=path) from exc
+    missing = [c for c in _COLUMNS if c not in df.columns]
+    if missing:
+        raise TraceFormatError(f"missing column(s) {missing}; need {list(_COLUMNS)}",
+                               path=path, line=1)
+    jobs: dict[str, int] = {}
+    options: list[list[str]] = []
+    cells: list[tuple[int, int, int, float]] = []
+    for row, (job, option, gpus_s, value_txt) in enumerate(
+        zip(df["job"], df["option"], df["gpus"], df["value_s"], strict=True)
+    ):
+        line = row + 2  # header is line 1
+        if not job:
+            raise TraceFormatError("empty job", path=path, line=line, column="job")
+        try:
+            gpus = int(gpus_s)
+        except ValueError:
+            raise TraceFormatError(f"gpus {gpus_s!r} is not an integer", path=path, line=line,
+                                   column="gpus") from None
+        if gpus < 1:
+            raise TraceFormatError(f"gpus must be >= 1, got {gpus}", path=path, line=line,
+                                   column="gpus")
+        try:
+            value = float(value_txt)
+        except ValueError:
+            raise TraceFormatError(f"value_s {value_txt!r} is not a number", path=path,
+                                   line=line, column="value_s") from None
+        if math.isinf(value):
+            raise TraceFormatError("value_s must be finite", path=path, line=line,
+                                   column="value_s")
+        i = jobs.setdefault(job, len(jobs))
+        if i == len(options):
+            options.append([])
+        if option in options[i]:
+            raise TraceFormatError(f"duplicate option {option!r} of job {job!r}", path=path,
+                                   line=line, column="option")
+        options[i].append(option)
+        cells.append((i, len(options[i]) - 1, gpus, value))
+    n_opt = max((len(o) for o in options), default=0)
+    values = np.full((len(jobs), n_opt), np.nan)
+    weights = np.ones((len(jobs), n_opt), dtype=np.int64)
+    for i, k, gpus, value in cells:
+        values[i, k] = value
+        weights[i, k] = gpus
+    return list(jobs), options, values, weights
+
+
+def demo_instance(
+    n_jobs: int, n_options: int, seed: int
+) -> tuple[list[str], list[list[str]], NDArray[np.float64], NDArray[np.int64]]:
+    """A seeded instance: Amdahl-like JCT reductions, 1/2/4/8 GPUs per worker."""
+    from aryl.elastic import jct_reduction_table
+
+    rng = np.random.default_rng(seed)
+    g = rng.choice(np.array([1, 2, 4, 8]), size=n_jobs)
+    values, weights = jct_reduction_table(
+        remaining_work=rng.uniform(1e3, 1e5, size=n_jobs),
+        current_workers=np.ones(n_jobs, dtype=np.int64),
+        min_workers=np.ones(n_jobs, dtype=np.int64),
+        max_workers=np.full(n_jobs, n_options + 1, dtype=np.int64),
+        gpus_per_worker=g,
+        alpha=rng.uniform(0.02, 0.4, size=n_jobs),
+        rescale_pause_s=30.0,
+    )
+    names = [f"job{i:04d}" for i in range(n_jobs)]
+    opts = [[f"+{k}" for k in range(1, n_options + 1)] for _ in range(n_jobs)]
+    return names, opts, values, weights
+
+
+@click.command(name="solve")
+@click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--capacity", type=click.IntRange(min=0), default=None,
+              help="GPUs available (required with FILE; demo default: 25% of the maximum).")
+@click.option("--demo", is_flag=True, help="Solve a seeded synthetic instance instead of FILE.")
+@click.option("--jobs", "n_jobs", type=click.IntRange(min=0), default=20, show_default=True,
+              help="Demo: number of jobs.")
+@click.option("--options", "n_options", type=click.IntRange(min=1), default=8,
+              show_default=True, help="Demo: extra-worker options per job.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Demo: random seed.")
+@click.option("--backend", type=click.Choice(["native", "reference"]), default="native",
+              show_default=True, help="Compiled kernel or the pure-Python reference.")
+@click.option("--show", type=click.IntRange(min=0), default=50, show_default=True,
+              help="Print at most this many jobs that get an option.")
+def solve_command(file: Path | None, capacity: int | None, demo: bool, n_jobs: int,
+                  n_options: int, seed: int, backend: str, show: int) -> None:
+    """Solve the elastic-allocation MCKP of FILE (CSV rows job,option,gpus,value_s).
+
+    Each job gets at most one option; the chosen GPUs fit --capacity and the total
+    value (seconds of JCT reduction) is maximal.  Prints the chosen options, the
+    value and the GPUs used.
+    """
+    from aryl.elastic import solve_mckp
+
+    if demo == (file is not None):
+        raise click.UsageError("give exactly one of FILE and --demo")
+    if file is not None:
+        if capacity is None:
+            raise click.UsageError("--capacity is required with FILE")
+        try:
+            names, opts, values, weights = read_instance(str(file))
+        except InvalidInputError as exc:
+            raise click.ClickException(str(exc)) from exc
+    else:
+        names, opts, values, weights = demo_instance(n_jobs, n_options, seed)
+        if capacity is None:
+            capacity = int(weights[:, -1].sum() // 4) if weights.size else 0
+    assert capacity is not None
+    start = time.perf_counter()
+    try:
+        result = solve_mckp(values, weights, capacity, backend=backend)  # type: ignore[arg-type]
+    except InvalidInputError as exc:
+        raise click.ClickException(str(exc)) from exc
+    elapsed_ms = (time.perf_counter() - start) * 1e3
+    chosen = np.flatnonzero(result.choice >= 0)
+    click.echo(f"{'job':<16} {'option':<10} {'gpus':>6} {'value_s':>14}")
+    for i in chosen[:show]:
+        k = int(result.choice[i])
+        click.echo(f"{names[i]:<16} {opts[i][k]:<10} {int(weights[i, k]):>6} "
+                   f"{float(values[i, k]):>14.6g}")
+    if chosen.size > show:
+        click.echo(f"... {chosen.size - show} more")
+    click.echo(
+        f"value {result.value:.10g} s, used {result.used_gpus}/{capacity} GPUs, "
+        f"{chosen.size}/{len(names)} jobs get an option ({backend}, {elapsed_ms:.2f} ms)"
+    )
