@@ -63,7 +63,8 @@ def main(argv: list[str]) -> int:
     repo = Path(__file__).resolve().parent.parent
     src = Path(argv[1]) if len(argv) > 1 else (
         repo.parent / "shared" / "traces" / "alibaba-genai-serving-2026" / "qps.csv")
-    out = Path(argv[2]) if len(argv) > 2 else repo / "src" / "aryl" / "data" / "inference_profile.csv"
+    default_out = repo / "src" / "aryl" / "data" / "inference_profile.csv"
+    out = Path(argv[2]) if len(argv) > 2 else default_out
     values, n_covered = profile(src)
     header = (
         "# aryl inference day profile: 48 half-hour slots, load normalised to peak = 1.\n"

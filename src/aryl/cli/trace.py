@@ -77,7 +77,8 @@ def inspect_command(trace: str, fmt: str | None, window: str | None, tz: str | N
     head = Table(title=f"trace {t.source} ({t.format})", show_header=False)
     head.add_row("jobs", f"{s['n_jobs']:,}")
     head.add_row("span", f"{s['span_s']:,.0f} s ({s['span_s'] / 86400:.2f} days)")
-    head.add_row("first / last submit (s)", f"{s['first_submit_s']:,.0f} / {s['last_submit_s']:,.0f}")
+    head.add_row("first / last submit (s)",
+                 f"{s['first_submit_s']:,.0f} / {s['last_submit_s']:,.0f}")
     head.add_row("GPU-hours", f"{s['gpu_hours']:,.0f}")
     head.add_row("mean offered load", f"{s['mean_offered_load_gpus']:,.1f} GPUs")
     if "tz" in t.meta:

@@ -1,0 +1,43 @@
+"""``aryl trace inspect`` and ``aryl trace convert``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from aryl.cli import main
+from aryl.traces import load_trace
+
+ITP = "job_id,submission_time,duration,num_gpu\na,0,3600,1\nb,1800,3600,2\nc,3600,x,4\n"
+
+
+def test_inspect(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text(ITP)
+    runner = CliRunner()
+    result = runner.invoke(main, ["trace", "inspect", str(path)])
+    assert result.exit_code != 0
+    assert "line 4" in result.output
+    assert "'duration'" in result.output
+    result = runner.invoke(main, ["trace", "inspect", str(path), "--drop-invalid", "--bins", "2"])
+    assert result.exit_code == 0, result.output
+    assert "not_a_number" in result.output
+    assert "GPU sizes" in result.output
+    # offered load: bins [0, 900) and [900, 1800): job a only, then a (1 GPU) + nothing
+    assert "1.0" in result.output
+
+
+def test_convert_writes_canonical_with_meta(tmp_path: Path) -> None:
+    out = tmp_path / "c10.csv"
+    result = CliRunner().invoke(main, ["trace", "convert", "itp-c10", str(out),
+                                       "--elastic-fraction", "0.5", "--seed", "7"])
+    assert result.exit_code == 0, result.output
+    trace = load_trace(out)
+    assert trace.n_jobs == 260
+    assert int(trace.jobs["elastic"].sum()) == 130
+    meta = json.loads((tmp_path / "c10.csv.meta.json").read_text())
+    assert meta["elastic_synthesis"]["seed"] == 7
+    assert trace.meta["elastic_synthesis"]["seed"] == 7
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
