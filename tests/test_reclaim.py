@@ -367,6 +367,10 @@ def _base_fields() -> dict[str, object]:
         ({"server_id": np.array([1, 1])}, "server_id"),
         ({"server_id": np.array([1.0, 2.0])}, "server_id"),
         ({"server_id": np.array([[1, 2]])}, "server_id"),
+        ({"server_id": np.array([10**15, 10**15])}, "server_id"),
+        ({"server_id": np.array([-(10**15), 10**15]),
+          "placement_server": np.array([10**15, 3])}, "placement_server"),
+        ({"placement_server": np.array([1, -(2**63)])}, "placement_server"),
         ({"server_gpus": np.array([8])}, "server_gpus"),
         ({"server_gpus": np.array([8, 0])}, "server_gpus"),
         ({"placement_server": np.array([1, 3])}, "placement_server"),
@@ -447,3 +451,16 @@ def test_plan_to_frame() -> None:
     assert frame["kind"].tolist() == ["RETURN", "PREEMPT", "RETURN", "RETURN"]
     assert frame["job_id"].isna().tolist() == [True, False, True, True]
     assert int(frame["job_id"].iloc[1]) == 100
+
+
+@pytest.mark.parametrize("ids", [[5, 3, 4], [10**15, -7, 2**40]], ids=["dense", "sparse"])
+def test_server_ids_map_to_the_right_servers(ids: list[int]) -> None:
+    # The 1-GPU job sits on the server listed second, whatever its id.
+    req = ReclaimRequest.from_records(
+        servers=[(i, 8) for i in ids], jobs=[(1, 1, 1), (2, 1, 8), (3, 1, 4)],
+        placements=[(2, ids[0], 1), (1, ids[1], 1), (3, ids[2], 1)], n_servers=1,
+    )
+    assert reclaim(req).servers.tolist() == [ids[1]]
+    assert reclaim(req, backend="reference").servers.tolist() == [ids[1]]
+    assert reclaim(ReclaimRequest._unchecked(**{
+        k: getattr(req, k) for k in _base_fields()})).servers.tolist() == [ids[1]]

@@ -162,6 +162,47 @@ def _first(mask: npt.NDArray[np.bool_]) -> int:
     return int(np.argmax(mask))
 
 
+Lookup = Callable[[I64], tuple[I64, npt.NDArray[np.bool_]]]
+
+
+def _id_lookup(ids: I64, name: str) -> Lookup:
+    """Check that ``ids`` are unique; return ``f(query) -> (positions, unknown mask)``.
+
+    Dense ids (span at most 16 per id plus 4096) use a table, O(m + span + p);
+    others a sort and binary search, O((m + p) log m).
+    """
+    m = ids.size
+    if m == 0:
+        return lambda q: (np.zeros(q.size, np.int64), np.ones(q.size, np.bool_))
+    lo, hi = int(ids.min()), int(ids.max())
+    span = hi - lo + 1
+    if span <= 16 * m + 4096:
+        off = ids - lo
+        table = np.full(span, -1, dtype=np.int64)
+        table[off] = np.arange(m, dtype=np.int64)
+        if int(np.count_nonzero(table >= 0)) != m:
+            dup = np.flatnonzero(table[off] != np.arange(m))
+            _require(False, name, "duplicate id", dup[0])
+
+        def dense(q: I64) -> tuple[I64, npt.NDArray[np.bool_]]:
+            d = q - lo
+            inside = (d >= 0) & (d < span)
+            pos = table[np.where(inside, d, 0)]
+            return pos, ~inside | (pos < 0)
+
+        return dense
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    dup = sorted_ids[1:] == sorted_ids[:-1]
+    _require(not dup.any(), name, "duplicate id", order[_first(dup) + 1] if dup.any() else None)
+
+    def sparse(q: I64) -> tuple[I64, npt.NDArray[np.bool_]]:
+        pos = np.minimum(np.searchsorted(sorted_ids, q), m - 1)
+        return order[pos], sorted_ids[pos] != q
+
+    return sparse
+
+
 @dataclass(frozen=True, eq=False, kw_only=True)
 class ReclaimRequest:
     """Loaned servers, the training work on them, and how many servers to return.
@@ -259,18 +300,13 @@ class ReclaimRequest:
             _require(got == size, name, f"length {got} differs from {group} ({size})")
 
         # Servers.
-        order = np.argsort(self.server_id, kind="stable")
-        sorted_ids = self.server_id[order]
-        dup = sorted_ids[1:] == sorted_ids[:-1]
-        _require(not dup.any(), "server_id", "duplicate id",
-                 order[_first(dup) + 1] if dup.any() else None)
+        server_index = _id_lookup(self.server_id, "server_id")
         bad = self.server_gpus < 1
         _require(not bad.any(), "server_gpus", "must be >= 1", _first(bad) if bad.any() else None)
         self._check_types(m)
 
         # Jobs.
-        jsorted = np.sort(self.job_id)
-        _require(not (jsorted[1:] == jsorted[:-1]).any(), "job_id", "duplicate id")
+        _id_lookup(self.job_id, "job_id")
         for name, arr in (("job_workers", self.job_workers),
                           ("job_gpus_per_worker", self.job_gpus_per_worker),
                           ("job_min_workers", self.job_min_workers)):
@@ -287,12 +323,9 @@ class ReclaimRequest:
         bad = self.placement_workers < 1
         _require(not bad.any(), "placement_workers", "must be >= 1",
                  _first(bad) if bad.any() else None)
-        pos = np.searchsorted(sorted_ids, self.placement_server)
-        pos_c = np.minimum(pos, max(m - 1, 0))
-        bad = (pos >= m) | (sorted_ids[pos_c] != self.placement_server) if m else np.ones(p, bool)
+        sidx, bad = server_index(self.placement_server)
         _require(not bad.any(), "placement_server", "unknown server id (not in server_id)",
                  _first(bad) if bad.any() else None)
-        sidx = order[pos_c] if m else np.zeros(0, np.int64)
         pair = self.placement_job * max(m, 1) + sidx
         ps = np.sort(pair)
         _require(not (ps[1:] == ps[:-1]).any(), "placement_server",
@@ -350,9 +383,7 @@ class ReclaimRequest:
             put(self, k, v)
         put(self, "n_servers", int(self.n_servers))
         ids = self.server_id
-        order = np.argsort(ids, kind="stable")
-        pos = np.searchsorted(ids[order], self.placement_server)
-        put(self, "_placement_server_index", order[pos] if ids.size else pos)
+        put(self, "_placement_server_index", _id_lookup(ids, "server_id")(self.placement_server)[0])
         put(self, "_server_allowed", self._allowed_mask(ids.size))
         return self
 

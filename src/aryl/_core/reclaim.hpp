@@ -48,8 +48,10 @@ constexpr int64_t REASON_BELOW_BASE = 4;    // PREEMPT: shedding would take it b
 constexpr double kCostScale = 1e9;
 
 inline int64_t quantize_cost(double cost) {
-    // std::nearbyint rounds half to even in the default rounding mode, like Python's round().
-    return static_cast<int64_t>(std::nearbyint(cost * kCostScale));
+    // llrint rounds half to even in the default rounding mode, like Python's round();
+    // the product is rounded to double first (no fused multiply-add is possible here).
+    const double scaled = cost * kCostScale;
+    return static_cast<int64_t>(std::llrint(scaled));
 }
 
 struct Input {
