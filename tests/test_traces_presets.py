@@ -120,3 +120,11 @@ def test_synthesize_elastic_keeps_existing_columns_and_checks_args() -> None:
         synthesize_elastic(_trace([1]), elastic_fraction=1.5)
     with pytest.raises(InvalidInputError, match="alpha"):
         synthesize_elastic(_trace([1]), alpha_low=0.3, alpha_high=0.1)
+
+
+@pytest.mark.skipif(not PHILLY.is_file(), reason="Philly table not available")
+def test_philly_window_30_days_after_first_submission() -> None:
+    # the README's "about 26,600": 15 days from 30 days after the first submission
+    trace = load_trace(PHILLY, window="1507138241,1508434241")
+    assert trace.n_jobs == 26575
+    assert trace.meta["window"]["n_before"] + trace.meta["window"]["n_after"] == 82247 - 26575

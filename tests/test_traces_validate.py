@@ -212,3 +212,14 @@ def test_busiest_window(tmp_path: Path) -> None:
     trace = load_trace(_write(tmp_path, ITP_HEADER + rows), window="busiest-1h")
     assert list(trace.jobs["job_id"]) == ["c", "d", "e"]
     assert trace.meta["window"]["start_s"] == 30 * 360.0
+
+
+def test_philly_bad_timestamp_and_iso_fallback(tmp_path: Path) -> None:
+    path = _write(tmp_path, "timestamp,duration,num_gpus\n2017-10-09T07:01:55,1,1\n"
+                  "yesterday,1,1\n", "p.csv")
+    err = _error(path)
+    assert (err.line, err.column) == (3, "timestamp")
+    assert "bad_timestamp" in str(err)
+    trace = load_trace(path, on_invalid="drop")
+    assert trace.jobs["submit_time_s"].tolist() == [1507557715.0]
+    assert trace.dropped == {"bad_timestamp": 1}
