@@ -19,11 +19,12 @@
 //  1. Per class drop dominated options (heavier and not more valuable; among
 //     equal (w, q) keep the lowest index -- neither can be in the canonical
 //     optimum).  Weights within a class are then distinct, values increasing.
-//  2. Per class, the upper convex hull of (0,0) and the options; sort all hull
-//     segments by incremental efficiency dq/dw.  Greedy over them gives the LP
-//     optimum: the first segment that does not fit fixes the LP multiplier
-//     lambda.  Continuing the scan and taking every later segment that still
-//     fits gives a feasible incumbent of value LB.
+//  2. Per class, the upper convex hull of (0,0) and the options; order the hull
+//     segments by incremental efficiency dq/dw (weighted quickselect, not a
+//     full sort).  Greedy over them gives the LP optimum: the first segment
+//     that does not fit fixes the LP multiplier lambda.  Continuing the scan
+//     (over the next few thousand segments) and taking every segment that
+//     still fits gives a feasible incumbent of value LB.
 //  3. Lagrangian bound: for every lambda >= 0 and every feasible x,
 //        value(x) <= lambda*C + sum_i max(0, max_k rc_ik) - sum_i gap_i(x_i)
 //     with rc = q - lambda*w and gap_i(k) = best_i - rc_ik.  So option k of
@@ -243,26 +244,51 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
       pq = p.q;
     }
   }
-  std::sort(segs.begin(), segs.end(), [](const Seg& a, const Seg& b) {
-    if (a.eff != b.eff) return a.eff > b.eff;
-    if (a.cls != b.cls) return a.cls < b.cls;
-    return a.pos < b.pos;
-  });
-  std::vector<int32_t> hpos(static_cast<size_t>(n), 0);
-  int64_t used = 0;
-  size_t s = 0;
-  double lambda = 0.0;
-  for (; s < segs.size(); ++s) {
-    if (used + segs[s].dw > C) break;
-    used += segs[s].dw;
-    hpos[segs[s].cls] = segs[s].pos;
+  // Weighted quickselect for the LP break instead of a full sort: O(N) expected.
+  // Within a class efficiencies do not increase and equal ones (collinear hull
+  // points, kept for a finer incumbent) are ordered by position, so any order by
+  // (efficiency, position) takes a prefix of every class's segments; ties across
+  // classes may fall either way (this only affects the incumbent, not the result).
+  auto by_eff = [](const Seg& a, const Seg& b) {
+    return a.eff > b.eff || (a.eff == b.eff && a.pos < b.pos);
+  };
+  const size_t n_segs = segs.size();
+  size_t lo = 0, hi = n_segs;
+  int64_t room = C;  // [0, lo) is taken and fits
+  while (hi - lo > 64) {
+    const size_t mid = lo + (hi - lo) / 2;
+    std::nth_element(segs.begin() + lo, segs.begin() + mid, segs.begin() + hi, by_eff);
+    int64_t sum = 0;
+    for (size_t t = lo; t < mid; ++t) sum += segs[t].dw;
+    if (sum <= room) {
+      room -= sum;
+      lo = mid;
+    } else {
+      hi = mid;  // the break lies in [lo, mid)
+    }
   }
-  if (s < segs.size()) lambda = segs[s].eff;
-  for (size_t t = s; t < segs.size() && used < C; ++t) {
-    const Seg& g = segs[t];
-    if (hpos[g.cls] == g.pos - 1 && used + g.dw <= C) {
-      used += g.dw;
-      hpos[g.cls] = g.pos;
+  std::sort(segs.begin() + lo, segs.begin() + hi, by_eff);
+  size_t s = lo;
+  for (; s < hi && segs[s].dw <= room; ++s) room -= segs[s].dw;
+  std::vector<int32_t> hpos(static_cast<size_t>(n), 0);
+  for (size_t t = 0; t < s; ++t) hpos[segs[t].cls] = std::max(hpos[segs[t].cls], segs[t].pos);
+  int64_t used = C - room;
+  double lambda = 0.0;
+  if (s < n_segs) {
+    lambda = segs[s].eff;  // s < hi here: with hi < n_segs the prefix [lo, hi) overflowed
+    // incumbent: keep scanning (the next kFill segments by efficiency), taking what fits
+    constexpr size_t kFill = 4096;
+    const size_t end = std::min(n_segs, s + 1 + kFill);
+    if (end > hi) {
+      std::nth_element(segs.begin() + hi, segs.begin() + (end - 1), segs.end(), by_eff);
+      std::sort(segs.begin() + hi, segs.begin() + end, by_eff);
+    }
+    for (size_t t = s + 1; t < end && used < C; ++t) {
+      const Seg& g = segs[t];
+      if (hpos[g.cls] == g.pos - 1 && used + g.dw <= C) {
+        used += g.dw;
+        hpos[g.cls] = g.pos;
+      }
     }
   }
   int64_t lb = 0;
