@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from aryl.reclaiming import RECLAIM_POLICIES, ActionKind, ReclaimPlan, ReclaimRequest, reclaim
 
@@ -95,6 +96,11 @@ def check_plan(req: ReclaimRequest, plan: ReclaimPlan) -> None:
     assert [a.server_id for a in acts if a.kind == ActionKind.RETURN] == returned
     assert [a.job_id for a in acts if a.kind == ActionKind.PREEMPT] == preempted
     assert {a.job_id for a in acts if a.kind == ActionKind.SCALE_IN} >= set(scaled)
+    # Exactly min(n, eligible) servers when eligibility cannot change (every
+    # non-preemptible job has nothing to shed, so it blocks its servers for good).
+    if all(shed[j] == 0 for j in total if not preemptible[j]):
+        blocked = {s for (j, s) in loads if not preemptible[j]}
+        assert len(returned) == min(req.n_servers, len(allowed - blocked))
     # Shortfall only when every remaining server of the right type is blocked by a
     # non-preemptible job that cannot shed its workers there any more.
     if plan.shortfall:
@@ -193,3 +199,42 @@ def _brute_force_min_preemptions(req: ReclaimRequest, k: int) -> int:
             best = pre
     assert best is not None
     return best
+
+
+class ChainedReclaims(RuleBasedStateMachine):
+    """Reclaim again and again from what the previous plan left, native and reference
+    in lockstep; every plan keeps the invariants and the cluster only shrinks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.req = random_request(0)
+
+    @initialize(seed=st.integers(0, 2**32 - 1))
+    def start(self, seed: int) -> None:
+        self.req = random_request(seed, max_servers=10, max_jobs=16)
+
+    @rule(n=st.integers(0, 3), policy=st.sampled_from(sorted(RECLAIM_POLICIES)))
+    def reclaim_some(self, n: int, policy: str) -> None:
+        req = self.req.replace(n_servers=n)
+        plan = reclaim(req, policy=policy, seed=n)
+        check_plan(req, plan)
+        if policy == "aryl":
+            _equal(plan, reclaim(req, backend="reference"))
+        before = (req.server_id.size, req.job_id.size)
+        self.req = plan.apply_to(req)
+        assert self.req.server_id.size == before[0] - plan.n_returned
+        assert self.req.job_id.size == before[1] - plan.n_preemptions
+        assert not np.isin(plan.servers, self.req.server_id).any()
+
+    @invariant()
+    def loads_fit(self) -> None:
+        placed = np.bincount(self.req.placement_job, weights=self.req.placement_workers,
+                             minlength=self.req.job_id.size)
+        assert (placed <= self.req.job_workers).all()
+        assert (self.req.job_workers >= self.req.job_min_workers).all()
+
+
+ChainedReclaims.TestCase.settings = settings(
+    max_examples=40, stateful_step_count=8, deadline=None
+)
+test_chained_reclaims = ChainedReclaims.TestCase

@@ -263,7 +263,7 @@ class ReclaimRequest:
     job_elastic: npt.NDArray[np.bool_]
     job_preemptible: npt.NDArray[np.bool_]
     n_servers: int
-    server_gpu_type: Sequence[str] | None = None
+    server_gpu_type: Sequence[str] | npt.NDArray[Any] | None = None
     gpu_type: str | None = None
     # Derived: placement server *indices* and the GPU-type mask, for the kernels.
     _placement_server_index: I64 = field(init=False, repr=False)
@@ -565,6 +565,51 @@ class ReclaimPlan:
     def n_returned(self) -> int:
         """Number of servers returned."""
         return int(self.servers.size)
+
+    def apply_to(self, request: ReclaimRequest) -> ReclaimRequest:
+        """The request left after this plan: for chaining reclaims (and for tests).
+
+        Returned servers and their placements are removed, preempted jobs are
+        removed (with all their placements), scaled jobs keep their new totals.
+        ``n_servers`` and the GPU-type filter are unchanged.  O(m + p + J).
+
+        Raises
+        ------
+        InvalidInputError
+            If the plan does not come from ``request`` (unknown ids).
+        """
+        keep_srv = np.ones(request.server_id.size, dtype=bool)
+        pos, bad = _id_lookup(request.server_id, "server_id")(self.servers)
+        _require(not bad.any(), "plan.servers", "server not in the request")
+        keep_srv[pos] = False
+        find_job = _id_lookup(request.job_id, "job_id")
+        keep_job = np.ones(request.job_id.size, dtype=bool)
+        pos, bad = find_job(self.preempted_jobs)
+        _require(not bad.any(), "plan.preempted_jobs", "job not in the request")
+        keep_job[pos] = False
+        workers = request.job_workers.copy()
+        pos, bad = find_job(self.scaled_jobs)
+        _require(not bad.any(), "plan.scaled_jobs", "job not in the request")
+        workers[pos] = self.scaled_new_workers
+        new_index = np.cumsum(keep_job) - 1
+        keep_pl = keep_srv[request._placement_server_index] & keep_job[request.placement_job]
+        types = request.server_gpu_type
+        return ReclaimRequest(
+            server_id=request.server_id[keep_srv],
+            server_gpus=request.server_gpus[keep_srv],
+            placement_job=new_index[request.placement_job[keep_pl]],
+            placement_server=request.placement_server[keep_pl],
+            placement_workers=request.placement_workers[keep_pl],
+            job_id=request.job_id[keep_job],
+            job_workers=workers[keep_job],
+            job_gpus_per_worker=request.job_gpus_per_worker[keep_job],
+            job_min_workers=request.job_min_workers[keep_job],
+            job_elastic=request.job_elastic[keep_job],
+            job_preemptible=request.job_preemptible[keep_job],
+            n_servers=request.n_servers,
+            server_gpu_type=None if types is None else np.asarray(types)[keep_srv],
+            gpu_type=request.gpu_type,
+        )
 
     def to_frame(self) -> pd.DataFrame:
         """The actions as a DataFrame (columns server_id, job_id, kind, workers_removed, reason)."""
