@@ -128,3 +128,18 @@ def test_philly_window_30_days_after_first_submission() -> None:
     trace = load_trace(PHILLY, window="1507138241,1508434241")
     assert trace.n_jobs == 26575
     assert trace.meta["window"]["n_before"] + trace.meta["window"]["n_after"] == 82247 - 26575
+
+
+ITP_SRC = REPO.parent / "shared" / "traces" / "elasticflow-itp"
+
+
+@pytest.mark.skipif(not ITP_SRC.is_dir(), reason="ITP source traces not available")
+def test_bundled_itp_files_are_byte_identical_to_the_source() -> None:
+    import gzip
+
+    from aryl.traces.presets import preset_files
+
+    for i in range(1, 11):
+        (bundled,) = preset_files(PRESETS[f"itp-c{i:02d}"])
+        assert gzip.decompress(bundled.read_bytes()) == (ITP_SRC / f"cluster{i:02d}.csv")\
+            .read_bytes()

@@ -223,3 +223,25 @@ def test_philly_bad_timestamp_and_iso_fallback(tmp_path: Path) -> None:
     trace = load_trace(path, on_invalid="drop")
     assert trace.jobs["submit_time_s"].tolist() == [1507557715.0]
     assert trace.dropped == {"bad_timestamp": 1}
+
+
+def test_busiest_window_matches_brute_force() -> None:
+    import numpy as np
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from aryl.traces.window import busiest_window
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.integers(0, 200), min_size=1, max_size=40), st.integers(1, 60))
+    def check(times: list[int], length: int) -> None:
+        t = np.array(times, dtype=np.float64)
+        start, end, n = busiest_window(t, float(length))
+        counts = [int(((t >= s) & (t < s + length)).sum()) for s in sorted(set(times))]
+        best = max(counts)
+        assert n == best
+        assert start == min(s for s, c in zip(sorted(set(times)), counts, strict=True)
+                            if c == best)
+        assert end == start + length
+
+    check()
