@@ -118,7 +118,7 @@ def test_reference_reclaim(benchmark) -> None:  # type: ignore[no-untyped-def]
     """The pure-Python twin on the same request; must give the same plan."""
     req = big_request()
     plan = benchmark.pedantic(reclaim, args=(req,), kwargs={"backend": "reference"},
-                              rounds=3, iterations=1)
+                              rounds=5, iterations=1)
     native = reclaim(req)
     np.testing.assert_array_equal(plan.servers, native.servers)
     np.testing.assert_array_equal(plan.preempted_jobs, native.preempted_jobs)

@@ -52,7 +52,7 @@ COST_SCALE = 1e9
 
 
 def quantize_cost(cost: float) -> int:
-    """Round a cost to an integer number of 1e-9 units, half to even (as ``std::nearbyint``)."""
+    """Round a cost to an integer number of 1e-9 units, half to even (as ``std::llrint``)."""
     return round(cost * COST_SCALE)
 
 
