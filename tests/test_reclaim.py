@@ -388,6 +388,7 @@ def _base_fields() -> dict[str, object]:
         ({"job_preemptible": np.array(["yes", "no"])}, "job_preemptible"),
         ({"n_servers": -1}, "n_servers"),
         ({"n_servers": 1.5}, "n_servers"),
+        ({"n_servers": 2**63}, "n_servers"),
         ({"gpu_type": "A100"}, "gpu_type"),
         ({"server_gpu_type": ["A100"]}, "server_gpu_type"),
         ({"server_gpu_type": ["A100", 3]}, "server_gpu_type"),
@@ -464,3 +465,20 @@ def test_server_ids_map_to_the_right_servers(ids: list[int]) -> None:
     assert reclaim(req, backend="reference").servers.tolist() == [ids[1]]
     assert reclaim(ReclaimRequest._unchecked(**{
         k: getattr(req, k) for k in _base_fields()})).servers.tolist() == [ids[1]]
+
+
+def test_threads_share_the_kernel() -> None:
+    # The kernel runs with the GIL released; concurrent calls must not interfere.
+    from concurrent.futures import ThreadPoolExecutor
+
+    reqs = [_scenario_a(n=k % 4) for k in range(16)] + [_scenario_b(k % 6) for k in range(16)]
+    expected = [reclaim(r, backend="reference").servers.tolist() for r in reqs]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        got = list(pool.map(lambda r: reclaim(r).servers.tolist(), reqs))
+    assert got == expected
+
+
+def test_huge_n_servers_reports_shortfall() -> None:
+    plan = reclaim(_scenario_b(n=10**12))
+    assert plan.n_returned == 5
+    assert plan.shortfall == 10**12 - 5

@@ -282,7 +282,7 @@ class ReclaimRequest:
         n = self.n_servers
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
             raise InvalidInputError(f"n_servers: expected an int, got {type(n).__name__}")
-        _require(int(n) >= 0, "n_servers", f"must be >= 0, got {int(n)}")
+        _require(0 <= int(n) < 2**63, "n_servers", f"must be in [0, 2**63), got {int(n)}")
         put(self, "n_servers", int(n))
 
         m, p, n_jobs = self.server_id.size, self.placement_job.size, self.job_id.size
