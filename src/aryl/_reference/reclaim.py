@@ -122,7 +122,6 @@ class ReclaimState:
             self.server_pl[s].append(q)
             self.job_pl[j].append(q)
         self.alive: list[bool] = [True] * len(self.pl_job)
-        self.taken: list[bool] = [False] * m
         self.status: list[int] = [0] * n_jobs  # 0 untouched, 1 scaled in, 2 preempted
         self.scaled_order: list[int] = []  # jobs in order of first scale-in
         self.preempted_order: list[int] = []
@@ -148,23 +147,6 @@ class ReclaimState:
             self.server_id[s], s,
         )
 
-    def outcome(self, servers: list[int]) -> tuple[int, int, bool]:
-        """(jobs preempted, jobs scaled in, feasible) if ``servers`` were all taken now."""
-        load: dict[int, int] = {}
-        for s in servers:
-            for q in self.server_pl[s]:
-                if self.alive[q]:
-                    load[self.pl_job[q]] = load.get(self.pl_job[q], 0) + self.pl_workers[q]
-        pre = scaled = 0
-        feasible = True
-        for j, x in load.items():
-            if x <= self.shed[j]:
-                scaled += 1
-            else:
-                pre += 1
-                feasible = feasible and self.preemptible[j]
-        return pre, scaled, feasible
-
     # -- the shared apply step -----------------------------------------------------
     def take(self, s: int, actions: list[tuple[int, int, int, int, int]]) -> set[int]:
         """Return server ``s``: shrink or preempt every job on it.
@@ -172,7 +154,6 @@ class ReclaimState:
         Appends ``(server, job, kind, workers_removed, reason)`` tuples (indices) to
         ``actions`` and returns the other servers whose stats changed.
         """
-        self.taken[s] = True
         touched = sum(1 for q in self.server_pl[s] if self.alive[q])
         actions.append(
             (s, -1, KIND_RETURN, 0, REASON_IDLE_SERVER if touched == 0 else REASON_SELECTED)
