@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "default_inference",
     "inference_schedule",
+    "load_inference_spec",
     "load_jobs",
     "mckp_extras",
     "plan_reclaim",
@@ -460,3 +461,20 @@ def default_inference(n_inference_servers: int, seed: int = 0) -> InferenceSched
     t = np.asarray(demand.times_s, dtype=np.float64)
     v = np.clip(np.asarray(demand.servers_needed, dtype=np.int64), 0, n_inference_servers)
     return InferenceSchedule(t - t[0], v, day)
+
+
+def load_inference_spec(
+    spec: str, n_inference_servers: int, t0: float, span_s: float, seed: int
+) -> InferenceSchedule | None:
+    """Inference demand from a CLI spec: ``bundled`` (tiled daily), ``none``,
+    ``diurnal`` or a CSV path (``aryl.traces.inference.load_inference``)."""
+    if spec == "none" or n_inference_servers <= 0:
+        return None
+    if spec == "bundled":
+        return default_inference(n_inference_servers, seed)
+    from aryl.traces.inference import load_inference
+
+    demand = load_inference(
+        spec, n_servers=n_inference_servers, span_s=max(span_s, 86400.0), start_s=t0, seed=seed
+    )
+    return inference_schedule(demand, n_inference_servers, t0)
