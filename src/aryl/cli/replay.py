@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -233,9 +234,12 @@ def compare_command(policies: str, baseline: str, **o: Any) -> None:
     b = results[baseline].summary
     t = Table(title=f"aryl compare ({len(trace.jobs):,} jobs, ratios vs {baseline})")
     for c in ("policy", "mean QD (s)", "p95 QD (s)", "mean JCT (s)", "p95 JCT (s)", "usage",
-              "QD ratio", "JCT ratio", "usage gain", "preempt", "scale in/out", "loans",
-              "reclaims", "ms/decision"):
+              "QD ratio", "JCT ratio", "usage gain"):
         t.add_column(c, justify="left" if c == "policy" else "right")
+    t2 = Table(title="events and decision cost")
+    for c in ("policy", "preemptions", "scale-in", "scale-out", "loans", "reclaims",
+              "ms/decision"):
+        t2.add_column(c, justify="left" if c == "policy" else "right")
     rows = []
     for p in names:
         s = results[p].summary
@@ -263,12 +267,14 @@ def compare_command(policies: str, baseline: str, **o: Any) -> None:
         }
         rows.append(row)
         t.add_row(p, _fmt(qd["mean"]), _fmt(qd["p95"]), _fmt(jct["mean"]), _fmt(jct["p95"]),
-                  _pct(s["cluster_usage"]), row["queuing_delay_ratio"], row["jct_ratio"], gain,
-                  f"{s['n_preemptions']:,}", f"{s['n_scale_in']:,}/{s['n_scale_out']:,}",
-                  f"{s['n_loans']:,}", f"{s['n_reclaims']:,}",
-                  f"{s['scheduler_ms_per_decision']:.3f}")
-    console = Console()
+                  _pct(s["cluster_usage"]), row["queuing_delay_ratio"], row["jct_ratio"], gain)
+        t2.add_row(p, f"{s['n_preemptions']:,}", f"{s['n_scale_in']:,}",
+                   f"{s['n_scale_out']:,}", f"{s['n_loans']:,}", f"{s['n_reclaims']:,}",
+                   f"{s['scheduler_ms_per_decision']:.3f}")
+    # wide enough for the table when the output is a file or a pipe
+    console = Console(width=None if sys.stdout.isatty() else 120)
     console.print(t)
+    console.print(t2)
     if o["out"]:
         import pandas as pd
 

@@ -1,0 +1,76 @@
+"""``aryl replay`` / ``aryl compare`` on a small canonical trace file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from aryl.cli import main
+
+
+@pytest.fixture
+def trace_csv(tmp_path: Path) -> Path:
+    rows = [
+        {"job_id": f"j{i}", "submit_time_s": 60.0 * i, "duration_s": 600.0 + 37 * (i % 7),
+         "gpus": [1, 2, 4, 8][i % 4]}
+        for i in range(60)
+    ]
+    path = tmp_path / "t.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def test_replay_writes_outputs(trace_csv: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, [
+        "replay", "--trace", str(trace_csv), "--policy", "aryl", "--training-servers", "2",
+        "--inference-servers", "2", "--check", "--out", str(out), "--plot",
+    ])
+    assert res.exit_code == 0, res.output
+    assert "queuing delay" in res.output
+    jobs = pd.read_parquet(out / "jobs.parquet")
+    assert len(jobs) == 60
+    assert (jobs["status"] == "finished").all()
+    pd.testing.assert_frame_equal(jobs, pd.read_csv(out / "jobs.csv"), check_dtype=False)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["policy"] == "aryl"
+    assert summary["n_finished"] == 60
+    assert summary["config"]["n_training_servers"] == 2
+    assert summary["trace"]["elastic_synthesis"]["elastic_fraction"] == 0.5
+    ts = pd.read_csv(out / "timeseries.csv")
+    assert ts["busy_gpus"].max() <= 32
+    for name in ("cdf_jct.png", "cdf_queuing_delay.png", "busy_gpus.png", "loaned_servers.png"):
+        assert (out / name).stat().st_size > 1000
+    assert not list(out.glob("*.tmp*"))
+
+
+def test_compare_prints_ratios_against_fifo(trace_csv: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cmp"
+    res = CliRunner().invoke(main, [
+        "compare", "--trace", str(trace_csv), "--policies", "aryl,sjf",
+        "--training-servers", "2", "--inference-servers", "2", "--out", str(out),
+    ])
+    assert res.exit_code == 0, res.output
+    table = pd.read_csv(out / "compare.csv")
+    assert table["policy"].tolist() == ["aryl", "sjf"]  # fifo run as the baseline, not listed
+    fifo = json.loads((out / "fifo" / "summary.json").read_text())
+    aryl = json.loads((out / "aryl" / "summary.json").read_text())
+    expected = fifo["queuing_delay_s"]["mean"] / aryl["queuing_delay_s"]["mean"]
+    assert table.loc[0, "queuing_delay_ratio"] == f"{expected:.2f}x"
+    assert "QD ratio" in res.output
+
+
+def test_bad_arguments_are_reported(trace_csv: Path) -> None:
+    r = CliRunner().invoke(main, ["replay", "--trace", str(trace_csv), "--policy", "nope",
+                                  "--inference", "none"])
+    assert r.exit_code != 0
+    assert "unknown policy" in r.output
+    r = CliRunner().invoke(main, ["compare", "--trace", str(trace_csv), "--policies", "fifo,zzz"])
+    assert r.exit_code != 0
+    assert "zzz" in r.output
+    r = CliRunner().invoke(main, ["replay", "--trace", str(trace_csv), "--plot"])
+    assert r.exit_code != 0
