@@ -41,7 +41,7 @@ FULL = os.environ.get("ARYL_BENCH_FULL", "") not in ("", "0")
 Instance = tuple[NDArray[np.float64], NDArray[np.int64], int]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def instance(kind: str, size: str, seed: int = 0) -> Instance:
     n, k, cap = SIZES[size]
     rng = np.random.default_rng([seed, n, k, len(kind)])

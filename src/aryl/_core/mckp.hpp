@@ -374,8 +374,11 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
   std::vector<int64_t> pick;
   const int64_t width = cap + 1;
   const double dense_cells = static_cast<double>(m) * static_cast<double>(width);
+  // State budget: the stored states and one stage's candidates (each vector may
+  // hold up to twice its size while growing) stay within about max_table_bytes;
+  // and past the dense table's cell count the dense DP is the cheaper one.
   const int64_t budget = static_cast<int64_t>(std::min(
-      static_cast<double>(max_table_bytes) / static_cast<double>(sizeof(State)),
+      static_cast<double>(max_table_bytes) / static_cast<double>(4 * sizeof(State)),
       std::max(dense_cells, 65536.0)));
   bool sparse_ok = true;
   {
