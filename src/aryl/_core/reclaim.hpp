@@ -23,7 +23,8 @@
 //
 // Complexity: O(m + p + J) to build, then per step O(log m) heap work plus,
 // for each job touched, a recompute of the servers that share it (each
-// O(placements on that server), bounded by the server's GPUs).
+// O(placements on that server), bounded by the server's GPUs).  Memory: O(m + p + J)
+// scratch, kept per thread between calls (thread_local Workspace).
 #pragma once
 
 #include <cmath>
@@ -99,109 +100,166 @@ struct Key {
     }
 };
 
-// Binary min-heap over item indices with a position table: update / remove in O(log m).
+// Binary min-heap over item indices with a position table: update / remove in
+// O(log m).  Keys are stored in the heap entries, so sifting reads contiguous memory.
 class IndexedHeap {
 public:
-    explicit IndexedHeap(int64_t m) : pos_(static_cast<size_t>(m), -1), key_(static_cast<size_t>(m)) {
+    explicit IndexedHeap(int64_t m) { reset(m); }
+    // Reuse the storage for m items (capacity is kept between calls).
+    void reset(int64_t m) {
+        heap_.clear();
         heap_.reserve(static_cast<size_t>(m));
+        pos_.assign(static_cast<size_t>(m), -1);
     }
     bool empty() const { return heap_.empty(); }
     bool contains(int64_t i) const { return pos_[i] >= 0; }
     // Append without ordering; call heapify() once after the last append.
     void append(int64_t i, const Key& k) {
-        key_[i] = k;
         pos_[i] = static_cast<int64_t>(heap_.size());
-        heap_.push_back(i);
+        heap_.push_back(Entry{k, i});
     }
     void heapify() {
         for (int64_t h = static_cast<int64_t>(heap_.size()) / 2 - 1; h >= 0; --h) down(h);
     }
     int64_t pop() {
-        int64_t top = heap_[0];
+        const int64_t top = heap_[0].item;
         remove(top);
         return top;
     }
     void update(int64_t i, const Key& k) {
-        int64_t h = pos_[i];
-        bool smaller = k < key_[i];
-        key_[i] = k;
+        const int64_t h = pos_[i];
+        const bool smaller = k < heap_[h].key;
+        heap_[h].key = k;
         if (smaller) up(h); else down(h);
     }
     void remove(int64_t i) {
-        int64_t h = pos_[i];
-        int64_t last = heap_.back();
+        const int64_t h = pos_[i];
+        const Entry last = heap_.back();
         heap_.pop_back();
         pos_[i] = -1;
-        if (last == i) return;
+        if (last.item == i) return;
         heap_[h] = last;
-        pos_[last] = h;
+        pos_[last.item] = h;
         up(h);
-        down(pos_[last]);
+        down(pos_[last.item]);
     }
 
 private:
-    void place(int64_t h, int64_t i) { heap_[h] = i; pos_[i] = h; }
+    struct Entry {
+        Key key;
+        int64_t item;
+    };
     void up(int64_t h) {
-        int64_t i = heap_[h];
+        const Entry e = heap_[h];
         while (h > 0) {
-            int64_t parent = (h - 1) / 2;
-            int64_t pi = heap_[parent];
-            if (!(key_[i] < key_[pi])) break;
-            place(h, pi);
+            const int64_t parent = (h - 1) / 2;
+            if (!(e.key < heap_[parent].key)) break;
+            heap_[h] = heap_[parent];
+            pos_[heap_[h].item] = h;
             h = parent;
         }
-        place(h, i);
+        heap_[h] = e;
+        pos_[e.item] = h;
     }
     void down(int64_t h) {
-        int64_t n = static_cast<int64_t>(heap_.size());
-        int64_t i = heap_[h];
+        const int64_t n = static_cast<int64_t>(heap_.size());
+        const Entry e = heap_[h];
         for (;;) {
             int64_t c = 2 * h + 1;
             if (c >= n) break;
-            if (c + 1 < n && key_[heap_[c + 1]] < key_[heap_[c]]) ++c;
-            if (!(key_[heap_[c]] < key_[i])) break;
-            place(h, heap_[c]);
+            if (c + 1 < n && heap_[c + 1].key < heap_[c].key) ++c;
+            if (!(heap_[c].key < e.key)) break;
+            heap_[h] = heap_[c];
+            pos_[heap_[h].item] = h;
             h = c;
         }
-        place(h, i);
+        heap_[h] = e;
+        pos_[e.item] = h;
     }
-    std::vector<int64_t> heap_;
+    std::vector<Entry> heap_;
     std::vector<int64_t> pos_;
-    std::vector<Key> key_;
+};
+
+// Scratch memory of one greedy run.  greedy() keeps one per thread so that
+// repeated calls (a simulator reclaims many times) reuse it instead of paying
+// for fresh pages each time.
+struct Workspace {
+    std::vector<int64_t> srv_start, job_start;           // CSR offsets
+    std::vector<int64_t> pl_job, pl_workers, pl_server;  // placements, server order
+    std::vector<int64_t> job_pl;                         // per job: positions a
+    std::vector<int64_t> fill;
+    std::vector<char> alive;                             // per position a
+    struct JobState {
+        int64_t workers;          // current total, everywhere
+        int64_t shed;             // workers it can still lose and stay >= base
+        int64_t gpus_per_worker;
+        int32_t status;           // 0 untouched, 1 scaled in, 2 preempted
+        bool preemptible;
+        bool elastic;
+    };
+    std::vector<JobState> job;
+    std::vector<double> cost;
+    std::vector<int64_t> touched, stamp, affected;
+    IndexedHeap heap{0};
 };
 
 class Greedy {
 public:
-    explicit Greedy(const Input& in) : in_(in) {
+    using JobState = Workspace::JobState;
+
+    Greedy(const Input& in, Workspace& ws) : in_(in), ws_(ws) {
         const int64_t m = in.n_servers, p = in.n_placements, J = in.n_jobs;
-        // CSR by server and by job, stable in placement input order (counting sort).
-        srv_start_.assign(static_cast<size_t>(m + 1), 0);
-        job_start_.assign(static_cast<size_t>(J + 1), 0);
+        // Placements reordered by server (stable: input order within a server), so a
+        // server's placements are contiguous; a = position in that order.
+        ws.srv_start.assign(static_cast<size_t>(m + 1), 0);
+        ws.job_start.assign(static_cast<size_t>(J + 1), 0);
+        ws.pl_job.resize(static_cast<size_t>(p));
+        ws.pl_workers.resize(static_cast<size_t>(p));
+        ws.pl_server.resize(static_cast<size_t>(p));
+        ws.job_pl.resize(static_cast<size_t>(p));
+        ws.alive.assign(static_cast<size_t>(p), 1);
+        ws.job.resize(static_cast<size_t>(J));
+        ws.cost.assign(static_cast<size_t>(m), 0.0);
+        ws.touched.assign(static_cast<size_t>(m), 0);
+        ws.stamp.assign(static_cast<size_t>(m), 0);
+        srv_start_ = ws.srv_start.data();
+        job_start_ = ws.job_start.data();
+        pl_job_ = ws.pl_job.data();
+        pl_workers_ = ws.pl_workers.data();
+        pl_server_ = ws.pl_server.data();
+        job_pl_ = ws.job_pl.data();
+        alive_ = ws.alive.data();
+        job_ = ws.job.data();
+        cost_ = ws.cost.data();
+        touched_ = ws.touched.data();
+        stamp_ = ws.stamp.data();
+
         for (int64_t q = 0; q < p; ++q) {
             ++srv_start_[in.placement_server[q] + 1];
             ++job_start_[in.placement_job[q] + 1];
         }
         for (int64_t s = 0; s < m; ++s) srv_start_[s + 1] += srv_start_[s];
         for (int64_t j = 0; j < J; ++j) job_start_[j + 1] += job_start_[j];
-        srv_pl_.resize(static_cast<size_t>(p));
-        job_pl_.resize(static_cast<size_t>(p));
-        {
-            std::vector<int64_t> fs(srv_start_.begin(), srv_start_.end() - 1);
-            std::vector<int64_t> fj(job_start_.begin(), job_start_.end() - 1);
-            for (int64_t q = 0; q < p; ++q) {
-                srv_pl_[fs[in.placement_server[q]]++] = q;
-                job_pl_[fj[in.placement_job[q]]++] = q;
-            }
+        std::vector<int64_t>& fill = ws.fill;
+        fill.assign(ws.srv_start.begin(), ws.srv_start.end() - 1);
+        for (int64_t q = 0; q < p; ++q) {
+            const int64_t s = in.placement_server[q];
+            const int64_t a = fill[s]++;
+            pl_job_[a] = in.placement_job[q];
+            pl_workers_[a] = in.placement_workers[q];
+            pl_server_[a] = s;
         }
-        alive_.assign(static_cast<size_t>(p), 1);
-        workers_.assign(in.job_workers, in.job_workers + J);
-        shed_.resize(static_cast<size_t>(J));
-        for (int64_t j = 0; j < J; ++j)
-            shed_[j] = in.job_elastic[j] ? workers_[j] - in.job_min_workers[j] : 0;
-        status_.assign(static_cast<size_t>(J), 0);
-        cost_.assign(static_cast<size_t>(m), 0.0);
-        touched_.assign(static_cast<size_t>(m), 0);
-        stamp_.assign(static_cast<size_t>(m), 0);
+        fill.assign(ws.job_start.begin(), ws.job_start.end() - 1);
+        for (int64_t a = 0; a < p; ++a) job_pl_[fill[pl_job_[a]]++] = a;
+        for (int64_t j = 0; j < J; ++j) {
+            JobState& js = job_[j];
+            js.workers = in.job_workers[j];
+            js.shed = in.job_elastic[j] ? js.workers - in.job_min_workers[j] : 0;
+            js.gpus_per_worker = in.job_gpus_per_worker[j];
+            js.preemptible = in.job_preemptible[j] != 0;
+            js.elastic = in.job_elastic[j] != 0;
+            js.status = 0;
+        }
     }
 
     // Current key of server s; false if ineligible.
@@ -209,15 +267,14 @@ public:
         double c = 0.0;
         int64_t touched = 0, busy = 0;
         for (int64_t a = srv_start_[s]; a < srv_start_[s + 1]; ++a) {
-            const int64_t q = srv_pl_[a];
-            if (!alive_[q]) continue;
-            const int64_t j = in_.placement_job[q];
-            const int64_t w = in_.placement_workers[q];
+            if (!alive_[a]) continue;
+            const JobState& js = job_[pl_job_[a]];
+            const int64_t w = pl_workers_[a];
             ++touched;
-            busy += w * in_.job_gpus_per_worker[j];
-            if (w <= shed_[j]) continue;
-            if (!in_.job_preemptible[j]) return false;
-            c += static_cast<double>(w) / static_cast<double>(workers_[j]);
+            busy += w * js.gpus_per_worker;
+            if (w <= js.shed) continue;
+            if (!js.preemptible) return false;
+            c += static_cast<double>(w) / static_cast<double>(js.workers);
         }
         cost_[s] = c;
         touched_[s] = touched;
@@ -228,13 +285,14 @@ public:
     Output run() {
         Output out;
         const int64_t m = in_.n_servers;
-        IndexedHeap heap(m);
+        IndexedHeap& heap = ws_.heap;
+        heap.reset(m);
+        std::vector<int64_t>& affected = ws_.affected;
         Key key{};
         for (int64_t s = 0; s < m; ++s)
             if (in_.server_allowed[s] && stats(s, key)) heap.append(s, key);
         heap.heapify();
 
-        std::vector<int64_t> affected;
         int64_t n_taken = 0;
         int64_t stamp = 0;
         while (n_taken < in_.n_return && !heap.empty()) {
@@ -248,33 +306,34 @@ public:
             stamp_[s] = stamp;  // never re-queue s itself
             affected.clear();
             for (int64_t a = srv_start_[s]; a < srv_start_[s + 1]; ++a) {
-                const int64_t q = srv_pl_[a];
-                if (!alive_[q]) continue;
-                alive_[q] = 0;
-                const int64_t j = in_.placement_job[q];
-                const int64_t w = in_.placement_workers[q];
-                if (w <= shed_[j]) {
-                    workers_[j] -= w;
-                    shed_[j] -= w;
+                if (!alive_[a]) continue;
+                alive_[a] = 0;
+                const int64_t j = pl_job_[a];
+                const int64_t w = pl_workers_[a];
+                JobState& js = job_[j];
+                if (w <= js.shed) {
+                    js.workers -= w;
+                    js.shed -= w;
                     push_action(out, s, j, KIND_SCALE_IN, w, REASON_ELASTIC_SHED);
-                    if (status_[j] == 0) {
-                        status_[j] = 1;
+                    if (js.status == 0) {
+                        js.status = 1;
                         out.scaled.push_back(j);
                     }
                 } else {
-                    push_action(out, s, j, KIND_PREEMPT, workers_[j],
-                                in_.job_elastic[j] ? REASON_BELOW_BASE : REASON_RIGID_JOB);
-                    status_[j] = 2;
+                    push_action(out, s, j, KIND_PREEMPT, js.workers,
+                                js.elastic ? REASON_BELOW_BASE : REASON_RIGID_JOB);
+                    js.status = 2;
                     out.preempted.push_back(j);
-                    workers_[j] = 0;
-                    shed_[j] = 0;
+                    js.workers = 0;
+                    js.shed = 0;
                 }
                 // Every other server of j changes (fewer workers, smaller budget, or job gone).
+                const bool gone = js.status == 2;
                 for (int64_t b = job_start_[j]; b < job_start_[j + 1]; ++b) {
                     const int64_t r = job_pl_[b];
                     if (!alive_[r]) continue;
-                    if (status_[j] == 2) alive_[r] = 0;
-                    const int64_t t = in_.placement_server[r];
+                    if (gone) alive_[r] = 0;
+                    const int64_t t = pl_server_[r];
                     if (stamp_[t] != stamp) {
                         stamp_[t] = stamp;
                         affected.push_back(t);
@@ -292,11 +351,11 @@ public:
         size_t k = 0;
         for (size_t i = 0; i < out.scaled.size(); ++i) {
             const int64_t j = out.scaled[i];
-            if (status_[j] == 1) out.scaled[k++] = j;
+            if (job_[j].status == 1) out.scaled[k++] = j;
         }
         out.scaled.resize(k);
         out.scaled_new_workers.reserve(k);
-        for (int64_t j : out.scaled) out.scaled_new_workers.push_back(workers_[j]);
+        for (int64_t j : out.scaled) out.scaled_new_workers.push_back(job_[j].workers);
         return out;
     }
 
@@ -310,17 +369,27 @@ private:
     }
 
     const Input& in_;
-    std::vector<int64_t> srv_start_, job_start_, srv_pl_, job_pl_;
-    std::vector<char> alive_;
-    std::vector<int64_t> workers_, shed_, status_;
-    std::vector<double> cost_;
-    std::vector<int64_t> touched_, stamp_;
+    Workspace& ws_;
+    // Raw views of the workspace (sized in the constructor, not resized after).
+    int64_t* srv_start_ = nullptr;   // CSR offsets by server
+    int64_t* job_start_ = nullptr;   // CSR offsets by job
+    int64_t* pl_job_ = nullptr;      // placements in server order: job,
+    int64_t* pl_workers_ = nullptr;  //   workers,
+    int64_t* pl_server_ = nullptr;   //   server
+    int64_t* job_pl_ = nullptr;      // per job: positions in server order
+    char* alive_ = nullptr;          // per position: placement still there
+    JobState* job_ = nullptr;
+    double* cost_ = nullptr;
+    int64_t* touched_ = nullptr;
+    int64_t* stamp_ = nullptr;
 };
 
 // Run the greedy.  Inputs must be validated by the caller (indices in range,
 // workers >= 1, min_workers <= workers, (job, server) pairs unique).
+// Thread-safe: each thread has its own workspace.
 inline Output greedy(const Input& in) {
-    Greedy g(in);
+    thread_local Workspace ws;
+    Greedy g(in, ws);
     return g.run();
 }
 
