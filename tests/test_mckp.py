@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from numpy.typing import NDArray
 from scipy.optimize import Bounds, LinearConstraint, milp
 
+from aryl._core import _mckp
 from aryl.elastic import _mckp_stats, _quantize, solve_mckp
 from aryl.errors import InvalidInputError
 
@@ -294,32 +295,33 @@ def test_strongly_correlated_sparse_and_dense_agree() -> None:
     weights = rng.integers(1, 20, size=(60, 5)).astype(np.int64)
     values = weights + 10.0
     cap = int(weights.max(axis=1).sum() * 0.4)
-    ref = solve_mckp(values, weights, cap, backend="reference")
-    sparse = _mckp_stats(values, weights, cap)
-    assert sparse["dp_kind"] == 1
+    sparse = _mckp_stats(values, weights, cap, dp_mode=1)
+    dense = _mckp_stats(values, weights, cap, dp_mode=2)
+    assert (sparse["dp_kind"], dense["dp_kind"]) == (1, 2)
     assert sparse["n_core"] == 60
-    # a limit below the sparse state list but above the dense table forces the dense DP
-    limit = 100_000
-    dense = _mckp_stats(values, weights, cap, max_table_bytes=limit)
-    assert dense["dp_kind"] == 2
-    assert 0 < dense["table_bytes"] <= limit
-    assert dense["opt"] == sparse["opt"]
-    native = solve_mckp(values, weights, cap, max_table_bytes=limit)
+    assert dense["opt"] == sparse["opt"] > 0
+    ref = solve_mckp(values, weights, cap, backend="reference")
+    native = solve_mckp(values, weights, cap)
     assert native.choice.tolist() == ref.choice.tolist()
-    assert solve_mckp(values, weights, cap).choice.tolist() == ref.choice.tolist()
     assert native.value == pytest.approx(milp_value(values, weights, cap))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 20), cap=st.integers(0, 80))
 def test_dense_fallback_matches_reference(seed: int, n: int, cap: int) -> None:
     rng = np.random.default_rng(seed)
     weights = rng.integers(1, 9, size=(n, 4)).astype(np.int64)
     values = np.where(rng.random((n, 4)) < 0.5, weights + 2.0, rng.integers(1, 12, (n, 4)))
-    stats = _mckp_stats(values, weights, cap, max_table_bytes=3_000)
-    ref = solve_mckp(values, weights, cap, backend="reference").choice.tolist()
-    native = solve_mckp(values, weights, cap, max_table_bytes=3_000).choice.tolist()
-    assert native == ref, stats
+    ref = solve_mckp(values, weights, cap, backend="reference")
+    native = solve_mckp(values, weights, cap, max_table_bytes=3_000)
+    assert native.choice.tolist() == ref.choice.tolist()
+    q = _quantize(values)
+    for mode in (1, 2):  # sparse only, dense only: the same canonical choice
+        choice = np.empty(n, dtype=np.int64)
+        stats = np.zeros(_mckp.N_STATS, dtype=np.int64)
+        assert _mckp.solve_quantized(q, weights, cap, 10**8, choice, stats, mode) == 0
+        assert stats[4] in (0, mode)  # dp_kind
+        assert choice.tolist() == ref.choice.tolist()
 
 
 # ------------------------------------------------------------------ validation

@@ -15,4 +15,5 @@ def solve_quantized(
     max_table_bytes: int,  # int64_t
     choice: NDArray[np.int64],  # int64_t[::1], out: option per job, -1 = none
     stats: NDArray[np.int64],  # int64_t[::1], out: diagnostics (STAT_NAMES)
+    dp_mode: int = ...,  # int: 0 automatic, 1 sparse only, 2 dense only (tests)
 ) -> int: ...  # 0 ok, 1 dense table above max_table_bytes

@@ -13,7 +13,7 @@ from libc.stdint cimport int64_t
 cdef extern from "mckp.hpp" namespace "aryl::mckp" nogil:
     int c_solve "aryl::mckp::solve" (
         const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int64_t C,
-        int64_t max_table_bytes, int64_t* choice, int64_t* stats) except +
+        int64_t max_table_bytes, int64_t* choice, int64_t* stats, int dp_mode) except +
     int N_STATS_C "aryl::mckp::N_STATS"
 
 
@@ -34,13 +34,15 @@ def solve_quantized(
     int64_t max_table_bytes,
     int64_t[::1] choice,
     int64_t[::1] stats,
+    int dp_mode=0,
 ):
     """Solve the MCKP over quantised values ``q`` in place; return a status code.
 
     ``q`` and ``weights`` are C-contiguous int64 ``(n_jobs, n_options)``; ``choice``
     (int64, ``n_jobs``) receives the option per job (-1 = none) and ``stats``
     (int64, ``N_STATS``) the diagnostics named in ``STAT_NAMES``.  Returns 0, or 1
-    when the dense table would exceed ``max_table_bytes``.  Runs without the GIL.
+    when the dense table would exceed ``max_table_bytes``.  ``dp_mode`` is for
+    tests: 0 automatic, 1 sparse DP only, 2 dense DP only.  Runs without the GIL.
     """
     cdef int64_t n = q.shape[0]
     cdef int64_t k = q.shape[1]
@@ -56,5 +58,5 @@ def solve_quantized(
         return 0
     with nogil:
         status = c_solve(&q[0, 0], &weights[0, 0], n, k, capacity, max_table_bytes,
-                         &choice[0], &stats[0])
+                         &choice[0], &stats[0], dp_mode)
     return status

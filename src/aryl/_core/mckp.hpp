@@ -152,9 +152,11 @@ inline void dense_dp(const std::vector<std::vector<Item>>& alts, int64_t cap, st
 }  // namespace detail
 
 // Solve one instance.  q, w: row-major n x K.  choice: n outputs (-1 = none).
-// stats: N_STATS outputs.  Returns STATUS_OK or STATUS_TABLE_LIMIT.
+// stats: N_STATS outputs.  dp_mode (for tests): 0 automatic, 1 sparse only (state
+// list limited by max_table_bytes alone), 2 dense only.  Returns STATUS_OK or
+// STATUS_TABLE_LIMIT.
 inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int64_t C,
-                 int64_t max_table_bytes, int64_t* choice, int64_t* stats) {
+                 int64_t max_table_bytes, int64_t* choice, int64_t* stats, int dp_mode = 0) {
   using namespace detail;
   for (int64_t i = 0; i < n; ++i) choice[i] = -1;
   for (int s = 0; s < N_STATS; ++s) stats[s] = 0;
@@ -376,20 +378,23 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
   const double dense_cells = static_cast<double>(m) * static_cast<double>(width);
   // State budget: the stored states and one stage's candidates (each vector may
   // hold up to twice its size while growing) stay within about max_table_bytes;
-  // and past the dense table's cell count the dense DP is the cheaper one.
-  const int64_t budget = static_cast<int64_t>(std::min(
-      static_cast<double>(max_table_bytes) / static_cast<double>(4 * sizeof(State)),
-      std::max(dense_cells, 65536.0)));
-  bool sparse_ok = true;
-  {
+  // and past an eighth of the dense table's cells the dense DP is the cheaper one
+  // (a sparse state costs several times a dense cell).
+  const double mem_states = static_cast<double>(max_table_bytes) / static_cast<double>(4 * sizeof(State));
+  const int64_t budget = static_cast<int64_t>(
+      dp_mode == 1 ? mem_states : std::min(mem_states, std::max(dense_cells / 8.0, 4096.0)));
+  bool sparse_ok = dp_mode != 2;
+  if (sparse_ok) {
     std::vector<State> all;
     std::vector<State> cand;
+    std::vector<size_t> runs, merged;  // run boundaries in cand
     all.push_back({0, 0, -1, -1});
     size_t lo = 0, hi = 1;
     for (int64_t t = 0; t < m && sparse_ok; ++t) {
       const std::vector<Item>& a = alts[t];
       const double rb = rem[t + 1];
       cand.clear();
+      runs.assign(1, 0);
       for (size_t r = 0; r < a.size(); ++r) {
         const int64_t aw = a[r].w, aq = a[r].q;
         for (size_t p = lo; p < hi; ++p) {
@@ -400,16 +405,32 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
             continue;
           cand.push_back({nw, nv, static_cast<int64_t>(p), static_cast<int64_t>(r)});
         }
+        if (cand.size() > runs.back()) runs.push_back(cand.size());
       }
       if (static_cast<int64_t>(cand.size()) > budget) {
         sparse_ok = false;
         break;
       }
-      std::sort(cand.begin(), cand.end(), [](const State& x, const State& y) {
+      // Each alternative's run is sorted by weight: merge the runs bottom-up,
+      // O(candidates * log(alternatives)), by (weight, -value, rank).
+      auto key = [](const State& x, const State& y) {
         if (x.w != y.w) return x.w < y.w;
         if (x.v != y.v) return x.v > y.v;
         return x.alt < y.alt;
-      });
+      };
+      while (runs.size() > 2) {
+        merged.clear();
+        merged.push_back(0);
+        const size_t n_runs = runs.size() - 1;
+        for (size_t j = 0; j + 1 < n_runs; j += 2) {
+          std::inplace_merge(cand.begin() + static_cast<std::ptrdiff_t>(runs[j]),
+                             cand.begin() + static_cast<std::ptrdiff_t>(runs[j + 1]),
+                             cand.begin() + static_cast<std::ptrdiff_t>(runs[j + 2]), key);
+          merged.push_back(runs[j + 2]);
+        }
+        if (n_runs % 2 == 1) merged.push_back(runs[n_runs]);
+        runs.swap(merged);
+      }
       lo = all.size();
       int64_t bestv = kNeg;
       for (const State& c : cand)
@@ -435,6 +456,11 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
   }
 
   // 5b. dense DP fallback
+  if (!sparse_ok && dp_mode == 1) {
+    stats[STAT_TABLE_BYTES] = static_cast<int64_t>(static_cast<double>(sizeof(State)) *
+                                                   static_cast<double>(stats[STAT_N_STATES]));
+    return STATUS_TABLE_LIMIT;
+  }
   if (!sparse_ok) {
     size_t max_alts = 0;
     for (const auto& a : alts) max_alts = std::max(max_alts, a.size());
