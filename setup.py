@@ -24,6 +24,7 @@ CXX_FLAGS = ["-O3", "-std=c++17"] if os.name != "nt" else ["/O2", "/std:c++17"]
 mckp = Extension(
     "aryl._core._mckp",
     sources=["src/aryl/_core/_mckp.pyx"],
+    depends=["src/aryl/_core/mckp.hpp"],
     include_dirs=[np.get_include(), "src/aryl/_core"],
     language="c++",
     extra_compile_args=CXX_FLAGS,
@@ -33,6 +34,7 @@ mckp = Extension(
 reclaim = Pybind11Extension(
     "aryl._core._reclaim",
     sources=["src/aryl/_core/_reclaim.cpp"],
+    depends=["src/aryl/_core/reclaim.hpp"],
     include_dirs=["src/aryl/_core"],
     cxx_std=17,
     extra_compile_args=["-O3"] if os.name != "nt" else ["/O2"],

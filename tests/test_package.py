@@ -37,3 +37,12 @@ def test_cli_version_and_help() -> None:
     assert result.exit_code == 0
     for name in ("replay", "compare", "trace", "solve"):
         assert name in result.output
+
+
+def test_every_public_name_resolves() -> None:
+    # __all__ and the lazy table agree, and each name imports from its module.
+    for name in aryl.__all__:
+        assert getattr(aryl, name) is not None, name
+    assert callable(aryl.solve_mckp)
+    assert callable(aryl.reclaim)
+    assert callable(aryl.simulate)

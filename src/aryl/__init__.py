@@ -44,12 +44,16 @@ _LAZY: dict[str, str] = {
     "reclaim": "aryl.reclaiming",
     "ReclaimRequest": "aryl.reclaiming",
     "ReclaimPlan": "aryl.reclaiming",
+    "ReclaimAction": "aryl.reclaiming",
+    "ActionKind": "aryl.reclaiming",
+    "ReclaimReason": "aryl.reclaiming",
     "load_trace": "aryl.traces",
     "simulate": "aryl.sim",
     "SimConfig": "aryl.sim",
 }
 
 __all__ = [
+    "ActionKind",
     "ArylError",
     "ElasticDecision",
     "ElasticJob",
@@ -57,7 +61,9 @@ __all__ = [
     "ElasticRequest",
     "InvalidInputError",
     "MCKPResult",
+    "ReclaimAction",
     "ReclaimPlan",
+    "ReclaimReason",
     "ReclaimRequest",
     "SimConfig",
     "TraceFormatError",
@@ -79,7 +85,14 @@ if TYPE_CHECKING:  # pragma: no cover
         solve,
         solve_mckp,
     )
-    from aryl.reclaiming import ReclaimPlan, ReclaimRequest, reclaim
+    from aryl.reclaiming import (
+        ActionKind,
+        ReclaimAction,
+        ReclaimPlan,
+        ReclaimReason,
+        ReclaimRequest,
+        reclaim,
+    )
     from aryl.sim import SimConfig, simulate
     from aryl.traces import load_trace
 
