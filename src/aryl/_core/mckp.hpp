@@ -104,7 +104,8 @@ struct State {
 
 // Dense exact-weight DP over the core; T is the per-cell choice type.
 template <typename T>
-inline void dense_dp(const std::vector<std::vector<Item>>& alts, int64_t cap, std::vector<int64_t>& pick) {
+inline void dense_dp(const std::vector<std::vector<Item>>& alts, int64_t cap,
+                     std::vector<int64_t>& pick) {
   const size_t m = alts.size();
   const size_t width = static_cast<size_t>(cap) + 1;
   std::vector<T> table(m * width);
@@ -330,7 +331,8 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
       if (off[i + 1] == off[i]) continue;
       keep.clear();
       for (int64_t j = off[i + 1] - 1; j >= off[i]; --j) {  // heavier first = rank order
-        const double rc = static_cast<double>(items[j].q) - lambda * static_cast<double>(items[j].w);
+        const double rc =
+            static_cast<double>(items[j].q) - lambda * static_cast<double>(items[j].w);
         if (best_rc[i] - rc <= thr) keep.push_back(items[j]);
       }
       if (best_rc[i] <= thr) keep.push_back({0, 0, -1});  // "none" last
@@ -380,7 +382,8 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
   // hold up to twice its size while growing) stay within about max_table_bytes;
   // and past an eighth of the dense table's cells the dense DP is the cheaper one
   // (a sparse state costs several times a dense cell).
-  const double mem_states = static_cast<double>(max_table_bytes) / static_cast<double>(4 * sizeof(State));
+  const double mem_states =
+      static_cast<double>(max_table_bytes) / static_cast<double>(4 * sizeof(State));
   const int64_t budget = static_cast<int64_t>(
       dp_mode == 1 ? mem_states : std::min(mem_states, std::max(dense_cells / 8.0, 4096.0)));
   bool sparse_ok = dp_mode != 2;
@@ -440,6 +443,9 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
         }
       hi = all.size();
       if (static_cast<int64_t>(all.size()) > budget) sparse_ok = false;
+      // The canonical optimum's states are never pruned, so a stage is never empty;
+      // should rounding ever prove that wrong, the unpruned dense DP takes over.
+      if (hi == lo) sparse_ok = false;
     }
     stats[STAT_N_STATES] = static_cast<int64_t>(all.size());
     if (sparse_ok) {
@@ -465,7 +471,8 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
     size_t max_alts = 0;
     for (const auto& a : alts) max_alts = std::max(max_alts, a.size());
     const int64_t cell = max_alts <= 256 ? 1 : max_alts <= 65536 ? 2 : 4;
-    const double bytes = dense_cells * static_cast<double>(cell) + 16.0 * static_cast<double>(width);
+    const double bytes =
+        dense_cells * static_cast<double>(cell) + 16.0 * static_cast<double>(width);
     stats[STAT_TABLE_BYTES] = bytes > 9e18 ? std::numeric_limits<int64_t>::max()
                                            : static_cast<int64_t>(bytes);
     if (bytes > static_cast<double>(max_table_bytes)) return STATUS_TABLE_LIMIT;
