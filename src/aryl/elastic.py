@@ -31,8 +31,11 @@ rounding anywhere in the decision).  Consequences:
 * the returned choice is optimal for the true values up to at most
   ``n_jobs * q <= n_jobs * v_max * 2**-39`` (about ``1.8e-12 * v_max`` per job);
 * values that differ by less than about one quantum count as equal (ties);
-* positive values that round to 0 (below ``v_max * 2**-41``) are never chosen, as
-  are values ``<= 0`` and NaN (absent) options.
+* positive values below half a quantum (at most ``v_max * 2**-40``) round to 0
+  and are never chosen, as are values ``<= 0`` and NaN (absent) options;
+* "values differ by less than a quantum" is the only epsilon: the native kernel's
+  floating-point LP bounds are used with a safety margin (``mckp.hpp``) and never
+  decide between two integer totals.
 
 Tie rule (identical in both backends)
 -------------------------------------
