@@ -75,59 +75,117 @@ class ArylPolicy(SjfPolicy):
 
     def __init__(self, view: SimView, options: dict[str, Any]) -> None:
         super().__init__(view, options)
-        self._sig: tuple[int, int, int, int] | None = None
-        self._n_fin = 0
+        self._el: dict[int, None] = {}  # running jobs that can scale (elastic, max > base)
+        self._split: dict[int, tuple[Placement, Placement, Placement]] = {}
         self._extras: dict[int, Placement] = {}
         self._groups: list[list[int]] = []
+        self._loaned: list[int] = []
+        self._real: list[int] = []
+        self._displaced = False
+        self._last_left = -1  # free GPUs left after the last elastic phase (or since)
+        self._last_loaned = -1
 
     def on_finish(self, j: int) -> None:
-        self._n_fin += 1
+        self._el.pop(j, None)
+        self._split.pop(j, None)
+
+    def enqueue(self, j: int) -> None:
+        self._el.pop(j, None)  # a preempted job is no longer running
+        self._split.pop(j, None)
+        super().enqueue(j)
+
+    def _scalable(self, j: int) -> bool:
+        v = self.view
+        return self.elastic and v.elastic[j] and v.max_workers[j] > v.base_workers[j]
+
+    def _split_of(self, j: int) -> tuple[Placement, Placement]:
+        """Base and extra part of job j's placement, cached per placement object."""
+        place = self.view.placement[j]
+        assert place is not None
+        c = self._split.get(j)
+        if c is not None and c[0] is place:
+            return c[1], c[2]
+        b, e = split_placement(place, self.view.base_workers[j])
+        self._split[j] = (place, b, e)
+        return b, e
 
     # base phase hooks: scratch = free + GPUs of the current extras
     def _capacity_view(self) -> tuple[list[int], int]:
         v = self.view
-        free = list(v.free)
+        real = list(v.free)
+        free = list(real)
         extras: dict[int, Placement] = {}
-        if self.elastic:
-            for j in v.running:
-                if v.elastic[j]:
-                    place = v.placement[j]
-                    assert place is not None
-                    if v.workers[j] > v.base_workers[j]:
-                        _, e = split_placement(place, v.base_workers[j])
-                        g = v.gpw[j]
-                        for s, k in e.items():
-                            free[s] += k * g
-                        extras[j] = e
+        for j in self._el:
+            if v.workers[j] > v.base_workers[j]:
+                _, e = self._split_of(j)
+                g = v.gpw[j]
+                for s, k in e.items():
+                    free[s] += k * g
+                extras[j] = e
         self._extras = extras
+        self._real = real
+        self._displaced = False
         loaned = v.loaned_servers()
+        self._loaned = loaned
         self._groups = [v.training_servers, loaned] if loaned else [v.training_servers]
         avail = sum(free[s] for s in v.training_servers) + sum(free[s] for s in loaned)
         return free, avail
 
     def _place(self, free: list[int], j: int) -> Placement | None:
+        """Best fit on truly free GPUs first; else also on GPUs of extra workers."""
         v = self.view
-        return bf_place(free, self._groups, v.base_workers[j], v.gpw[j])
+        w = v.base_workers[j]
+        g = v.gpw[j]
+        real = self._real
+        p = bf_place(real, self._groups, w, g)
+        if p is not None:
+            for s, k in p.items():
+                free[s] -= k * g
+            return p
+        p = bf_place(free, self._groups, w, g)
+        if p is None:
+            return None
+        for s, k in p.items():
+            if real[s] < k * g:
+                self._displaced = True
+            real[s] = max(0, real[s] - k * g)
+        return p
 
     def _take(self, free: list[int], place: Placement, j: int) -> None:
-        pass  # bf_place already took the GPUs
+        pass  # _place already took the GPUs
 
     def schedule(self, changed: bool) -> Decision:
         d = Decision()
         v = self.view
-        if not self.lst and not self.elastic:
-            return d
+        free: list[int] | None = None
         if self.lst:
             free, _ = self._base_phase(d)
-        else:
-            free, _ = self._capacity_view()
         if not self.elastic:
             return d
-        sig = (v.busy, len(self._groups), self._n_fin, len(v.running))
-        if not d.starts and sig == self._sig:
-            return d
-        self._sig = sig
-        self._elastic_phase(d, free)
+        if free is None:
+            loaned = v.loaned_servers()
+            real: list[int] = v.free
+        else:
+            loaned = self._loaned
+            real = self._real
+        left = sum(real[s] for s in v.training_servers) + sum(real[s] for s in loaned)
+        new_el = any(self._scalable(j) for j, _, _ in d.starts)
+        run = (
+            new_el
+            or (free is not None and self._displaced)
+            or len(loaned) != self._last_loaned
+            or left > self._last_left
+        )
+        if run and (self._el or new_el):
+            if free is None:
+                free, _ = self._capacity_view()
+            self._elastic_phase(d, free)
+            left = sum(free[s] for s in v.training_servers) + sum(free[s] for s in loaned)
+        self._last_left = left
+        self._last_loaned = len(loaned)
+        for j, _, _ in d.starts:
+            if self._scalable(j):
+                self._el[j] = None
         return d
 
     def _elastic_phase(self, d: Decision, free: list[int]) -> None:
@@ -135,7 +193,7 @@ class ArylPolicy(SjfPolicy):
         new = [
             (j, p) for j, p, _ in d.starts if v.elastic[j] and v.max_workers[j] > v.base_workers[j]
         ]
-        cand = [j for j in v.running if v.elastic[j] and v.max_workers[j] > v.base_workers[j]]
+        cand = list(self._el)
         n_run = len(cand)
         cand.extend(j for j, _ in new)
         if not cand:
@@ -148,45 +206,38 @@ class ArylPolicy(SjfPolicy):
         from aryl.sim.adapters import mckp_extras
 
         n = len(cand)
-        rem = np.empty(n)
-        cur = np.empty(n, dtype=np.int64)
-        base = np.empty(n, dtype=np.int64)
-        mx = np.empty(n, dtype=np.int64)
-        g = np.empty(n, dtype=np.int64)
-        alpha = np.empty(n)
+        bw, mw, gw, wk = v.base_workers, v.max_workers, v.gpw, v.workers
+        rem = v.remaining_work_many(cand)
+        base = np.array([bw[j] for j in cand], dtype=np.int64)
+        cur = np.array([wk[j] for j in cand[:n_run]] + [bw[j] for j, _ in new], dtype=np.int64)
+        mx = np.array([mw[j] for j in cand], dtype=np.int64)
+        g = np.array([gw[j] for j in cand], dtype=np.int64)
+        al = v.alpha
+        alpha = np.array([al[j] for j in cand], dtype=np.float64)
         pause = np.zeros(n)
-        p = float(v.config.rescale_pause_s)
-        for i, j in enumerate(cand):
-            rem[i] = v.remaining_work(j)
-            b = v.base_workers[j]
-            base[i] = b
-            mx[i] = v.max_workers[j]
-            g[i] = v.gpw[j]
-            alpha[i] = v.alpha[j]
-            if i < n_run:
-                cur[i] = v.workers[j]
-                pause[i] = p
-            else:
-                cur[i] = b
+        pause[:n_run] = float(v.config.rescale_pause_s)
         k = mckp_extras(
             rem, cur, base, mx, g, alpha, pause, capacity,
             backend=v.config.backend, solver=self.solver,
         )
         # --- place extras: best-fit decreasing, keep existing ones first
-        order = sorted(range(n), key=lambda i: (-int(k[i] * g[i]), cand[i]))
+        order = np.lexsort((np.asarray(cand), -(k * g))).tolist()
+        k_l = k.tolist()
+        g_l = g.tolist()
         loaned = self._groups[1] if len(self._groups) > 1 else []
         loaned_set = set(loaned)
         groups_extra = [loaned, v.training_servers] if loaned else [v.training_servers]
         new_extra: dict[int, Placement] = {}
         # keep pass
         for i in order:
-            want = int(k[i])
+            want = k_l[i]
             j = cand[i]
-            gi = int(g[i])
+            gi = g_l[i]
             kept: Placement = {}
             old = extras_now.get(j)
             if old and want:
-                for s in sorted(old, key=lambda s: (s not in loaned_set, s)):
+                keys = sorted(old, key=lambda s: (s not in loaned_set, s)) if len(old) > 1 else old
+                for s in keys:
                     if not want:
                         break
                     t = min(old[s], want, free[s] // gi)
@@ -195,14 +246,14 @@ class ArylPolicy(SjfPolicy):
                         free[s] -= t * gi
                         want -= t
             new_extra[j] = kept
-            k[i] = want  # still to place
+            k_l[i] = want  # still to place
         # place the rest
         for i in order:
-            want = int(k[i])
+            want = k_l[i]
             if not want:
                 continue
             j = cand[i]
-            gi = int(g[i])
+            gi = g_l[i]
             got = bf_place(free, groups_extra, want, gi)
             if got is None:  # fragmentation: one worker at a time
                 got = {}
@@ -234,9 +285,8 @@ class ArylPolicy(SjfPolicy):
             old = extras_now.get(j, {})
             if ex == old:
                 continue
-            place = v.placement[j]
-            assert place is not None
-            newp, _ = split_placement(place, v.base_workers[j])
+            b0, _ = self._split_of(j)
+            newp = dict(b0)
             for s, c in ex.items():
                 newp[s] = newp.get(s, 0) + c
             w_new = sum(newp.values())
@@ -251,7 +301,7 @@ class ArylPolicy(SjfPolicy):
         if not self.elastic:
             return False
         v = self.view
-        return any(v.workers[j] < v.max_workers[j] for j in v.running if v.elastic[j])
+        return any(v.workers[j] < v.max_workers[j] for j in self._el)
 
 
 @register("aryl-no-loan")

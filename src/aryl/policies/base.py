@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, ClassVar, Protocol
 
+import numpy as np
+
 __all__ = [
     "Decision",
     "Placement",
@@ -114,6 +116,8 @@ class SimView(Protocol):
     def loaned_servers(self) -> list[int]: ...
 
     def remaining_work(self, j: int) -> float: ...
+
+    def remaining_work_many(self, jobs: list[int]) -> np.ndarray: ...
 
     def remaining_time(self, j: int, workers: int) -> float: ...
 

@@ -158,7 +158,9 @@ def mckp_extras(
     try:
         from aryl.elastic import solve_mckp
 
-        res = solve_mckp(values, weights, int(capacity), backend=backend)  # type: ignore[arg-type]
+        res = solve_mckp(
+            values, weights, int(capacity), backend=backend, validate=False  # type: ignore[arg-type]
+        )
         choice = np.asarray(res.choice, dtype=np.int64)
     except ImportError as exc:
         _fallback("aryl.elastic", exc)

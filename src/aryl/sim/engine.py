@@ -233,6 +233,17 @@ class Engine:
             self._advance(j, self.now)
         return self.rem[j] * self._t_traced[j]
 
+    def remaining_work_many(self, jobs: list[int]) -> np.ndarray:
+        """Remaining work of several jobs now, single-worker seconds (float64, no mutation)."""
+        now = self.now
+        R, L, SP, TT, ST = self.rem, self.last_t, self.speed, self._t_traced, self.state
+        out = [
+            (max(0.0, R[j] - (now - L[j]) * SP[j]) if ST[j] == RUNNING and now > L[j] else R[j])
+            * TT[j]
+            for j in jobs
+        ]
+        return np.array(out, dtype=np.float64)
+
     def remaining_time(self, j: int, workers: int) -> float:
         """Seconds job ``j`` still needs at ``workers`` workers (no overheads)."""
         if self.state[j] == RUNNING:
