@@ -196,8 +196,9 @@ def solve_mckp(
     backend : {"native", "reference"}
         The compiled kernel (default) or the pure-Python twin; same results.
     validate : bool
-        ``False`` skips the checks above (the caller guarantees C-contiguous float64
-        ``values``, int64 ``weights`` and a valid ``capacity``): the simulator's fast path.
+        ``False`` skips the checks above (the caller guarantees them; arrays are only
+        made C-contiguous float64 / int64, a no-op for the simulator's arrays): the
+        simulator's fast path.
     max_table_bytes : int
         Memory limit for the working tables of the exact dynamic programme.
 
@@ -239,8 +240,8 @@ def solve_mckp(
     if validate:
         v, w, cap = _validate(values, weights, capacity)
     else:
-        v = values  # type: ignore[assignment]
-        w = weights  # type: ignore[assignment]
+        v = np.ascontiguousarray(values, dtype=np.float64)  # no copy when already so
+        w = np.ascontiguousarray(weights, dtype=np.int64)
         cap = int(capacity)
     q = _quantize(v)
     if backend == "native":
