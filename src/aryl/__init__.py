@@ -40,6 +40,7 @@ _LAZY: dict[str, str] = {
     "ElasticJob": "aryl.elastic",
     "ElasticRequest": "aryl.elastic",
     "ElasticDecision": "aryl.elastic",
+    "DecisionReason": "aryl.elastic",
     "ElasticReply": "aryl.elastic",
     "reclaim": "aryl.reclaiming",
     "ReclaimRequest": "aryl.reclaiming",
@@ -55,6 +56,7 @@ _LAZY: dict[str, str] = {
 __all__ = [
     "ActionKind",
     "ArylError",
+    "DecisionReason",
     "ElasticDecision",
     "ElasticJob",
     "ElasticReply",
@@ -77,6 +79,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover
     from aryl.elastic import (
+        DecisionReason,
         ElasticDecision,
         ElasticJob,
         ElasticReply,
