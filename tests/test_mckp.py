@@ -375,3 +375,23 @@ def test_fast_path_without_validation() -> None:
     a = solve_mckp(values, weights, cap)
     b = solve_mckp(values, weights, cap, validate=False)
     assert a.choice.tolist() == b.choice.tolist()
+
+
+def test_sparse_dp_stays_within_max_table_bytes() -> None:
+    # Strongly correlated classes with hundreds of options: one DP stage multiplies the
+    # states by the alternatives (here ~400 x 400 candidates, ~5 MB).  The kernel once
+    # built a whole stage before checking its budget: 8 GB for a 100 MB limit on a
+    # 50 x 800 instance.  The state vectors must stay within the limit.
+    rng = np.random.default_rng(0)
+    weights = np.sort(rng.integers(1, 10**4, size=(3, 400)), axis=1).astype(np.int64)
+    values = weights * 1000.0 + rng.integers(0, 3, size=weights.shape)
+    cap = int(weights[:, -1].sum() // 2)
+    limit = 1_000_000
+    for mode in (0, 1):
+        stats = _mckp_stats(values, weights, cap, max_table_bytes=limit, dp_mode=mode)
+        assert 0 < stats["sparse_bytes"] <= limit
+    # and the answer (dense fallback within a larger limit) is still the exact one
+    res = solve_mckp(values, weights, cap, max_table_bytes=50_000_000)
+    ref = solve_mckp(values, weights, cap, backend="reference", max_table_bytes=50_000_000)
+    assert res.choice.tolist() == ref.choice.tolist()
+    assert res.value == pytest.approx(milp_value(values, weights, cap), rel=1e-12)

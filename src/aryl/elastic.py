@@ -282,7 +282,8 @@ def _mckp_stats(
 
     Keys: ``n_classes``, ``n_core``, ``n_fixed``, ``n_core_alts``, ``dp_kind`` (0 none,
     1 sparse, 2 dense), ``n_states``, ``table_bytes``, ``lb``, ``ub``, ``opt`` (the
-    last three in quantised units), ``choice``-free.  ``dp_mode`` forces the DP for
+    last three in quantised units), ``sparse_bytes`` (peak bytes of the sparse DP's
+    state vectors, at most ``max_table_bytes``), ``status``.  ``dp_mode`` forces the DP for
     tests (0 automatic, 1 sparse only, 2 dense only).  For benchmarks and tests; not
     public API.
     """

@@ -19,7 +19,7 @@ cdef extern from "mckp.hpp" namespace "aryl::mckp" nogil:
 
 STAT_NAMES = (
     "n_classes", "n_core", "n_fixed", "n_core_alts", "dp_kind", "n_states",
-    "table_bytes", "lb", "ub", "opt",
+    "table_bytes", "lb", "ub", "opt", "sparse_bytes",
 )
 N_STATS = len(STAT_NAMES)
 STAT_N_CORE = 1

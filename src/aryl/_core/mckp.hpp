@@ -71,7 +71,8 @@ enum Stat : int {
   STAT_LB = 7,          // incumbent value (quantised units)
   STAT_UB = 8,          // Lagrangian upper bound, floored
   STAT_OPT = 9,         // optimal value (quantised units)
-  N_STATS = 10
+  STAT_SPARSE_BYTES = 10,  // peak bytes reserved by the sparse DP's state vectors
+  N_STATS = 11
 };
 
 enum Status : int { STATUS_OK = 0, STATUS_TABLE_LIMIT = 1 };
@@ -378,8 +379,8 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
   std::vector<int64_t> pick;
   const int64_t width = cap + 1;
   const double dense_cells = static_cast<double>(m) * static_cast<double>(width);
-  // State budget: the stored states and one stage's candidates (each vector may
-  // hold up to twice its size while growing) stay within about max_table_bytes;
+  // State budget: the stored states plus one stage's candidates (each vector may
+  // hold up to twice its size while growing) stay within max_table_bytes;
   // and past an eighth of the dense table's cells the dense DP is the cheaper one
   // (a sparse state costs several times a dense cell).
   const double mem_states =
@@ -398,7 +399,12 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
       const double rb = rem[t + 1];
       cand.clear();
       runs.assign(1, 0);
-      for (size_t r = 0; r < a.size(); ++r) {
+      // Stored states plus this stage's candidates stay within the budget: checked
+      // per candidate, since one stage can multiply the states by its alternatives.
+      const size_t room = budget > static_cast<int64_t>(all.size())
+                              ? static_cast<size_t>(budget) - all.size()
+                              : 0;
+      for (size_t r = 0; r < a.size() && sparse_ok; ++r) {
         const int64_t aw = a[r].w, aq = a[r].q;
         for (size_t p = lo; p < hi; ++p) {
           const int64_t nw = all[p].w + aw;
@@ -406,14 +412,15 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
           const int64_t nv = all[p].v + aq;
           if (static_cast<double>(nv) + rb + lambda * static_cast<double>(cap - nw) < lb_core)
             continue;
+          if (cand.size() >= room) {
+            sparse_ok = false;
+            break;
+          }
           cand.push_back({nw, nv, static_cast<int64_t>(p), static_cast<int64_t>(r)});
         }
         if (cand.size() > runs.back()) runs.push_back(cand.size());
       }
-      if (static_cast<int64_t>(cand.size()) > budget) {
-        sparse_ok = false;
-        break;
-      }
+      if (!sparse_ok) break;
       // Each alternative's run is sorted by weight: merge the runs bottom-up,
       // O(candidates * log(alternatives)), by (weight, -value, rank).
       auto key = [](const State& x, const State& y) {
@@ -442,12 +449,14 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
           bestv = c.v;
         }
       hi = all.size();
-      if (static_cast<int64_t>(all.size()) > budget) sparse_ok = false;
       // The canonical optimum's states are never pruned, so a stage is never empty;
       // should rounding ever prove that wrong, the unpruned dense DP takes over.
       if (hi == lo) sparse_ok = false;
     }
     stats[STAT_N_STATES] = static_cast<int64_t>(all.size());
+    stats[STAT_SPARSE_BYTES] = static_cast<int64_t>(
+        (all.capacity() + cand.capacity()) * sizeof(State) +
+        (runs.capacity() + merged.capacity()) * sizeof(size_t));
     if (sparse_ok) {
       // hi > lo: the canonical optimum is never pruned; the last state has the max value
       pick.assign(static_cast<size_t>(m), 0);
