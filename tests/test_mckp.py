@@ -395,3 +395,21 @@ def test_sparse_dp_stays_within_max_table_bytes() -> None:
     ref = solve_mckp(values, weights, cap, backend="reference", max_table_bytes=50_000_000)
     assert res.choice.tolist() == ref.choice.tolist()
     assert res.value == pytest.approx(milp_value(values, weights, cap), rel=1e-12)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tiny_values_are_scaled_not_overflowed(backend: str) -> None:
+    # 2**(40 - exponent) overflowed a float for vmax < 2**-984 (OverflowError).
+    values = np.array([[1e-300, 2e-300], [5e-324, 1e-310], [3e-301, np.nan]])
+    weights = np.array([[1, 2], [1, 1], [1, 1]], dtype=np.int64)
+    for cap in range(4):
+        res = solve_mckp(values, weights, cap, backend=backend)
+        assert res.choice.tolist() == brute_force(values, weights, cap)
+    # relative order is kept exactly: scaling all values by 2**-1000 changes nothing
+    rng = np.random.default_rng(3)
+    v, w, cap = concave_instance(rng, 12, 4)
+    a = solve_mckp(v, w, cap, backend=backend)
+    b = solve_mckp(np.ldexp(v, -1000), w, cap, backend=backend)
+    assert a.choice.tolist() == b.choice.tolist()
+    # values below 2**-40 of the largest (the second job here) are never chosen
+    assert solve_mckp(values, weights, 3, backend=backend).choice.tolist() == [1, -1, 0]

@@ -168,8 +168,10 @@ def _quantize(values: NDArray[np.float64]) -> NDArray[np.int64]:
         return np.zeros(values.shape, dtype=np.int64)
     vmax = float(values.max(where=positive, initial=0.0))
     _, exponent = math.frexp(vmax)  # vmax = m * 2**exponent, 0.5 <= m < 1
-    scale = math.ldexp(1.0, QUANT_BITS - exponent)  # exact power of two
-    return np.rint(np.where(positive, values, 0.0) * scale).astype(np.int64)
+    # Exact scaling by 2**(QUANT_BITS - exponent); np.ldexp, not a float factor, since
+    # that factor overflows for tiny values (vmax < 2**-984, e.g. 1e-300).
+    scaled = np.ldexp(np.where(positive, values, 0.0), QUANT_BITS - exponent)
+    return np.rint(scaled).astype(np.int64)
 
 
 def solve_mckp(
