@@ -176,10 +176,39 @@ class ArylPolicy(SjfPolicy):
             or len(loaned) != self._last_loaned
             or left > self._last_left
         )
+        if run and not new_el and not (free is not None and self._displaced):
+            # only capacity changed: nothing to do if every elastic job is at its maximum
+            wk, mw = v.workers, v.max_workers
+            run = any(wk[j] < mw[j] for j in self._el) or len(loaned) < self._last_loaned
         if run and (self._el or new_el):
-            if free is None:
-                free, _ = self._capacity_view()
-            self._elastic_phase(d, free)
+            done = False
+            if not (free is not None and self._displaced):
+                # Fast exact path: jobs at their maximum keep their extras; if the
+                # others' unconstrained best options fit the free GPUs, that is the
+                # MCKP optimum (every class at its own best value).
+                self._loaned = loaned
+                self._groups = [v.training_servers, loaned] if loaned else [v.training_servers]
+                wk, mw, bw, gw = v.workers, v.max_workers, v.base_workers, v.gpw
+                fast = list(real)
+                sub: list[int] = []
+                ex_sub: dict[int, Placement] = {}
+                for j in self._el:
+                    if wk[j] < mw[j]:
+                        sub.append(j)
+                        if wk[j] > bw[j]:
+                            _, e = self._split_of(j)
+                            g = gw[j]
+                            for s, k in e.items():
+                                fast[s] += k * g
+                            ex_sub[j] = e
+                done = self._elastic_phase(d, fast, sub, ex_sub, unconstrained_only=True)
+                if done:
+                    free = fast
+            if not done:
+                if free is None:
+                    free, _ = self._capacity_view()
+                self._elastic_phase(d, free, list(self._el), self._extras)
+            assert free is not None
             left = sum(free[s] for s in v.training_servers) + sum(free[s] for s in loaned)
         self._last_left = left
         self._last_loaned = len(loaned)
@@ -188,21 +217,31 @@ class ArylPolicy(SjfPolicy):
                 self._el[j] = None
         return d
 
-    def _elastic_phase(self, d: Decision, free: list[int]) -> None:
+    def _elastic_phase(
+        self,
+        d: Decision,
+        free: list[int],
+        cand: list[int],
+        extras_now: dict[int, Placement],
+        unconstrained_only: bool = False,
+    ) -> bool:
+        """Phase 2 over running jobs ``cand`` (+ elastic starts in ``d``) on ``free``.
+
+        ``free`` counts the GPUs of the extras in ``extras_now`` as free.  With
+        ``unconstrained_only``, gives up (returns False, nothing changed) unless
+        every job's best option fits at once.
+        """
         v = self.view
-        new = [
-            (j, p) for j, p, _ in d.starts if v.elastic[j] and v.max_workers[j] > v.base_workers[j]
-        ]
-        cand = list(self._el)
+        new = [(j, p) for j, p, _ in d.starts if self._scalable(j)]
+        cand = list(cand)
         n_run = len(cand)
         cand.extend(j for j, _ in new)
         if not cand:
-            return
+            return True
         servers = [s for grp in self._groups for s in grp]
         capacity = sum(free[s] for s in servers)
-        extras_now = self._extras
         if capacity <= 0 and not extras_now:
-            return
+            return True
         from aryl.sim.adapters import mckp_extras
 
         n = len(cand)
@@ -216,16 +255,18 @@ class ArylPolicy(SjfPolicy):
         alpha = np.array([al[j] for j in cand], dtype=np.float64)
         pause = np.zeros(n)
         pause[:n_run] = float(v.config.rescale_pause_s)
-        k = mckp_extras(
+        kk = mckp_extras(
             rem, cur, base, mx, g, alpha, pause, capacity,
-            backend=v.config.backend, solver=self.solver,
+            backend=v.config.backend, solver=self.solver, unconstrained_only=unconstrained_only,
         )
+        if kk is None:
+            return False
+        k = kk
         # --- place extras: best-fit decreasing, keep existing ones first
         order = np.lexsort((np.asarray(cand), -(k * g))).tolist()
         k_l = k.tolist()
         g_l = g.tolist()
         loaned = self._groups[1] if len(self._groups) > 1 else []
-        loaned_set = set(loaned)
         groups_extra = [loaned, v.training_servers] if loaned else [v.training_servers]
         new_extra: dict[int, Placement] = {}
         # keep pass
@@ -236,8 +277,9 @@ class ArylPolicy(SjfPolicy):
             kept: Placement = {}
             old = extras_now.get(j)
             if old and want:
-                keys = sorted(old, key=lambda s: (s not in loaned_set, s)) if len(old) > 1 else old
-                for s in keys:
+                # old is in ascending server id order (split_placement): walk it
+                # backwards, so loaned servers (the highest ids) come first
+                for s in reversed(old):
                     if not want:
                         break
                     t = min(old[s], want, free[s] // gi)
@@ -294,6 +336,7 @@ class ArylPolicy(SjfPolicy):
                 self.scale_in_reason if w_new < v.workers[j] else Reason.MCKP_MOVE
             )
             d.resizes.append((j, newp, reason))
+        return True
 
     def wants_loan(self) -> bool:
         if self.lst:

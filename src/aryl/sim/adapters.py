@@ -125,7 +125,8 @@ def mckp_extras(
     *,
     backend: str,
     solver: str = "mckp",
-) -> np.ndarray:
+    unconstrained_only: bool = False,
+) -> np.ndarray | None:
     """Extra workers (above base) per job by the MCKP of [Aryl] §3 phase 2.
 
     Parameters
@@ -143,16 +144,30 @@ def mckp_extras(
     solver : {"mckp", "greedy"}
         ``greedy``: marginal-gain per GPU, one worker at a time (Optimus/AFS
         style peer).
+    unconstrained_only : bool
+        Return each job's own best option (largest positive value; ties: fewer
+        extra workers) if their weights fit ``capacity`` together — then it is
+        the MCKP optimum — and ``None`` otherwise, without calling the solver.
 
     Returns
     -------
-    ndarray of int64 (n,)
+    ndarray of int64 (n,) or None
         Extra workers ``k >= 0`` per job.
     """
     n = rem_work.shape[0]
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     values, weights = _table(rem_work, cur_workers, base, max_workers, gpw, alpha, pause_s)
+    if unconstrained_only:
+        if values.shape[1] == 0:
+            return np.zeros(n, dtype=np.int64)
+        vals = np.where(np.isnan(values), -np.inf, values)
+        best = np.argmax(vals, axis=1)
+        rows = np.arange(n)
+        ok = vals[rows, best] > 0
+        if int(weights[rows, best][ok].sum()) > capacity:
+            return None
+        return np.where(ok, best + 1, 0).astype(np.int64)
     if solver == "greedy":
         return _greedy(values, weights, capacity)
     try:
