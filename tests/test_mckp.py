@@ -413,3 +413,22 @@ def test_tiny_values_are_scaled_not_overflowed(backend: str) -> None:
     assert a.choice.tolist() == b.choice.tolist()
     # values below 2**-40 of the largest (the second job here) are never chosen
     assert solve_mckp(values, weights, 3, backend=backend).choice.tolist() == [1, -1, 0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hostile_inputs_raise_invalid_input(backend: str) -> None:
+    v = np.ones((2, 2))
+    w = np.ones((2, 2), dtype=np.int64)
+    cases: list[tuple[dict[str, object], str]] = [
+        ({"values": [[1.0, 2.0], [1.0]], "weights": [[1, 2], [1]]}, "values cannot be read"),
+        ({"weights": np.ones((2, 2), dtype="m8[s]")}, "weights must be an integer"),
+        ({"weights": np.full((2, 2), 2**63, dtype=np.uint64)}, "weights must be an integer"),
+        ({"values": np.ones((2, 2), dtype="m8[s]")}, "values must be a float"),
+        ({"max_table_bytes": 1e9}, "max_table_bytes must be an integer"),
+        ({"max_table_bytes": -1}, "max_table_bytes must be >= 0"),
+        ({"values": np.full((2, 2), 1e308)}, "values too large"),
+    ]
+    for change, msg in cases:
+        kwargs: dict[str, object] = {"values": v, "weights": w, "capacity": 4, **change}
+        with pytest.raises(InvalidInputError, match=msg):
+            solve_mckp(backend=backend, **kwargs)  # type: ignore[arg-type]

@@ -129,23 +129,38 @@ def _check_capacity(capacity: Any) -> int:
     return cap
 
 
+def _asarray(name: str, x: Any) -> NDArray[Any]:
+    """``np.asarray`` whose failures (ragged lists, bad scalars) name the argument."""
+    try:
+        return np.asarray(x)
+    except (ValueError, TypeError) as exc:
+        raise InvalidInputError(f"{name} cannot be read as an array: {exc}") from None
+
+
+def _is_int_dtype(arr: NDArray[Any]) -> bool:
+    """Integer dtype (not bool, not timedelta) whose values fit in int64."""
+    if arr.dtype == np.bool_ or arr.dtype.kind not in "iu":
+        return False
+    return not (arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max)
+
+
 def _validate(
     values: ArrayLike, weights: ArrayLike, capacity: Any
 ) -> tuple[NDArray[np.float64], NDArray[np.int64], int]:
-    v = np.asarray(values)
-    w = np.asarray(weights)
+    v = _asarray("values", values)
+    w = _asarray("weights", weights)
     if v.ndim != 2:
         raise InvalidInputError(f"values must be 2-D (n_jobs, n_options), got shape {v.shape}")
     if w.shape != v.shape:
         raise InvalidInputError(
             f"weights must have the shape of values {v.shape}, got shape {w.shape}"
         )
-    if v.dtype == np.bool_ or not (
-        np.issubdtype(v.dtype, np.floating) or np.issubdtype(v.dtype, np.integer)
-    ):
+    if v.dtype.kind not in "fiu":
         raise InvalidInputError(f"values must be a float array, got dtype {v.dtype}")
-    if w.dtype == np.bool_ or not np.issubdtype(w.dtype, np.integer):
-        raise InvalidInputError(f"weights must be an integer array, got dtype {w.dtype}")
+    if not _is_int_dtype(w):
+        raise InvalidInputError(
+            f"weights must be an integer array within int64, got dtype {w.dtype}"
+        )
     if v.shape[0] > MAX_JOBS:
         raise InvalidInputError(f"values has {v.shape[0]} jobs; the limit is {MAX_JOBS}")
     v = np.ascontiguousarray(v, dtype=np.float64)
@@ -212,8 +227,10 @@ def solve_mckp(
     Raises
     ------
     InvalidInputError
-        Bad shapes or dtypes, inf values, weights < 1, capacity < 0 or not an integer,
-        more than 2**22 jobs, or a dynamic-programming table that would exceed
+        Bad shapes or dtypes (naming ``values``, ``weights`` or ``capacity``), inf
+        values, weights < 1, capacity < 0 or not an integer, more than 2**22 jobs, a
+        chosen total that overflows float64, ``max_table_bytes`` not an integer
+        ``>= 0``, or a dynamic-programming table that would exceed
         ``max_table_bytes`` (only for very hard instances, e.g. thousands of classes
         with strongly correlated values and a large capacity).
 
@@ -241,6 +258,12 @@ def solve_mckp(
     """
     if validate:
         v, w, cap = _validate(values, weights, capacity)
+        if isinstance(max_table_bytes, bool) or not isinstance(max_table_bytes, numbers.Integral):
+            raise InvalidInputError(
+                f"max_table_bytes must be an integer, got {type(max_table_bytes).__name__}"
+            )
+        if max_table_bytes < 0:
+            raise InvalidInputError(f"max_table_bytes must be >= 0, got {max_table_bytes}")
     else:
         v = np.ascontiguousarray(values, dtype=np.float64)  # no copy when already so
         w = np.ascontiguousarray(weights, dtype=np.int64)
@@ -266,11 +289,13 @@ def solve_mckp(
         raise InvalidInputError(f"backend must be 'native' or 'reference', got {backend!r}")
     rows = np.flatnonzero(choice >= 0)
     cols = choice[rows]
-    return MCKPResult(
-        choice=choice,
-        value=float(v[rows, cols].sum()),
-        used_gpus=int(w[rows, cols].sum()),
-    )
+    with np.errstate(over="ignore"):
+        total = float(v[rows, cols].sum())
+    if not math.isfinite(total):
+        raise InvalidInputError(
+            "values too large: the chosen options' total overflows float64 (scale them down)"
+        )
+    return MCKPResult(choice=choice, value=total, used_gpus=int(w[rows, cols].sum()))
 
 
 def _mckp_stats(
