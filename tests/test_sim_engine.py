@@ -364,3 +364,42 @@ def test_checker_catches_an_over_committed_server() -> None:
     eng.free[0] = -1
     with pytest.raises(InvariantError, match="over-committed"):
         Checker(eng).after_pass()
+
+
+def test_reclaim_waits_for_the_grace_period() -> None:
+    rows = [
+        dict(job_id="A", submit_time_s=0, duration_s=10_000, gpus=8),
+        dict(job_id="B", submit_time_s=10, duration_s=1000, gpus=8),
+    ]
+    demand = InferenceDemand(np.array([0.0, 500.0]), np.array([0, 1]), n_servers=1)
+    res = run(rows, "aryl", n_training_servers=1, n_inference_servers=1,
+              loan_reserve_servers=0, inference=demand, reclaim_grace_s=120.0)
+    ev = [(t, e) for t, e, _ in events_of(res, "B")]
+    assert ev[2] == (620.0, "preempt")
+    rec = res.events[res.events["event"] == "reclaim"]
+    assert rec["time_s"].tolist() == [620.0]
+
+
+@pytest.mark.parametrize("policy", ["aryl", "random", "fewest-jobs", "most-idle", "exact"])
+def test_reclaim_policy_is_selectable(policy: str) -> None:
+    rows = [
+        dict(job_id=f"E{i}", submit_time_s=i, duration_s=3000, gpus=4, gpus_per_worker=1,
+             min_workers=2, max_workers=8)
+        for i in range(4)
+    ]
+    demand = InferenceDemand(np.array([0.0, 1000.0]), np.array([0, 2]), n_servers=2)
+    res = run(rows, "aryl", n_training_servers=1, n_inference_servers=2,
+              loan_reserve_servers=0, inference=demand, reclaim_policy=policy)
+    assert res.summary["n_reclaims"] == 2
+    assert res.summary["n_finished"] == 4
+    assert res.summary["config"]["reclaim_policy"] == policy
+
+
+def test_default_inference_profile_is_used() -> None:
+    rows = [dict(job_id=f"j{i}", submit_time_s=600.0 * i, duration_s=3000, gpus=8)
+            for i in range(40)]
+    res = simulate(jobs_df(rows), policy="aryl",
+                   config=SimConfig(n_training_servers=2, n_inference_servers=8, check=True))
+    s = res.summary
+    assert s["n_loans"] > 0
+    assert 0 < s["inference_utilisation"] < s["inference_utilisation_with_loans"] <= 1
