@@ -269,3 +269,55 @@ def test_cli_solve_demo_and_errors(tmp_path: object) -> None:
     assert "gpus" in result.output
     result = runner.invoke(main, ["solve", "--capacity", "5"])
     assert result.exit_code != 0
+
+
+def test_huge_max_workers_does_not_allocate_the_range() -> None:
+    # max_workers of 2**40 once made solve() allocate a (n_jobs, 2**40) table
+    # (10**9 got the process OOM-killed); only options that fit the capacity matter.
+    big = [job("a", max_workers=2**40, gpus_per_worker=8), job("b", max_workers=2**40)]
+    small = [dataclasses.replace(j, max_workers=40) for j in big]
+    for free in (0, 6, 30):
+        got, want = both(ElasticRequest(big, free)), both(ElasticRequest(small, free))
+        assert [(d.target_workers, d.reason) for d in got.decisions] == [
+            (d.target_workers, d.reason) for d in want.decisions
+        ]
+        assert got.total_value_s == want.total_value_s
+    # nothing fits job "a" (8 GPUs a worker) at free=6, yet more workers would help
+    assert both(ElasticRequest(big, 6)).decisions[0].reason is DecisionReason.NO_CAPACITY
+    # a throughput table that falls beyond the capacity: no gain there
+    t = (1.0, 1.5, 1.2, 1.1, 1.0, 0.9)
+    d = both(ElasticRequest([job("c", max_workers=6, alpha=None, throughput_table=t)], 1))
+    assert (d.decisions[0].target_workers, d.decisions[0].reason) == (2, DecisionReason.SCALED_OUT)
+    d = both(ElasticRequest([job("c", max_workers=6, alpha=None, throughput_table=t,
+                                 current_workers=2)], 0))
+    assert d.decisions[0].reason is DecisionReason.NO_GAIN
+    # the public table builder refuses instead of allocating
+    with pytest.raises(InvalidInputError, match="max_workers"):
+        jct_reduction_table([1e4], [1], [1], [2**40], [1], [0.1], 0.0)
+
+
+@pytest.mark.parametrize(
+    ("build", "msg"),
+    [
+        (lambda: solve([job("a")]), "request must be an ElasticRequest"),  # type: ignore[arg-type]
+        (lambda: solve(ElasticRequest(None, 1)), "jobs must be a sequence"),  # type: ignore[arg-type]
+        (lambda: solve(ElasticRequest([job([1])], 1)), "job_id must be hashable"),  # type: ignore[arg-type]
+        (lambda: solve(ElasticRequest(
+            [job("a", max_workers=2, alpha=None, throughput_table=("x", "y"))], 1)),
+         "throughput_table must be a sequence of numbers"),
+        (lambda: solve(ElasticRequest([job("a", gpus_per_worker=2**62)], 1)), "2\\*\\*61"),
+        (lambda: solve(ElasticRequest(
+            [job("a", current_workers=2**60, max_workers=2**60, gpus_per_worker=8)], 1)),
+         "free_gpus plus"),
+        (lambda: jct_reduction_table([1.0, [2.0]], [1], [1], [3], [1], [0.1], 0.0),
+         "remaining_work cannot be read"),
+        (lambda: jct_reduction_table([1.0], [1], [1], np.array([3], dtype="m8[s]"), [1],
+                                     [0.1], 0.0), "max_workers must be an integer"),
+        (lambda: jct_reduction_table([1.0], [1], [1], [3], [1], [0.1], "x"),
+         "rescale_pause_s must be a number"),
+        (lambda: jct_reduction_table([1.0], [1], [1], [3], [2**62], [0.1], 0.0), "2\\*\\*61"),
+    ],
+)
+def test_hostile_requests_raise_invalid_input(build: object, msg: str) -> None:
+    with pytest.raises(InvalidInputError, match=msg):
+        build()  # type: ignore[operator]

@@ -351,18 +351,18 @@ def throughput(workers: ArrayLike, alpha: ArrayLike) -> NDArray[np.float64]:
 
 
 def _as_1d(name: str, x: ArrayLike, dtype: type, n: int | None) -> NDArray[Any]:
-    arr = np.asarray(x)
+    arr = _asarray(name, x)
     if arr.ndim != 1:
         raise InvalidInputError(f"{name} must be 1-D, got shape {arr.shape}")
     if n is not None and arr.shape[0] != n:
         raise InvalidInputError(f"{name} must have length {n}, got {arr.shape[0]}")
     if dtype is np.int64:
-        if arr.dtype == np.bool_ or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
-            raise InvalidInputError(f"{name} must be an integer array, got dtype {arr.dtype}")
+        if not (_is_int_dtype(arr) or arr.size == 0):
+            raise InvalidInputError(
+                f"{name} must be an integer array within int64, got dtype {arr.dtype}"
+            )
         return arr.astype(np.int64, copy=False)
-    if arr.dtype == np.bool_ or not (
-        np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
-    ):
+    if arr.dtype.kind not in "fiu":
         raise InvalidInputError(f"{name} must be a numeric array, got dtype {arr.dtype}")
     out = arr.astype(np.float64, copy=False)
     if not np.isfinite(out).all():
@@ -402,6 +402,8 @@ def jct_reduction_table(
     gpus_per_worker: ArrayLike,
     alpha: ArrayLike,
     rescale_pause_s: float,
+    *,
+    max_table_bytes: int = MAX_TABLE_BYTES,
 ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
     """MCKP values and weights of extra workers for elastic jobs (ARYL.md §3, phase 2).
 
@@ -422,6 +424,9 @@ def jct_reduction_table(
         Throughput loss parameter per job, finite, ``>= 0``.
     rescale_pause_s : float
         Pause of a rescale in seconds, finite, ``>= 0``.
+    max_table_bytes : int
+        Limit for the returned tables (16 bytes per cell); a larger request raises
+        instead of allocating (e.g. ``max_workers`` of 10**9).
 
     Returns
     -------
@@ -433,7 +438,9 @@ def jct_reduction_table(
     Raises
     ------
     InvalidInputError
-        Shapes differ, wrong dtypes, or a value out of the ranges above.
+        Shapes differ, wrong dtypes, a value out of the ranges above, a weight
+        ``(max_workers - min_workers) * gpus_per_worker`` above 2**61, or tables
+        larger than ``max_table_bytes``.
 
     Notes
     -----
@@ -450,7 +457,12 @@ def jct_reduction_table(
     m = _as_1d("max_workers", max_workers, np.int64, n)
     g = _as_1d("gpus_per_worker", gpus_per_worker, np.int64, n)
     a = _as_1d("alpha", alpha, np.float64, n)
-    pause = float(rescale_pause_s)
+    try:
+        pause = float(rescale_pause_s)
+    except (TypeError, ValueError):
+        raise InvalidInputError(
+            f"rescale_pause_s must be a number, got {rescale_pause_s!r}"
+        ) from None
     if not math.isfinite(pause) or pause < 0:
         raise InvalidInputError(f"rescale_pause_s must be finite and >= 0, got {pause}")
     if (r < 0).any():
@@ -467,6 +479,15 @@ def jct_reduction_table(
         raise InvalidInputError("alpha must be >= 0")
     extra = m - b
     n_cols = int(extra.max()) if n else 0
+    if n and float((extra.astype(np.float64) * g).max()) > 2.0**61:
+        raise InvalidInputError(
+            "gpus_per_worker * (max_workers - min_workers) must be <= 2**61 (int64 weights)"
+        )
+    if n * (n_cols + 1) * 16 > max_table_bytes:
+        raise InvalidInputError(
+            f"max_workers: a table of {n} jobs x {n_cols} extra-worker options needs "
+            f"{n * (n_cols + 1) * 16} bytes, above max_table_bytes={max_table_bytes}"
+        )
     w = b[:, None] + np.arange(n_cols + 1, dtype=np.int64)[None, :]
     tput = throughput(w, a[:, None])
     return _table_from_throughput(r, c, b, extra, g, tput, pause)
@@ -568,13 +589,20 @@ class ElasticReply:
     infeasible: tuple[str | int, ...] = field(default=())
 
 
+#: Largest count (workers, GPUs) :func:`solve` accepts, so that sums stay in int64.
+_MAX_COUNT = 1 << 61
+
+
 def _int_field(job: ElasticJob, name: str, minimum: int) -> int:
     x = getattr(job, name)
     if isinstance(x, bool) or not isinstance(x, numbers.Integral):
         raise InvalidInputError(f"job {job.job_id!r}: {name} must be an integer, got {x!r}")
-    if x < minimum:
-        raise InvalidInputError(f"job {job.job_id!r}: {name} must be >= {minimum}, got {x}")
-    return int(x)
+    value = int(x)
+    if not minimum <= value <= _MAX_COUNT:
+        raise InvalidInputError(
+            f"job {job.job_id!r}: {name} must be in [{minimum}, 2**61], got {value}"
+        )
+    return value
 
 
 def _float_field(job: ElasticJob, name: str) -> float:
@@ -582,6 +610,36 @@ def _float_field(job: ElasticJob, name: str) -> float:
     if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x) or x < 0:
         raise InvalidInputError(f"job {job.job_id!r}: {name} must be finite and >= 0, got {x!r}")
     return float(x)
+
+
+def _job_throughput(job: ElasticJob, sizes: NDArray[np.int64]) -> NDArray[np.float64]:
+    """``T(w)`` of one job at the worker counts ``sizes`` (from alpha or its table)."""
+    if job.alpha is not None:
+        return throughput(sizes, job.alpha)
+    assert job.throughput_table is not None
+    return np.asarray(job.throughput_table, dtype=np.float64)[sizes - 1]
+
+
+def _best_gain_beyond(job: ElasticJob, usable: int, pause: float) -> float:
+    """Largest value ``J(0) - J(k)`` over ``usable < k <= max - min`` (too big to fit).
+
+    The current size lies within ``usable`` (its extras count in the capacity), so the
+    pause term is constant there; ``T`` of an alpha job is monotone in ``w``, so its
+    largest value is at one end of the range.  Same float operations as the table.
+    """
+    lo, hi = job.min_workers + usable + 1, job.max_workers
+    if job.alpha is not None:
+        sizes = np.array([lo, hi], dtype=np.int64)
+    else:
+        sizes = np.arange(lo, hi + 1, dtype=np.int64)
+    base = np.array([job.min_workers], dtype=np.int64)
+    work = float(job.remaining_work)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t0 = work / _job_throughput(job, base) if work else np.zeros(1)
+        tk = work / _job_throughput(job, sizes) if work else np.zeros(sizes.size)
+    j0 = t0 + pause * (base != job.current_workers)
+    jk = tk + pause * (sizes != job.current_workers)
+    return float((j0 - jk).max())
 
 
 def solve(request: ElasticRequest, *, backend: Backend = "native") -> ElasticReply:
@@ -610,16 +668,20 @@ def solve(request: ElasticRequest, *, backend: Backend = "native") -> ElasticRep
     Raises
     ------
     InvalidInputError
-        Malformed input: non-integer or negative counts, ``gpus_per_worker < 1``,
-        ``min_workers < 1``, negative or non-finite work/alpha/pause, both or
-        neither of ``alpha``/``throughput_table``, a table of the wrong length or
-        with non-positive entries, duplicate job ids, ``free_gpus < 0``.
+        Malformed input: ``request`` not an :class:`ElasticRequest`, non-integer,
+        negative or above-2**61 counts, ``gpus_per_worker < 1``, ``min_workers < 1``,
+        negative or non-finite work/alpha/pause, both or neither of
+        ``alpha``/``throughput_table``, a table of the wrong length or with
+        non-numeric or non-positive entries, duplicate or unhashable job ids,
+        ``free_gpus < 0``, a capacity above 2**61.
 
     Notes
     -----
     Ties follow :func:`solve_mckp`: among equally good allocations the one with
     fewest GPUs, then earlier jobs (request order) get more workers.
-    Complexity: that of :func:`solve_mckp` plus O(n_jobs * max_extra) to build.
+    Complexity: that of :func:`solve_mckp` plus O(n_jobs * max_extra) to build, where
+    ``max_extra`` counts only sizes whose extra workers fit the capacity (a huge
+    ``max_workers`` costs nothing; larger sizes are only checked for the reason).
     Reasons for unchanged jobs: ``AT_MAX`` if at ``max_workers``, else ``NO_GAIN`` if
     no larger size has a larger value, else ``NO_CAPACITY``.
 
@@ -627,7 +689,16 @@ def solve(request: ElasticRequest, *, backend: Backend = "native") -> ElasticRep
     ----------
     .. [Aryl] arXiv:2202.07896 (EuroSys'23 "Lyra"), elastic scaling, §4.
     """
-    jobs = list(request.jobs)
+    if not isinstance(request, ElasticRequest):
+        raise InvalidInputError(
+            f"request must be an ElasticRequest, got {type(request).__name__}"
+        )
+    try:
+        jobs = list(request.jobs)
+    except TypeError:
+        raise InvalidInputError(
+            f"jobs must be a sequence of ElasticJob, got {type(request.jobs).__name__}"
+        ) from None
     free = request.free_gpus
     if isinstance(free, bool) or not isinstance(free, numbers.Integral) or free < 0:
         raise InvalidInputError(f"free_gpus must be an integer >= 0, got {free!r}")
@@ -642,7 +713,13 @@ def solve(request: ElasticRequest, *, backend: Backend = "native") -> ElasticRep
     for idx, job in enumerate(jobs):
         if not isinstance(job, ElasticJob):
             raise InvalidInputError(f"jobs[{idx}] must be an ElasticJob, got {type(job).__name__}")
-        if job.job_id in seen:
+        try:
+            duplicate = job.job_id in seen
+        except TypeError:
+            raise InvalidInputError(
+                f"jobs[{idx}]: job_id must be hashable (str or int), got {job.job_id!r}"
+            ) from None
+        if duplicate:
             raise InvalidInputError(f"duplicate job_id {job.job_id!r}")
         seen.add(job.job_id)
         _int_field(job, "gpus_per_worker", 1)
@@ -657,7 +734,12 @@ def solve(request: ElasticRequest, *, backend: Backend = "native") -> ElasticRep
         if job.alpha is not None:
             _float_field(job, "alpha")
         else:
-            table = np.asarray(job.throughput_table, dtype=np.float64)
+            try:
+                table = np.asarray(job.throughput_table, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise InvalidInputError(
+                    f"job {job.job_id!r}: throughput_table must be a sequence of numbers"
+                ) from None
             if table.shape != (hi,):
                 raise InvalidInputError(
                     f"job {job.job_id!r}: throughput_table must have max_workers={hi} "
@@ -674,25 +756,35 @@ def solve(request: ElasticRequest, *, backend: Backend = "native") -> ElasticRep
 
     sel = [jobs[i] for i in ok]
     n = len(sel)
+    # Python ints: exact, then checked against the solver's int64 range.
+    capacity = int(free) + sum(
+        (int(j.current_workers) - int(j.min_workers)) * int(j.gpus_per_worker) for j in sel
+    )
+    if capacity > _MAX_COUNT:
+        raise InvalidInputError(
+            f"free_gpus plus the GPUs of current extra workers is {capacity}, above 2**61"
+        )
     r = np.array([j.remaining_work for j in sel], dtype=np.float64)
     c = np.array([j.current_workers for j in sel], dtype=np.int64)
     b = np.array([j.min_workers for j in sel], dtype=np.int64)
-    m = np.array([j.max_workers for j in sel], dtype=np.int64)
     g = np.array([j.gpus_per_worker for j in sel], dtype=np.int64)
-    extra = m - b
-    n_cols = int(extra.max()) if n else 0
+    # Only options that fit the capacity can be chosen: the table stops there, so its
+    # size is bounded by the capacity, not by max_workers (which may be huge).
+    usable = np.array(
+        [min(j.max_workers - j.min_workers, capacity // j.gpus_per_worker) for j in sel],
+        dtype=np.int64,
+    )
+    n_cols = int(usable.max()) if n else 0
+    if n * (n_cols + 1) * 16 > MAX_TABLE_BYTES:
+        raise InvalidInputError(
+            f"free_gpus: a table of {n} jobs x {n_cols} extra-worker options exceeds "
+            f"{MAX_TABLE_BYTES} bytes"
+        )
     tput = np.ones((n, n_cols + 1), dtype=np.float64)
     for row, job in enumerate(sel):
-        sizes = np.arange(job.min_workers, job.max_workers + 1)
-        if job.alpha is not None:
-            tput[row, : sizes.size] = throughput(sizes, job.alpha)
-        else:
-            assert job.throughput_table is not None
-            tput[row, : sizes.size] = np.asarray(job.throughput_table, dtype=np.float64)[
-                sizes - 1
-            ]
-    values, weights = _table_from_throughput(r, c, b, extra, g, tput, float(pause))
-    capacity = int(free) + int(((c - b) * g).sum())
+        sizes = np.arange(job.min_workers, job.min_workers + int(usable[row]) + 1)
+        tput[row, : sizes.size] = _job_throughput(job, sizes)
+    values, weights = _table_from_throughput(r, c, b, usable, g, tput, float(pause))
     result = solve_mckp(values, weights, capacity, backend=backend)
 
     decisions: list[ElasticDecision | None] = [None] * len(jobs)
@@ -709,8 +801,10 @@ def solve(request: ElasticRequest, *, backend: Backend = "native") -> ElasticRep
             reason = DecisionReason.AT_MAX
         else:
             larger = values[row, k:]
-            better = larger[~np.isnan(larger)] > gain
-            reason = DecisionReason.NO_CAPACITY if better.any() else DecisionReason.NO_GAIN
+            better = bool((larger[~np.isnan(larger)] > gain).any())
+            if not better and usable[row] < job.max_workers - job.min_workers:
+                better = _best_gain_beyond(job, int(usable[row]), float(pause)) > gain
+            reason = DecisionReason.NO_CAPACITY if better else DecisionReason.NO_GAIN
         decisions[idx] = ElasticDecision(job.job_id, target, k, gain, reason)
     for idx in infeasible:
         job = jobs[idx]
