@@ -321,3 +321,41 @@ def test_huge_max_workers_does_not_allocate_the_range() -> None:
 def test_hostile_requests_raise_invalid_input(build: object, msg: str) -> None:
     with pytest.raises(InvalidInputError, match=msg):
         build()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        # pandas took a 5-field row under a 4-column header as index + shifted columns
+        ("job,option,gpus,value_s\na,1,2,3,4\n", "line 2: expected 4 fields, got 5"),
+        ("job,option,gpus,value_s\na,1,2\n", "line 2: expected 4 fields, got 3"),
+        # a blank line is still a line of the file
+        ("job,option,gpus,value_s\n\na,1,-2,3\n", "line 3, column 'gpus'"),
+        ("job,option,gpus,value_s\na,1,99999999999999999999999,3\n", "line 2, column 'gpus'"),
+        ("job,option,gpus,value_s\na,1,1_0,3\n", "line 2, column 'gpus'"),
+        ("job,option,gpus,value_s\na,1,2,nan\n", "line 2, column 'value_s'"),
+        ("job,option,gpus,value_s\na,,2,1\n", "line 2, column 'option'"),
+        ("job,option,gpus,value_s,job\na,1,2,3,b\n", "line 1: duplicate column(s) ['job']"),
+        ("", "line 1: empty file"),
+    ],
+)
+def test_cli_solve_bad_csv_names_line_and_column(tmp_path: object, text: str,
+                                                 where: str) -> None:
+    import pathlib
+
+    path = pathlib.Path(str(tmp_path)) / "bad.csv"
+    path.write_text(text)
+    result = CliRunner().invoke(main, ["solve", str(path), "--capacity", "4"])
+    assert result.exit_code == 1, result.output
+    assert f"bad.csv, {where}" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_cli_solve_csv_bom_and_column_order(tmp_path: object) -> None:
+    import pathlib
+
+    path = pathlib.Path(str(tmp_path)) / "inst.csv"
+    path.write_bytes(b"\xef\xbb\xbfvalue_s,gpus, option,job,note\n3.5,2,x,a,hi\n\n1,1,y,a,\n")
+    result = CliRunner().invoke(main, ["solve", str(path), "--capacity", "4"])
+    assert result.exit_code == 0, result.output
+    assert "value 3.5 s, used 2/4 GPUs, 1/1 jobs" in result.output

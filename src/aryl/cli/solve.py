@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import math
+import re
 import time
 from pathlib import Path
 
@@ -15,6 +17,8 @@ from aryl.errors import InvalidInputError, TraceFormatError
 __all__ = ["solve_command"]
 
 _COLUMNS = ("job", "option", "gpus", "value_s")
+_INT = re.compile(r"\+?[0-9]+|-[0-9]+")  # ASCII digits only (int() also takes "1_0")
+_MAX_GPUS = 1 << 61
 
 
 def read_instance(
@@ -22,50 +26,72 @@ def read_instance(
 ) -> tuple[list[str], list[list[str]], NDArray[np.float64], NDArray[np.int64]]:
     """Read ``job,option,gpus,value_s`` rows into MCKP arrays.
 
-    Jobs are numbered in order of first appearance, and each job's options in its
-    own row order; absent cells of the rectangular arrays are NaN (value) / 1 (GPUs).
+    The header names the columns (any order; other columns are ignored); every
+    row has as many fields as the header; blank lines are skipped.  Jobs are
+    numbered in order of first appearance, and each job's options in its own row
+    order; absent cells of the rectangular arrays are NaN (value) / 1 (GPUs).
 
     Raises
     ------
     TraceFormatError
-        Missing columns, unparsable or out-of-range cells, duplicate (job, option);
-        the message names the file, line and column.
+        Unreadable or empty file, missing or duplicate columns, a row with the
+        wrong number of fields, an empty job or option, ``gpus`` not an integer in
+        ``[1, 2**61]``, ``value_s`` not a finite number, a duplicate (job, option);
+        the message names the file, the (1-based, physical) line and the column.
     """
-    import pandas as pd
-
     try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
-    except (OSError, ValueError) as exc:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            rows = [(reader.line_num, rec) for reader in [csv.reader(fh)] for rec in reader]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise TraceFormatError(f"cannot read CSV: {exc}", path=path) from exc
-    missing = [c for c in _COLUMNS if c not in df.columns]
+    # line of each record's first physical line (records may span lines when quoted)
+    starts: list[int] = []
+    prev_end = 0
+    for end, _ in rows:
+        starts.append(prev_end + 1)
+        prev_end = end
+    records = [(line, rec) for line, (_, rec) in zip(starts, rows, strict=True) if rec]
+    if not records:
+        raise TraceFormatError(f"empty file; need a header {','.join(_COLUMNS)}", path=path,
+                               line=1)
+    header_line, header = records[0]
+    names = [h.strip() for h in header]
+    dup = sorted({h for h in names if names.count(h) > 1 and h in _COLUMNS})
+    if dup:
+        raise TraceFormatError(f"duplicate column(s) {dup}", path=path, line=header_line)
+    missing = [c for c in _COLUMNS if c not in names]
     if missing:
         raise TraceFormatError(f"missing column(s) {missing}; need {list(_COLUMNS)}",
-                               path=path, line=1)
+                               path=path, line=header_line)
+    col = {c: names.index(c) for c in _COLUMNS}
     jobs: dict[str, int] = {}
     options: list[list[str]] = []
     cells: list[tuple[int, int, int, float]] = []
-    for row, (job, option, gpus_s, value_txt) in enumerate(
-        zip(df["job"], df["option"], df["gpus"], df["value_s"], strict=True)
-    ):
-        line = row + 2  # header is line 1
+    for line, rec in records[1:]:
+        if len(rec) != len(names):
+            raise TraceFormatError(f"expected {len(names)} fields, got {len(rec)}", path=path,
+                                   line=line)
+        job, option, gpus_s, value_txt = (rec[col[c]].strip() for c in _COLUMNS)
         if not job:
             raise TraceFormatError("empty job", path=path, line=line, column="job")
-        try:
-            gpus = int(gpus_s)
-        except ValueError:
+        if not option:
+            raise TraceFormatError("empty option", path=path, line=line, column="option")
+        if not _INT.fullmatch(gpus_s):
             raise TraceFormatError(f"gpus {gpus_s!r} is not an integer", path=path, line=line,
-                                   column="gpus") from None
-        if gpus < 1:
-            raise TraceFormatError(f"gpus must be >= 1, got {gpus}", path=path, line=line,
                                    column="gpus")
+        gpus = int(gpus_s)
+        if not 1 <= gpus <= _MAX_GPUS:
+            raise TraceFormatError(f"gpus must be in [1, 2**61], got {gpus}", path=path,
+                                   line=line, column="gpus")
         try:
             value = float(value_txt)
         except ValueError:
             raise TraceFormatError(f"value_s {value_txt!r} is not a number", path=path,
                                    line=line, column="value_s") from None
-        if math.isinf(value):
-            raise TraceFormatError("value_s must be finite", path=path, line=line,
-                                   column="value_s")
+        if not math.isfinite(value):
+            raise TraceFormatError(
+                f"value_s must be finite, got {value_txt!r} (leave an absent option out)",
+                path=path, line=line, column="value_s")
         i = jobs.setdefault(job, len(jobs))
         if i == len(options):
             options.append([])
@@ -126,6 +152,10 @@ def solve_command(file: Path | None, capacity: int | None, demo: bool, n_jobs: i
     Each job gets at most one option; the chosen GPUs fit --capacity and the total
     value (seconds of JCT reduction) is maximal.  Prints the chosen options, the
     value and the GPUs used.
+
+    FILE is UTF-8 CSV whose header names the columns job, option, gpus (an integer
+    >= 1) and value_s (a finite number; values <= 0 are never chosen); other
+    columns are ignored.  Errors name the file, line and column.
     """
     from aryl.elastic import solve_mckp
 
@@ -139,7 +169,10 @@ def solve_command(file: Path | None, capacity: int | None, demo: bool, n_jobs: i
         except InvalidInputError as exc:
             raise click.ClickException(str(exc)) from exc
     else:
-        names, opts, values, weights = demo_instance(n_jobs, n_options, seed)
+        try:
+            names, opts, values, weights = demo_instance(n_jobs, n_options, seed)
+        except InvalidInputError as exc:
+            raise click.ClickException(str(exc)) from exc
         if capacity is None:
             capacity = int(weights[:, -1].sum() // 4) if weights.size else 0
     assert capacity is not None
