@@ -81,6 +81,7 @@ class ArylPolicy(SjfPolicy):
         self._groups: list[list[int]] = []
         self._loaned: list[int] = []
         self._real: list[int] = []
+        self._scratch: list[int] | None = None
         self._displaced = False
         self._last_left = -1  # free GPUs left after the last elastic phase (or since)
         self._last_loaned = -1
@@ -109,27 +110,38 @@ class ArylPolicy(SjfPolicy):
         self._split[j] = (place, b, e)
         return b, e
 
-    # base phase hooks: scratch = free + GPUs of the current extras
+    # base phase hooks: the list passed around is the truly free GPUs; the
+    # scratch (free + GPUs of the current extras) is built only when needed
     def _capacity_view(self) -> tuple[list[int], int]:
         v = self.view
         real = list(v.free)
-        free = list(real)
-        extras: dict[int, Placement] = {}
-        for j in self._el:
-            if v.workers[j] > v.base_workers[j]:
-                _, e = self._split_of(j)
-                g = v.gpw[j]
-                for s, k in e.items():
-                    free[s] += k * g
-                extras[j] = e
-        self._extras = extras
         self._real = real
+        self._scratch = None
         self._displaced = False
         loaned = v.loaned_servers()
         self._loaned = loaned
         self._groups = [v.training_servers, loaned] if loaned else [v.training_servers]
-        avail = sum(free[s] for s in v.training_servers) + sum(free[s] for s in loaned)
-        return free, avail
+        wk, bw, gw = v.workers, v.base_workers, v.gpw
+        ex_total = sum((wk[j] - bw[j]) * gw[j] for j in self._el)
+        avail = sum(real[s] for s in v.training_servers) + sum(real[s] for s in loaned)
+        return real, avail + ex_total
+
+    def _build_scratch(self) -> list[int]:
+        """Free GPUs plus the GPUs of every current extra worker (and ``_extras``)."""
+        if self._scratch is None:
+            v = self.view
+            free = list(self._real)
+            extras: dict[int, Placement] = {}
+            for j in self._el:
+                if v.workers[j] > v.base_workers[j]:
+                    _, e = self._split_of(j)
+                    g = v.gpw[j]
+                    for s, k in e.items():
+                        free[s] += k * g
+                    extras[j] = e
+            self._extras = extras
+            self._scratch = free
+        return self._scratch
 
     def _place(self, free: list[int], j: int) -> Placement | None:
         """Best fit on truly free GPUs first; else also on GPUs of extra workers."""
@@ -139,10 +151,14 @@ class ArylPolicy(SjfPolicy):
         real = self._real
         p = bf_place(real, self._groups, w, g)
         if p is not None:
-            for s, k in p.items():
-                free[s] -= k * g
+            if self._scratch is not None:
+                for s, k in p.items():
+                    self._scratch[s] -= k * g
             return p
-        p = bf_place(free, self._groups, w, g)
+        if not self._el:
+            return None
+        scratch = self._build_scratch()
+        p = bf_place(scratch, self._groups, w, g)
         if p is None:
             return None
         for s, k in p.items():
@@ -157,32 +173,29 @@ class ArylPolicy(SjfPolicy):
     def schedule(self, changed: bool) -> Decision:
         d = Decision()
         v = self.view
-        free: list[int] | None = None
-        if self.lst:
-            free, _ = self._base_phase(d)
+        phase1 = bool(self.lst)
+        if phase1:
+            self._base_phase(d)
         if not self.elastic:
             return d
-        if free is None:
-            loaned = v.loaned_servers()
-            real: list[int] = v.free
-        else:
+        if phase1:
             loaned = self._loaned
-            real = self._real
+            real: list[int] = self._real
+        else:
+            loaned = v.loaned_servers()
+            real = v.free
+        displaced = phase1 and self._displaced
         left = sum(real[s] for s in v.training_servers) + sum(real[s] for s in loaned)
         new_el = any(self._scalable(j) for j, _, _ in d.starts)
-        run = (
-            new_el
-            or (free is not None and self._displaced)
-            or len(loaned) != self._last_loaned
-            or left > self._last_left
-        )
-        if run and not new_el and not (free is not None and self._displaced):
+        run = new_el or displaced or len(loaned) != self._last_loaned or left > self._last_left
+        if run and not new_el and not displaced:
             # only capacity changed: nothing to do if every elastic job is at its maximum
             wk, mw = v.workers, v.max_workers
             run = any(wk[j] < mw[j] for j in self._el) or len(loaned) < self._last_loaned
         if run and (self._el or new_el):
             done = False
-            if not (free is not None and self._displaced):
+            free: list[int] | None = None
+            if not displaced:
                 # Fast exact path: jobs at their maximum keep their extras; if the
                 # others' unconstrained best options fit the free GPUs, that is the
                 # MCKP optimum (every class at its own best value).
@@ -205,8 +218,9 @@ class ArylPolicy(SjfPolicy):
                 if done:
                     free = fast
             if not done:
-                if free is None:
-                    free, _ = self._capacity_view()
+                if not phase1:
+                    self._capacity_view()
+                free = self._build_scratch()
                 self._elastic_phase(d, free, list(self._el), self._extras)
             assert free is not None
             left = sum(free[s] for s in v.training_servers) + sum(free[s] for s in loaned)
