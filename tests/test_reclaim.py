@@ -482,3 +482,67 @@ def test_huge_n_servers_reports_shortfall() -> None:
     plan = reclaim(_scenario_b(n=10**12))
     assert plan.n_returned == 5
     assert plan.shortfall == 10**12 - 5
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        # workers * gpus_per_worker wrapped int64 and passed the busy-GPU check; the
+        # C++ kernel (int64) and the twin (Python ints) then chose different servers
+        ({"job_gpus_per_worker": np.array([1, 2**62]), "job_workers": np.array([4, 4]),
+          "placement_workers": np.array([2, 4]), "job_min_workers": np.array([2, 4])},
+         "placement_workers"),
+        ({"server_gpus": np.array([2**60, 8])}, "server_gpus"),
+        ({"server_id": [1, [2]]}, "server_id"),  # ragged: a bare numpy ValueError
+    ],
+)
+def test_overflowing_or_ragged_requests_name_the_field(change: dict[str, object],
+                                                       field: str) -> None:
+    fields = {**_base_fields(), **change}
+    with pytest.raises(InvalidInputError, match=rf"^{field}: "):
+        ReclaimRequest(**fields)  # type: ignore[arg-type]
+
+
+def test_request_is_a_frozen_copy() -> None:
+    fields = _base_fields()
+    ro = np.array([1, 2])
+    ro.setflags(write=False)
+    req = ReclaimRequest(**{**fields, "server_id": ro})  # type: ignore[arg-type]
+    before = reclaim(req)
+    # the caller's arrays stay writable and changing them does not change the request
+    ids = fields["server_gpus"]
+    assert isinstance(ids, np.ndarray)
+    req2 = ReclaimRequest(**fields)  # type: ignore[arg-type]
+    ids[0] = 1
+    assert req2.server_gpus.tolist() == [8, 8]
+    # the request's own arrays cannot be edited after validation (duplicate ids ...)
+    with pytest.raises(ValueError, match="read-only"):
+        req.server_id[0] = 2
+    assert reclaim(req).servers.tolist() == before.servers.tolist()
+
+
+def test_from_records_does_not_coerce() -> None:
+    # 8.5 GPUs became 8 and elastic="no" became True (a non-empty string) before
+    cases: list[tuple[dict[str, object], str]] = [
+        ({"servers": [(1, 8.5)]}, "server_gpus"),
+        ({"servers": [("a", 8)]}, "server_id"),
+        ({"servers": [(2**70, 8)]}, "server_id"),
+        ({"jobs": [(7, 2, 1, 1, "no")]}, "job_elastic"),
+        ({"jobs": [([7], 2)]}, "jobs"),
+        ({"servers": [5]}, r"servers\[0\]"),
+    ]
+    for change, field in cases:
+        kw: dict[str, object] = {"servers": [(1, 8)], "jobs": [(7, 2)], "placements": [],
+                                 "n_servers": 1, **change}
+        with pytest.raises(InvalidInputError, match=rf"^{field}: "):
+            ReclaimRequest.from_records(**kw)  # type: ignore[arg-type]
+
+
+def test_more_argument_errors() -> None:
+    req = _scenario_a()
+    with pytest.raises(InvalidInputError, match=r"^policy: "):
+        reclaim(req, policy=["aryl"])  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match=r"^seed: "):
+        reclaim(req, policy="random", seed=-1)
+    with pytest.raises(InvalidInputError, match=r"^replace: unknown field"):
+        req.replace(n_server=2)

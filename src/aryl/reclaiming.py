@@ -84,6 +84,9 @@ F64 = npt.NDArray[np.float64]
 #: ``policy="exact"`` refuses requests needing more candidate subsets than this.
 EXACT_MAX_SUBSETS = 200_000
 
+#: Largest ``server_gpus`` accepted (busy-GPU sums stay exact in float64 and int64).
+_MAX_SERVER_GPUS = 1 << 52
+
 
 class ActionKind(enum.IntEnum):
     """What an action does (values shared with the C++ kernel)."""
@@ -130,25 +133,39 @@ class ReclaimAction:
 # --------------------------------------------------------------------------------------
 # Request
 # --------------------------------------------------------------------------------------
+def _asarray(name: str, value: Any) -> npt.NDArray[Any]:
+    try:
+        return np.asarray(value)
+    except (ValueError, TypeError) as exc:
+        raise InvalidInputError(f"{name}: cannot be read as an array: {exc}") from None
+
+
+def _frozen(arr: npt.NDArray[Any], dtype: type) -> npt.NDArray[Any]:
+    """A private read-only copy: the request cannot change after validation."""
+    out: npt.NDArray[Any] = np.array(arr, dtype=dtype, copy=True)
+    out.setflags(write=False)
+    return out
+
+
 def _int_array(name: str, value: Any) -> I64:
-    arr = np.asarray(value)
+    arr = _asarray(name, value)
     if arr.ndim != 1:
         raise InvalidInputError(f"{name}: expected a 1-D array, got shape {arr.shape}")
     if arr.dtype.kind not in "iu" and arr.size:
         raise InvalidInputError(f"{name}: expected integers, got dtype {arr.dtype}")
     if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
         raise InvalidInputError(f"{name}: value does not fit in int64")
-    return arr.astype(np.int64, copy=False)
+    return _frozen(arr, np.int64)
 
 
 def _bool_array(name: str, value: Any) -> npt.NDArray[np.bool_]:
-    arr = np.asarray(value)
+    arr = _asarray(name, value)
     if arr.ndim != 1:
         raise InvalidInputError(f"{name}: expected a 1-D array, got shape {arr.shape}")
     if arr.dtype.kind == "b" or not arr.size:
-        return arr.astype(np.bool_, copy=False)
+        return _frozen(arr, np.bool_)
     if arr.dtype.kind in "iu" and bool(np.all((arr == 0) | (arr == 1))):
-        return arr.astype(np.bool_)
+        return _frozen(arr, np.bool_)
     raise InvalidInputError(f"{name}: expected booleans, got dtype {arr.dtype}")
 
 
@@ -207,15 +224,17 @@ def _id_lookup(ids: I64, name: str) -> Lookup:
 class ReclaimRequest:
     """Loaned servers, the training work on them, and how many servers to return.
 
-    A struct of arrays; integers are converted to ``int64`` and the whole request
-    is validated on construction (vectorised, O(m + p + J) plus sorts).
+    A struct of arrays; the arrays are copied to read-only ``int64`` / ``bool``
+    arrays (the caller's arrays are untouched and later edits to them do not
+    reach the request) and the whole request is validated on construction
+    (vectorised, O(m + p + J) plus sorts).
 
     Parameters
     ----------
     server_id : int64 (m,)
         Loaned servers, unique ids.
     server_gpus : int64 (m,)
-        GPUs per server, >= 1.
+        GPUs per server, in ``[1, 2**52]``.
     placement_job : int64 (p,)
         Index into the job arrays (not a job id).
     placement_server : int64 (p,)
@@ -244,8 +263,9 @@ class ReclaimRequest:
     Raises
     ------
     InvalidInputError
-        Naming the field: wrong shape or dtype, mismatched lengths, duplicate
-        server or job ids, a placement on an unknown server or job, a duplicate
+        Naming the field: unreadable (e.g. ragged) input, wrong shape or dtype
+        (floats, strings and objects are refused, not coerced), mismatched
+        lengths, duplicate server or job ids, a placement on an unknown server or job, a duplicate
         (job, server) pair, workers < 1, placed workers above the job's total,
         busy GPUs above a server's GPUs, base outside ``[1, job_workers]``,
         ``n_servers < 0``, a ``gpu_type`` without ``server_gpu_type``.
@@ -335,8 +355,18 @@ class ReclaimRequest:
         _require(not bad.any(), "placement_workers",
                  "a job's workers on loaned servers exceed job_workers (job index)",
                  _first(bad) if bad.any() else None)
-        gpus = self.placement_workers * self.job_gpus_per_worker[self.placement_job]
-        busy = np.bincount(sidx, weights=gpus, minlength=m)
+        bad = self.server_gpus > _MAX_SERVER_GPUS
+        _require(not bad.any(), "server_gpus", "must be <= 2**52",
+                 _first(bad) if bad.any() else None)
+        # Per placement first, without overflow (workers * gpus_per_worker could wrap
+        # int64); then every product is <= 2**52 and the float sums below are exact
+        # wherever they matter (up to the server's GPUs).
+        gpw = self.job_gpus_per_worker[self.placement_job]
+        bad = self.placement_workers > self.server_gpus[sidx] // gpw
+        _require(not bad.any(), "placement_workers",
+                 "busy GPUs exceed server_gpus (placement index)",
+                 _first(bad) if bad.any() else None)
+        busy = np.bincount(sidx, weights=self.placement_workers * gpw, minlength=m)
         bad = busy > self.server_gpus
         _require(not bad.any(), "placement_workers",
                  "busy GPUs exceed server_gpus (server index)", _first(bad) if bad.any() else None)
@@ -435,7 +465,10 @@ class ReclaimRequest:
                 r["min_workers"] = r["workers"]
             for k in cols:
                 cols[k].append(r[k])
-        index = {jid: i for i, jid in enumerate(cols["id"])}
+        try:
+            index = {jid: i for i, jid in enumerate(cols["id"])}
+        except TypeError:
+            raise InvalidInputError("jobs: each id must be an integer") from None
         pj: list[int] = []
         ps: list[int] = []
         pw: list[int] = []
@@ -450,8 +483,9 @@ class ReclaimRequest:
         if has_types and any(t is None for t in stype):
             raise InvalidInputError("servers: gpu_type given for some servers but not all")
 
-        def ints(x: list[Any]) -> I64:
-            return np.asarray(x, dtype=np.int64).reshape(-1)
+        def ints(x: list[Any]) -> Any:
+            # no dtype= coercion: 8.5 or "a" must fail validation, not become 8 or raise
+            return np.asarray(x) if x else np.zeros(0, dtype=np.int64)
 
         return cls(
             server_id=ints(sid),
@@ -463,8 +497,8 @@ class ReclaimRequest:
             job_workers=ints(cols["workers"]),
             job_gpus_per_worker=ints(cols["gpus_per_worker"]),
             job_min_workers=ints(cols["min_workers"]),
-            job_elastic=np.asarray(cols["elastic"], dtype=bool).reshape(-1),
-            job_preemptible=np.asarray(cols["preemptible"], dtype=bool).reshape(-1),
+            job_elastic=ints(cols["elastic"]),  # "no" would be True as dtype=bool
+            job_preemptible=ints(cols["preemptible"]),
             n_servers=n_servers,
             server_gpu_type=[str(t) for t in stype] if has_types else None,
             gpu_type=gpu_type,
@@ -477,6 +511,9 @@ class ReclaimRequest:
             "placement_workers", "job_id", "job_workers", "job_gpus_per_worker",
             "job_min_workers", "job_elastic", "job_preemptible", "n_servers",
             "server_gpu_type", "gpu_type")}
+        unknown = sorted(set(changes) - set(fields))
+        if unknown:
+            raise InvalidInputError(f"replace: unknown field(s) {unknown}")
         fields.update(changes)
         return ReclaimRequest(**fields)
 
@@ -493,7 +530,12 @@ def _record(
             raise InvalidInputError(f"{where}: unknown key(s) {sorted(unknown)}")
         out = {**defaults, **rec}
     else:
-        values = list(rec)
+        try:
+            values = list(rec)
+        except TypeError:
+            raise InvalidInputError(
+                f"{where}: expected a tuple or a mapping, got {type(rec).__name__}"
+            ) from None
         if len(values) > len(keys):
             raise InvalidInputError(f"{where}: expected at most {len(keys)} fields")
         out = {**defaults, **dict(zip(keys, values, strict=False))}
@@ -775,7 +817,8 @@ def reclaim(
     Raises
     ------
     InvalidInputError
-        Unknown ``policy`` or ``backend``, a non-int ``seed``, ``"exact"`` on a
+        Unknown ``policy`` or ``backend``, a non-int ``seed`` (or a negative one
+        with ``"random"``), ``"exact"`` on a
         request too large, or a request that is not a :class:`ReclaimRequest`.
 
     Notes
@@ -800,13 +843,15 @@ def reclaim(
         raise InvalidInputError(
             f"request: expected a ReclaimRequest, got {type(request).__name__}"
         )
-    fn = RECLAIM_POLICIES.get(policy)
+    fn = RECLAIM_POLICIES.get(policy) if isinstance(policy, str) else None
     if fn is None:
         raise InvalidInputError(f"policy: unknown {policy!r}; known: {sorted(RECLAIM_POLICIES)}")
     if backend not in _BACKENDS:
         raise InvalidInputError(f"backend: unknown {backend!r}; known: {list(_BACKENDS)}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise InvalidInputError(f"seed: expected an int, got {type(seed).__name__}")
+    if policy == "random" and seed < 0:
+        raise InvalidInputError(f"seed: must be >= 0 for policy='random', got {seed}")
     res = fn(request, int(seed), backend)
     plan = _build_plan(request, res, policy)
     if plan.shortfall:
