@@ -432,3 +432,22 @@ def test_hostile_inputs_raise_invalid_input(backend: str) -> None:
         kwargs: dict[str, object] = {"values": v, "weights": w, "capacity": 4, **change}
         with pytest.raises(InvalidInputError, match=msg):
             solve_mckp(backend=backend, **kwargs)  # type: ignore[arg-type]
+
+
+def test_threads_get_the_sequential_answers() -> None:
+    # the kernel runs without the GIL: no shared scratch between concurrent calls
+    from concurrent.futures import ThreadPoolExecutor
+
+    insts = []
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        if seed % 2:
+            insts.append(concave_instance(rng, int(rng.integers(1, 200)), 8))
+        else:
+            w = rng.integers(1, 40, size=(30, 12)).astype(np.int64)
+            insts.append((w * 10.0 + rng.integers(0, 5, size=w.shape), w, int(w.sum() // 5)))
+    want = [solve_mckp(*i).choice.tolist() for i in insts]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for _ in range(3):
+            got = list(pool.map(lambda i: solve_mckp(*i).choice.tolist(), insts))
+            assert got == want
