@@ -205,16 +205,26 @@ class ArylPolicy(SjfPolicy):
                 fast = list(real)
                 sub: list[int] = []
                 ex_sub: dict[int, Placement] = {}
+                upper = 0  # GPUs the candidates could take at most
                 for j in self._el:
                     if wk[j] < mw[j]:
                         sub.append(j)
+                        upper += (mw[j] - bw[j]) * gw[j]
                         if wk[j] > bw[j]:
                             _, e = self._split_of(j)
                             g = gw[j]
                             for s, k in e.items():
                                 fast[s] += k * g
                             ex_sub[j] = e
-                done = self._elastic_phase(d, fast, sub, ex_sub, unconstrained_only=True)
+                for j, _, _ in d.starts:
+                    if self._scalable(j):
+                        upper += (mw[j] - bw[j]) * gw[j]
+                cap = sum(fast[s] for s in v.training_servers) + sum(fast[s] for s in loaned)
+                # Gate: when everyone at their maximum would not fit, the fast path
+                # usually fails, so go to the solver directly (both are optimal; only
+                # the choice among equally good solutions may differ).
+                if upper <= cap:
+                    done = self._elastic_phase(d, fast, sub, ex_sub, unconstrained_only=True)
                 if done:
                     free = fast
             if not done:
