@@ -203,11 +203,13 @@ def _table(
     if p == 0 or zero.all() or not zero.any():
         values, weights = jct_reduction_table(rem, cur, base, mx, g, alpha, p)
         return np.asarray(values, dtype=np.float64), np.asarray(weights, dtype=np.int64)
+    # Jobs starting now have current == base, so every option k >= 1 carries the
+    # pause and option 0 does not: their pause-free values are the values + p.
+    assert np.all(cur[zero] == base[zero])
     v1, w1 = jct_reduction_table(rem, cur, base, mx, g, alpha, p)
-    v0, w0 = jct_reduction_table(rem, cur, base, mx, g, alpha, 0.0)
-    values = np.where(zero[:, None], np.asarray(v0), np.asarray(v1)).astype(np.float64)
-    weights = np.where(zero[:, None], np.asarray(w0), np.asarray(w1)).astype(np.int64)
-    return values, weights
+    values = np.array(v1, dtype=np.float64)
+    values[zero] += p
+    return values, np.asarray(w1, dtype=np.int64)
 
 
 def _greedy(values: np.ndarray, weights: np.ndarray, capacity: int) -> np.ndarray:
