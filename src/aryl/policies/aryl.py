@@ -81,6 +81,7 @@ class ArylPolicy(SjfPolicy):
         self._groups: list[list[int]] = []
         self._loaned: list[int] = []
         self._real: list[int] = []
+        self._real_left = 0
         self._scratch: list[int] | None = None
         self._displaced = False
         self._last_left = -1  # free GPUs left after the last elastic phase (or since)
@@ -123,7 +124,9 @@ class ArylPolicy(SjfPolicy):
         self._groups = [v.training_servers, loaned] if loaned else [v.training_servers]
         wk, bw, gw = v.workers, v.base_workers, v.gpw
         ex_total = sum((wk[j] - bw[j]) * gw[j] for j in self._el)
-        avail = sum(real[s] for s in v.training_servers) + sum(real[s] for s in loaned)
+        # free GPUs of usable servers = their capacity minus busy GPUs
+        avail = (len(v.training_servers) + len(loaned)) * v.gpus_per_server - v.busy
+        self._real_left = avail
         return real, avail + ex_total
 
     def _build_scratch(self) -> list[int]:
@@ -151,6 +154,7 @@ class ArylPolicy(SjfPolicy):
         real = self._real
         p = bf_place(real, self._groups, w, g)
         if p is not None:
+            self._real_left -= w * g
             if self._scratch is not None:
                 for s, k in p.items():
                     self._scratch[s] -= k * g
@@ -164,7 +168,9 @@ class ArylPolicy(SjfPolicy):
         for s, k in p.items():
             if real[s] < k * g:
                 self._displaced = True
-            real[s] = max(0, real[s] - k * g)
+            took = min(real[s], k * g)
+            real[s] -= took
+            self._real_left -= took
         return p
 
     def _take(self, free: list[int], place: Placement, j: int) -> None:
@@ -185,7 +191,10 @@ class ArylPolicy(SjfPolicy):
             loaned = v.loaned_servers()
             real = v.free
         displaced = phase1 and self._displaced
-        left = sum(real[s] for s in v.training_servers) + sum(real[s] for s in loaned)
+        if phase1:
+            left = self._real_left
+        else:
+            left = (len(v.training_servers) + len(loaned)) * v.gpus_per_server - v.busy
         new_el = any(self._scalable(j) for j, _, _ in d.starts)
         run = new_el or displaced or len(loaned) != self._last_loaned or left > self._last_left
         if run and not new_el and not displaced:
@@ -206,6 +215,7 @@ class ArylPolicy(SjfPolicy):
                 sub: list[int] = []
                 ex_sub: dict[int, Placement] = {}
                 upper = 0  # GPUs the candidates could take at most
+                cap = left
                 for j in self._el:
                     if wk[j] < mw[j]:
                         sub.append(j)
@@ -215,11 +225,11 @@ class ArylPolicy(SjfPolicy):
                             g = gw[j]
                             for s, k in e.items():
                                 fast[s] += k * g
+                                cap += k * g
                             ex_sub[j] = e
                 for j, _, _ in d.starts:
                     if self._scalable(j):
                         upper += (mw[j] - bw[j]) * gw[j]
-                cap = sum(fast[s] for s in v.training_servers) + sum(fast[s] for s in loaned)
                 # Gate: when everyone at their maximum would not fit, the fast path
                 # usually fails, so go to the solver directly (both are optimal; only
                 # the choice among equally good solutions may differ).
