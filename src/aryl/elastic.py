@@ -209,7 +209,8 @@ def solve_mckp(
     weights : array_like of int64, shape (n_jobs, n_options)
         GPUs of each option, ``>= 1`` wherever the value is not NaN (ignored where NaN).
     capacity : int
-        GPUs available, ``>= 0``.
+        GPUs available, ``0 <= capacity < 2**61`` (a Python or numpy integer; floats
+        and bools are refused).
     backend : {"native", "reference"}
         The compiled kernel (default) or the pure-Python twin; same results.
     validate : bool
@@ -217,7 +218,9 @@ def solve_mckp(
         made C-contiguous float64 / int64, a no-op for the simulator's arrays): the
         simulator's fast path.
     max_table_bytes : int
-        Memory limit for the working tables of the exact dynamic programme.
+        Memory limit (bytes, ``>= 0``) for the working tables of the exact dynamic
+        programme: the sparse DP's state lists and the dense fallback table of the
+        native kernel, the ``(n_jobs + 1) x (capacity + 1)`` table of the reference.
 
     Returns
     -------
