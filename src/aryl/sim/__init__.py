@@ -34,6 +34,7 @@ def simulate(
     inference: Any = None,
     progress: Callable[[int, int, float], None] | None = None,
     policy_options: dict[str, Any] | None = None,
+    reclaim_log: list[Any] | None = None,
 ) -> SimResult:
     """Replay a job trace under one policy.
 
@@ -55,6 +56,9 @@ def simulate(
         Called every few thousand events and at the end.
     policy_options : dict, optional
         Extra policy knobs (see each policy's docstring).
+    reclaim_log : list, optional
+        If given, every ``aryl.reclaiming.ReclaimRequest`` the replay builds is
+        appended to it (for offline studies of the reclaim kernel).
 
     Returns
     -------
@@ -96,5 +100,6 @@ def simulate(
             t0 = float(table.submit_time_s[0]) if table.n_jobs else 0.0
         sched = inference_schedule(inference, cfg.n_inference_servers, t0)
     eng = Engine(table, policy, cfg, sched, progress=progress, policy_options=policy_options)
+    eng.reclaim_log = reclaim_log
     eng.run()
     return build_result(eng, meta)

@@ -327,6 +327,8 @@ def plan_reclaim(eng: Engine, n: int) -> tuple[list[int], set[int]]:
         job_preemptible=np.ones(len(job_list), dtype=bool),
         n_servers=int(n),
     )
+    if eng.reclaim_log is not None:
+        eng.reclaim_log.append(req)
     plan = reclaim(
         req, policy=eng.config.reclaim_policy, seed=eng.config.seed, backend=eng.config.backend
     )
@@ -455,11 +457,14 @@ def inference_schedule(demand: Any, n_inference_servers: int, t0: float) -> Infe
     return InferenceSchedule(offs, vals, math.inf)
 
 
-def default_inference(n_inference_servers: int, seed: int = 0) -> InferenceSchedule | None:
+def default_inference(
+    n_inference_servers: int, seed: int = 0, *, peak_utilisation: float = 0.9
+) -> InferenceSchedule | None:
     """The bundled inference profile scaled to ``n_inference_servers``, tiled daily.
 
     One day of ``aryl.traces.inference.load_inference("bundled", ...)`` (48
-    half-hour steps, slot 0 at the clock start) repeated with a 24 h period.
+    half-hour steps, slot 0 at the clock start, ``peak_utilisation`` of the
+    servers needed at the daily peak) repeated with a 24 h period.
     """
     from aryl.sim.engine import InferenceSchedule
 
@@ -476,7 +481,13 @@ def default_inference(n_inference_servers: int, seed: int = 0) -> InferenceSched
         return InferenceSchedule(
             h * 3600.0, np.ceil(frac * n_inference_servers).astype(np.int64), day
         )
-    demand = load_inference("bundled", n_servers=n_inference_servers, span_s=day, seed=seed)
+    demand = load_inference(
+        "bundled",
+        n_servers=n_inference_servers,
+        span_s=day,
+        seed=seed,
+        peak_utilisation=peak_utilisation,
+    )
     t = np.asarray(demand.times_s, dtype=np.float64)
     v = np.clip(np.asarray(demand.servers_needed, dtype=np.int64), 0, n_inference_servers)
     return InferenceSchedule(t - t[0], v, day)

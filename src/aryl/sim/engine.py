@@ -201,6 +201,7 @@ class Engine:
         self.pending_reclaim = 0
         self.policy: Policy = make_policy(policy, self, dict(policy_options or {}))
         self.checker: Any = None
+        self.reclaim_log: list[Any] | None = None
         if config.check:
             from aryl.sim.check import Checker
 
