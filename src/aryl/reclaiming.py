@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
+from scipy import sparse
 
 from aryl._reference import reclaim as _ref
 from aryl.errors import InvalidInputError
@@ -720,10 +721,11 @@ def _most_idle(req: ReclaimRequest, seed: int, backend: str) -> GreedyResult:
 def _exact(req: ReclaimRequest, seed: int, backend: str) -> GreedyResult:
     """Fewest preempted jobs over every feasible set of the largest feasible size.
 
-    Brute force, vectorised over subsets: a job is preempted iff its workers on
-    the chosen servers exceed its shed budget (the outcome does not depend on
-    the order servers are taken); a set is feasible iff no non-preemptible job
-    is preempted.  Ties: fewer jobs scaled in, then the lexicographically
+    Brute force, vectorised over chunks of subsets with a sparse (candidate x
+    job) workers matrix, so memory follows the placements.  A job is preempted
+    iff its workers on the chosen servers exceed its shed budget (the outcome
+    does not depend on the order servers are taken); a set is feasible iff no
+    non-preemptible job is preempted.  Ties: fewer jobs scaled in, then the lexicographically
     smallest set of server indices.  The chosen set is applied in Aryl's cost
     order, so costs and actions are comparable with the greedy's.
     """
@@ -732,10 +734,13 @@ def _exact(req: ReclaimRequest, seed: int, backend: str) -> GreedyResult:
     cand = [s for s in range(req.server_id.size) if allowed[s] and state.stats(s) is not None]
     jobs = sorted({state.pl_job[q] for s in cand for q in state.server_pl[s]})
     col = {j: c for c, j in enumerate(jobs)}
-    load = np.zeros((len(cand), len(jobs)), dtype=np.int64)
-    for r, s in enumerate(cand):
-        for q in state.server_pl[s]:
-            load[r, col[state.pl_job[q]]] = state.pl_workers[q]
+    # Sparse (candidate x job) workers: a dense table, and a chunk of subsets gathered
+    # from it, took gigabytes on a few thousand servers x jobs (e.g. n_servers=1).
+    entries = [(r, col[state.pl_job[q]], state.pl_workers[q])
+               for r, s in enumerate(cand) for q in state.server_pl[s]]
+    ent = np.asarray(entries, dtype=np.int64).reshape(-1, 3)
+    load = sparse.csr_matrix((ent[:, 2], (ent[:, 0], ent[:, 1])),
+                             shape=(len(cand), len(jobs)), dtype=np.int64)
     shed = np.asarray([state.shed[j] for j in jobs], dtype=np.int64)
     rigid_np = np.asarray([not state.preemptible[j] for j in jobs], dtype=bool)
     chosen: list[int] = []
@@ -752,11 +757,20 @@ def _exact(req: ReclaimRequest, seed: int, backend: str) -> GreedyResult:
             chunk = list(itertools.islice(combos_iter, 20_000))
             if not chunk:
                 break
-            combos = np.asarray(chunk, dtype=np.int64).reshape(len(chunk), k)
-            x = load[combos].sum(axis=1)
-            over = x > shed
-            score = over.sum(axis=1) * (len(jobs) + 1) + ((x > 0) & ~over).sum(axis=1)
-            score = np.where((over & rigid_np).any(axis=1), np.iinfo(np.int64).max, score)
+            n_c = len(chunk)
+            combos = np.asarray(chunk, dtype=np.int64).reshape(n_c, k)
+            pick = sparse.csr_matrix(
+                (np.ones(n_c * k, dtype=np.int64),
+                 (np.repeat(np.arange(n_c), k), combos.ravel())),
+                shape=(n_c, len(cand)),
+            )
+            x = (pick @ load).tocoo()  # workers each job loses, per subset (nonzeros)
+            over = x.data > shed[x.col]  # preempted (x == 0 never is: shed >= 0)
+            n_over = np.bincount(x.row[over], minlength=n_c)
+            n_scaled = np.bincount(x.row[~over], minlength=n_c)
+            blocked = np.bincount(x.row[over & rigid_np[x.col]], minlength=n_c) > 0
+            score = n_over * (len(jobs) + 1) + n_scaled
+            score = np.where(blocked, np.iinfo(np.int64).max, score)
             i = int(np.argmin(score))
             if score[i] != np.iinfo(np.int64).max and (best is None or score[i] < best[0]):
                 best = (int(score[i]), tuple(chunk[i]))
