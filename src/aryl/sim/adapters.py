@@ -11,16 +11,14 @@ Each external call lives in one function here, so that an interface change in
 * :func:`load_jobs`, :func:`synthesize`, :func:`default_inference` — the trace
   layer (``aryl.traces``, ``aryl.traces.inference``).
 
-While a module is not importable the adapter falls back to a small local
-implementation (exact DP for the MCKP, the greedy cost rule for reclaims, a
-pandas CSV reader, a seeded synthesis, a diurnal demand curve) and logs it once.
+The marginal-gain greedy of the ``elastic-greedy`` peer (:func:`_greedy`) is
+the only solver implemented here.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,74 +41,7 @@ __all__ = [
     "synthesize",
 ]
 
-_warned: set[str] = set()
-
-
-def _fallback(name: str, exc: Exception) -> None:
-    if name not in _warned:
-        _warned.add(name)
-        log.info("%s not available (%s): using the simulator's local fallback", name, exc)
-
-
 # ----------------------------------------------------------------- phase 2
-
-
-def _local_table(
-    rem: np.ndarray,
-    cur: np.ndarray,
-    base: np.ndarray,
-    mx: np.ndarray,
-    g: np.ndarray,
-    alpha: np.ndarray,
-    pause: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    n = rem.shape[0]
-    width = int((mx - base).max()) if n else 0
-    k = np.arange(1, width + 1, dtype=np.int64)[None, :]
-    w = base[:, None] + k
-    a = alpha[:, None]
-
-    def T(x: np.ndarray) -> np.ndarray:
-        return x / (1.0 + a * (x - 1.0))
-
-    j0 = rem / (base / (1.0 + alpha * (base - 1.0))) + pause * (base != cur)
-    jk = rem[:, None] / T(w.astype(np.float64)) + pause[:, None] * (w != cur[:, None])
-    values = j0[:, None] - jk
-    values[k > (mx - base)[:, None]] = np.nan
-    weights = k * g[:, None]
-    return values, weights.astype(np.int64)
-
-
-def _local_mckp(values: np.ndarray, weights: np.ndarray, capacity: int) -> np.ndarray:
-    n, m = values.shape
-    choice = np.full(n, -1, dtype=np.int64)
-    if n == 0 or capacity <= 0:
-        return choice
-    neg = -np.inf
-    dp = np.zeros(capacity + 1)
-    arg = np.full((n, capacity + 1), -1, dtype=np.int64)
-    for i in range(n):
-        new = dp.copy()
-        for o in range(m):
-            v = values[i, o]
-            if not (v > 0):
-                continue
-            wt = int(weights[i, o])
-            if wt > capacity:
-                continue
-            cand = np.full(capacity + 1, neg)
-            cand[wt:] = dp[: capacity + 1 - wt] + v
-            better = cand > new + 1e-12
-            new[better] = cand[better]
-            arg[i, better] = o
-        dp = new
-    c = capacity
-    for i in range(n - 1, -1, -1):
-        o = int(arg[i, c])
-        choice[i] = o
-        if o >= 0:
-            c -= int(weights[i, o])
-    return choice
 
 
 def mckp_extras(
@@ -170,16 +101,12 @@ def mckp_extras(
         return np.where(ok, best + 1, 0).astype(np.int64)
     if solver == "greedy":
         return _greedy(values, weights, capacity)
-    try:
-        from aryl.elastic import solve_mckp
+    from aryl.elastic import solve_mckp
 
-        res = solve_mckp(
-            values, weights, int(capacity), backend=backend, validate=False  # type: ignore[arg-type]
-        )
-        choice = np.asarray(res.choice, dtype=np.int64)
-    except ImportError as exc:
-        _fallback("aryl.elastic", exc)
-        choice = _local_mckp(values, weights, int(capacity))
+    res = solve_mckp(
+        values, weights, int(capacity), backend=backend, validate=False  # type: ignore[arg-type]
+    )
+    choice = np.asarray(res.choice, dtype=np.int64)
     return np.where(choice >= 0, choice + 1, 0).astype(np.int64)
 
 
@@ -192,11 +119,8 @@ def _table(
     alpha: np.ndarray,
     pause: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    try:
-        from aryl.elastic import jct_reduction_table
-    except ImportError as exc:
-        _fallback("aryl.elastic", exc)
-        return _local_table(rem, cur, base, mx, g, alpha, pause)
+    from aryl.elastic import jct_reduction_table
+
     # The kernel takes one scalar pause; jobs starting now are charged none.
     p = float(pause.max()) if pause.size else 0.0
     zero = pause == 0
@@ -242,47 +166,6 @@ def _greedy(values: np.ndarray, weights: np.ndarray, capacity: int) -> np.ndarra
 # ----------------------------------------------------------------- reclaim
 
 
-def _local_reclaim(
-    servers: list[int],
-    on: dict[int, dict[int, int]],
-    workers: dict[int, int],
-    base: dict[int, int],
-    n: int,
-) -> tuple[list[int], set[int]]:
-    """Greedy cost rule of [Aryl] §3 step 3 (fallback)."""
-    w = dict(workers)
-    left = list(servers)
-    on = {s: dict(d) for s, d in on.items()}
-    taken: list[int] = []
-    preempted: set[int] = set()
-    for _ in range(min(n, len(left))):
-        best: tuple[float, int, int, int] | None = None
-        for s in left:
-            cost = 0.0
-            busy = 0
-            for j, k in on[s].items():
-                busy += k
-                if w[j] - k < base[j]:
-                    cost += k / w[j]
-            key = (cost, len(on[s]), busy, s)
-            if best is None or key < best:
-                best = key
-        assert best is not None
-        s = best[3]
-        left.remove(s)
-        taken.append(s)
-        for j, k in list(on[s].items()):
-            if w[j] - k < base[j]:
-                preempted.add(j)
-                for d in on.values():
-                    d.pop(j, None)
-                w[j] = 0
-            else:
-                w[j] -= k
-                del on[s][j]
-    return taken, preempted
-
-
 def plan_reclaim(eng: Engine, n: int) -> tuple[list[int], set[int]]:
     """Choose ``n`` loaned servers to return: ``(servers, preempted job indices)``."""
     loaned = eng.loaned_servers()
@@ -290,18 +173,8 @@ def plan_reclaim(eng: Engine, n: int) -> tuple[list[int], set[int]]:
     for s in loaned:
         for j in eng.jobs_on[s]:
             jobs[j] = None
-    try:
-        from aryl.reclaiming import ReclaimRequest, reclaim
-    except ImportError as exc:
-        _fallback("aryl.reclaiming", exc)
-        on = {s: dict(eng.jobs_on[s]) for s in loaned}
-        return _local_reclaim(
-            loaned,
-            on,
-            {j: eng.workers[j] for j in jobs},
-            {j: eng.base_workers[j] for j in jobs},
-            n,
-        )
+    from aryl.reclaiming import ReclaimRequest, reclaim
+
     job_list = list(jobs)
     index = {j: i for i, j in enumerate(job_list)}
     p_job: list[int] = []
@@ -340,56 +213,14 @@ def plan_reclaim(eng: Engine, n: int) -> tuple[list[int], set[int]]:
 # ----------------------------------------------------------------- traces
 
 
-def _read_csv_fallback(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    df = pd.read_csv(path)
-    cols = set(df.columns)
-    if {"submission_time", "duration", "num_gpu"} <= cols:  # ElasticFlow ITP
-        out = pd.DataFrame(
-            {
-                "job_id": df["job_id"].astype(str),
-                "submit_time_s": df["submission_time"].astype(np.float64),
-                "duration_s": df["duration"].astype(np.float64),
-                "gpus": df["num_gpu"].astype(np.int64),
-            }
-        )
-    elif {"timestamp", "duration", "num_gpus"} <= cols:  # Philly (Pollux)
-        ts = pd.to_datetime(df["timestamp"])
-        t = (ts - ts.min()).dt.total_seconds()
-        out = pd.DataFrame(
-            {
-                "job_id": [f"philly-{i}" for i in range(len(df))],
-                "submit_time_s": t.astype(np.float64),
-                "duration_s": df["duration"].astype(np.float64),
-                "gpus": df["num_gpus"].astype(np.int64),
-            }
-        )
-    elif {"job_id", "submit_time_s", "duration_s", "gpus"} <= cols:
-        out = df
-    else:
-        raise InvalidInputError(f"trace: {path}: unknown columns {sorted(cols)}")
-    out = out.sort_values("submit_time_s", kind="stable").reset_index(drop=True)
-    return out, {"source": str(path)}
-
-
 def load_jobs(source: Any) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Canonical job DataFrame and trace meta from a path, preset name, ``Trace`` or DataFrame."""
     if isinstance(source, pd.DataFrame):
         return source, {"source": "DataFrame"}
     if hasattr(source, "jobs") and isinstance(source.jobs, pd.DataFrame):
         return source.jobs, dict(getattr(source, "meta", {}) or {})
-    try:
-        from aryl.traces import load_trace
-    except ImportError as exc:
-        _fallback("aryl.traces", exc)
-        path = Path(str(source))
-        if not path.exists():
-            presets = {
-                "itp-c07": Path("/work/shared/traces/elasticflow-itp/cluster07.csv"),
-            }
-            if str(source) not in presets:
-                raise InvalidInputError(f"trace: no such file or preset {source!r}") from None
-            path = presets[str(source)]
-        return _read_csv_fallback(path)
+    from aryl.traces import load_trace
+
     trace = load_trace(source)
     return trace.jobs, dict(getattr(trace, "meta", {}) or {})
 
@@ -398,38 +229,12 @@ def synthesize(
     jobs: pd.DataFrame, meta: dict[str, Any], *, elastic_fraction: float, seed: int
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Fill the scaling columns (ARYL.md §2) with ``aryl.traces.synthesize_elastic``."""
-    try:
-        from aryl.traces import Trace, synthesize_elastic
-    except ImportError as exc:
-        _fallback("aryl.traces", exc)
-        return _synth_fallback(jobs, meta, elastic_fraction, seed)
+    from aryl.traces import Trace, synthesize_elastic
+
     tr = synthesize_elastic(
         Trace(jobs=jobs, meta=meta), elastic_fraction=elastic_fraction, seed=seed
     )
     return tr.jobs, dict(getattr(tr, "meta", {}) or {})
-
-
-def _synth_fallback(
-    jobs: pd.DataFrame, meta: dict[str, Any], elastic_fraction: float, seed: int
-) -> tuple[pd.DataFrame, dict[str, Any]]:
-    from aryl.sim.jobs import largest_divisor_at_most
-
-    rng = np.random.default_rng(seed)
-    n = len(jobs)
-    out = jobs.copy()
-    gpus = out["gpus"].to_numpy(dtype=np.int64)
-    gpw = np.array([largest_divisor_at_most(int(x), 8) for x in gpus], dtype=np.int64)
-    traced = gpus // gpw
-    elastic = rng.random(n) < elastic_fraction
-    base = np.maximum(1, np.rint(traced / 2)).astype(np.int64)
-    out["gpus_per_worker"] = gpw
-    out["elastic"] = elastic
-    out["min_workers"] = np.where(elastic, base, traced)
-    out["max_workers"] = np.where(elastic, 2 * traced, traced)
-    out["alpha"] = rng.uniform(0.0, 0.2, n)
-    m = dict(meta)
-    m["synthesis"] = {"elastic_fraction": elastic_fraction, "seed": seed, "fallback": True}
-    return out, m
 
 
 def inference_schedule(demand: Any, n_inference_servers: int, t0: float) -> InferenceSchedule:
@@ -471,16 +276,8 @@ def default_inference(
     if n_inference_servers <= 0:
         return None
     day = 86400.0
-    try:
-        from aryl.traces.inference import load_inference
-    except ImportError as exc:
-        _fallback("aryl.traces.inference", exc)
-        # A diurnal curve (hourly steps): 25% of the servers at night, 75% at the peak.
-        h = np.arange(24, dtype=np.float64)
-        frac = 0.5 - 0.25 * np.cos(2 * np.pi * (h - 3.0) / 24.0)
-        return InferenceSchedule(
-            h * 3600.0, np.ceil(frac * n_inference_servers).astype(np.int64), day
-        )
+    from aryl.traces.inference import load_inference
+
     demand = load_inference(
         "bundled",
         n_servers=n_inference_servers,
