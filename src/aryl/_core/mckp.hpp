@@ -379,7 +379,7 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
   std::vector<int64_t> pick;
   const int64_t width = cap + 1;
   const double dense_cells = static_cast<double>(m) * static_cast<double>(width);
-  // State budget: the stored states plus one stage's candidates (each vector may
+  // State budget: the stored states and one stage's candidates (each vector may
   // hold up to twice its size while growing) stay within max_table_bytes;
   // and past an eighth of the dense table's cells the dense DP is the cheaper one
   // (a sparse state costs several times a dense cell).
@@ -399,11 +399,9 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
       const double rb = rem[t + 1];
       cand.clear();
       runs.assign(1, 0);
-      // Stored states plus this stage's candidates stay within the budget: checked
-      // per candidate, since one stage can multiply the states by its alternatives.
-      const size_t room = budget > static_cast<int64_t>(all.size())
-                              ? static_cast<size_t>(budget) - all.size()
-                              : 0;
+      // The stored states and this stage's candidates each stay within the budget,
+      // checked per push: one stage can multiply the states by its alternatives.
+      const size_t room = static_cast<size_t>(budget);
       for (size_t r = 0; r < a.size() && sparse_ok; ++r) {
         const int64_t aw = a[r].w, aq = a[r].q;
         for (size_t p = lo; p < hi; ++p) {
@@ -445,9 +443,14 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
       int64_t bestv = kNeg;
       for (const State& c : cand)
         if (c.v > bestv) {
+          if (all.size() >= room) {
+            sparse_ok = false;
+            break;
+          }
           all.push_back(c);
           bestv = c.v;
         }
+      if (!sparse_ok) break;
       hi = all.size();
       // The canonical optimum's states are never pruned, so a stage is never empty;
       // should rounding ever prove that wrong, the unpruned dense DP takes over.
