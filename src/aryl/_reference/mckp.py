@@ -111,9 +111,15 @@ def solve_mckp(
     capacity: int,
     *,
     backend: Backend = "reference",
+    validate: bool = True,
     max_table_bytes: int = MAX_TABLE_BYTES,
 ) -> MCKPResult:
-    """Same as :func:`aryl.elastic.solve_mckp` with the reference backend."""
+    """:func:`aryl.elastic.solve_mckp` with ``backend="reference"`` as the default.
+
+    Same parameters, result, tie rule and errors (see there); this twin's table
+    costs O(n_jobs * capacity) time and memory.
+    """
     return _solve_mckp(
-        values, weights, capacity, backend=backend, max_table_bytes=max_table_bytes
+        values, weights, capacity, backend=backend, validate=validate,
+        max_table_bytes=max_table_bytes,
     )
