@@ -1,0 +1,131 @@
+"""`aryl experiment paper`: the command runs on a small preset, and the numbers it
+writes to results.md are the ones in its tables, recomputed from its raw runs."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from aryl.cli import main
+from aryl.errors import InvalidInputError
+from aryl.experiment import _fmt, size_cluster
+
+
+def test_size_cluster_hand_computed() -> None:
+    # 2 jobs over a 1,000 s span: 8 GPUs x 1,000 s + 4 GPUs x 500 s = 10,000 GPU-s
+    # -> offered load 10 GPUs; at load 0.5 that is 20 GPUs = 3 servers (ceil 2.5).
+    jobs = pd.DataFrame(
+        {"submit_time_s": [0.0, 1000.0], "duration_s": [1000.0, 500.0], "gpus": [8, 4]}
+    )
+    assert size_cluster(jobs, target_load=0.5, inference_ratio=2.0) == (3, 6)
+    assert size_cluster(jobs, target_load=0.5, inference_ratio=0.1) == (3, 4)  # at least 4
+    # the largest job must fit: a 64-GPU job needs 8 servers whatever the load
+    big = pd.DataFrame({"submit_time_s": [0.0, 1e6], "duration_s": [1.0, 1.0], "gpus": [64, 1]})
+    assert size_cluster(big)[0] == 8
+    with pytest.raises(InvalidInputError, match="target_load"):
+        size_cluster(jobs, target_load=0.0)
+    with pytest.raises(InvalidInputError, match="empty"):
+        size_cluster(jobs.iloc[:0])
+
+
+def test_default_preset_sizes_to_the_simulator_default() -> None:
+    from aryl.sim.config import DEFAULT_INFERENCE_SERVERS, DEFAULT_TRAINING_SERVERS
+    from aryl.traces import load_trace
+
+    assert size_cluster(load_trace("itp-c07").jobs) == (
+        DEFAULT_TRAINING_SERVERS,
+        DEFAULT_INFERENCE_SERVERS,
+    )
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("paper")
+    result = CliRunner().invoke(
+        main,
+        ["experiment", "paper", "--quick", "--out", str(out), "-j", "1",
+         "--reclaim-instances", "40"],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    return out, result.output
+
+
+def test_quick_run_writes_every_artefact(quick_run: tuple[Path, str]) -> None:
+    out, _ = quick_run
+    for name in ("runs.csv", "headline.csv", "ablations.csv", "sensitivity.csv", "reclaim.csv",
+                 "results.md", "manifest.json", "cdf_delay_jct.png", "sensitivity.png"):
+        assert (out / name).stat().st_size > 0, name
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["quick"] is True
+    assert not list(out.glob("*.tmp*")), "a temporary file was left behind"
+
+
+def test_headline_ratios_recomputed_from_runs(quick_run: tuple[Path, str]) -> None:
+    out, printed = quick_run
+    runs = pd.read_csv(out / "runs.csv")
+    head = pd.read_csv(out / "headline.csv")
+    h = runs[runs["section"] == "headline"]
+    fifo = h[h["policy"] == "fifo"].iloc[0]
+    aryl = h[h["policy"] == "aryl"].iloc[0]
+    row = head[head["trace"] == "itp-c10"].iloc[0]
+    expected_qd = fifo["mean_queuing_delay_s"] / aryl["mean_queuing_delay_s"]
+    expected_jct = fifo["mean_jct_s"] / aryl["mean_jct_s"]
+    assert row["qd ratio"] == pytest.approx(expected_qd, rel=1e-12)
+    assert row["JCT ratio"] == pytest.approx(expected_jct, rel=1e-12)
+    # fifo is the paper's baseline: JCT = queuing delay + traced duration exactly, so
+    # its mean JCT exceeds its mean queuing delay by the trace's mean duration.
+    from aryl.traces import load_trace
+
+    mean_duration = float(load_trace("itp-c10").jobs["duration_s"].mean())
+    assert fifo["mean_jct_s"] - fifo["mean_queuing_delay_s"] == pytest.approx(mean_duration)
+    # the paper's row is there, with its own figures
+    paper = head[head["trace"].str.startswith("paper")].iloc[0]
+    assert paper["qd ratio"] == 1.53
+    assert paper["JCT ratio"] == 1.50
+    # results.md carries the very numbers of the table, formatted as printed
+    md = (out / "results.md").read_text()
+    assert _fmt(float(row["qd ratio"])) in md
+    assert _fmt(float(row["JCT ratio"])) in md
+    assert _fmt(float(row["qd ratio"])) in printed
+
+
+def test_reclaim_quality_is_consistent(quick_run: tuple[Path, str]) -> None:
+    out, _ = quick_run
+    rq = pd.read_csv(out / "reclaim.csv").iloc[0]
+    assert rq["instances"] == 40
+    # the exact optimum is a lower bound: excess is never negative
+    assert rq["mean excess"] >= 0
+    assert rq["max excess"] >= 0
+    assert rq["mean greedy preemptions"] - rq["mean exact preemptions"] == pytest.approx(
+        rq["mean excess"]
+    )
+    assert 0.0 <= rq["share optimal"] <= 1.0
+
+
+def test_sensitivity_load_sweep_has_its_own_fifo(quick_run: tuple[Path, str]) -> None:
+    out, _ = quick_run
+    runs = pd.read_csv(out / "runs.csv")
+    sens = pd.read_csv(out / "sensitivity.csv")
+    load = sens[sens["sweep"] == "target_load"].iloc[0]
+    r = runs[(runs["sweep"] == "target_load") & np.isclose(runs["value"], load["value"])]
+    fifo = r[r["policy"] == "fifo"].iloc[0]
+    aryl = r[r["policy"] == "aryl"].iloc[0]
+    assert fifo["n_training_servers"] == aryl["n_training_servers"]
+    expected = fifo["mean_queuing_delay_s"] / aryl["mean_queuing_delay_s"]
+    if math.isfinite(expected):
+        assert load["qd ratio"] == pytest.approx(expected, rel=1e-12)
+
+
+def test_bad_arguments_are_clear_errors(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["experiment", "paper", "--philly", str(tmp_path / "no.csv")])
+    assert result.exit_code == 2
+    assert "does not exist" in result.output
+    result = CliRunner().invoke(main, ["experiment", "paper", "-j", "0"])
+    assert result.exit_code == 2
