@@ -262,9 +262,24 @@ def test_non_loaning_policies_never_loan() -> None:
             assert res.summary["end_s"] == 2000.0, policy
     res = run(rows, "aryl", n_training_servers=1, n_inference_servers=4, inference=demand,
               loan_reserve_servers=0)
-    assert res.summary["n_loans"] == 4  # every loanable server, as soon as a job waits
+    # one server per job that waits (j0 runs on the training server)
+    assert res.summary["n_loans"] == 3
+    assert res.summary["n_loan_returns"] == 3  # each goes back when its job ends
     assert res.summary["end_s"] == 503.0
     assert res.summary["queuing_delay_s"]["max"] == 0.0
+    ev = res.events[res.events["job_id"] == ""]
+    assert list(zip(ev["time_s"], ev["event"], ev["workers"], strict=True)) == [
+        (1.0, "loan", 1), (2.0, "loan", 2), (3.0, "loan", 3),
+        (501.0, "loan_return", 1), (502.0, "loan_return", 2), (503.0, "loan_return", 3),
+    ]
+    # the previous behaviour: every loanable server as soon as a job waits, kept
+    res = simulate(jobs_df(rows), policy="aryl", inference=demand,
+                   config=SimConfig(n_training_servers=1, n_inference_servers=4,
+                                    loan_reserve_servers=0, check=True),
+                   policy_options={"return_idle_loans": False})
+    assert res.summary["n_loans"] == 4
+    assert res.summary["n_loan_returns"] == 0
+    assert res.summary["end_s"] == 503.0
 
 
 # --------------------------------------------------------------- measures
@@ -403,3 +418,68 @@ def test_default_inference_profile_is_used() -> None:
     s = res.summary
     assert s["n_loans"] > 0
     assert 0 < s["inference_utilisation"] < s["inference_utilisation_with_loans"] <= 1
+
+
+# --------------------------------------------------------------- voluntary loan return
+
+
+def test_loaned_server_goes_back_when_its_job_ends() -> None:
+    # A fills the only training server; B waits and runs on the loaned server
+    # over [20, 50]; at 50 the server hosts nothing and goes back.  C (4 GPUs)
+    # fits the training server, so nothing is borrowed for it.
+    rows = [
+        dict(job_id="A", submit_time_s=0, duration_s=100, gpus=8),
+        dict(job_id="B", submit_time_s=20, duration_s=30, gpus=8),
+        dict(job_id="C", submit_time_s=120, duration_s=10, gpus=4),
+    ]
+    demand = InferenceDemand(np.array([0.0]), np.array([0]), n_servers=1)
+    res = run(rows, "aryl", n_training_servers=1, n_inference_servers=1,
+              loan_reserve_servers=0, inference=demand, timeseries_step_s=10.0)
+    assert events_of(res, "B") == [(20.0, "arrive", 0), (20.0, "start", 1), (50.0, "finish", 0)]
+    ev = res.events[res.events["job_id"] == ""]
+    assert list(zip(ev["time_s"], ev["event"], ev["workers"], strict=True)) == [
+        (20.0, "loan", 1), (50.0, "loan_return", 1),
+    ]
+    s = res.summary
+    assert (s["n_loans"], s["n_loan_returns"], s["n_reclaims"]) == (1, 1, 0)
+    assert s["end_s"] == 130.0
+    # allocated 8*100 + 8*30 + 4*10 = 1080; available 8*130 (training) + 8*30 (loan) = 1280
+    assert s["gpu_s_allocated"] == 1080.0
+    assert s["gpu_s_available"] == 1280.0
+    assert s["cluster_usage"] == 1080.0 / 1280.0
+    assert s["mean_loaned_servers"] == 30.0 / 130.0
+    ts = res.timeseries
+    assert ts["loaned_servers"].tolist() == [0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+    # without the voluntary return the server is borrowed at t = 0 (A is queued
+    # when the pass starts) and kept to the end (t = 130)
+    res = simulate(jobs_df(rows), policy="aryl", inference=demand,
+                   config=SimConfig(n_training_servers=1, n_inference_servers=1,
+                                    loan_reserve_servers=0, check=True),
+                   policy_options={"return_idle_loans": False})
+    assert res.summary["n_loan_returns"] == 0
+    assert res.summary["gpu_s_available"] == 8 * 130 + 8 * 130
+    assert res.summary["cluster_usage"] == 1080.0 / 2080.0
+
+
+def test_no_loan_when_nothing_waits_and_no_elastic_job_can_grow() -> None:
+    # R (4 GPUs) and E (2..4 workers of 1 GPU, starts at its maximum) share the
+    # training server; nothing ever waits and E never can grow: no loan at all.
+    rows = [
+        dict(job_id="R", submit_time_s=0, duration_s=100, gpus=4),
+        dict(job_id="E", submit_time_s=0, duration_s=200, gpus=4, gpus_per_worker=1,
+             min_workers=2, max_workers=4),
+    ]
+    demand = InferenceDemand(np.array([0.0]), np.array([0]), n_servers=2)
+    res = run(rows, "aryl", n_training_servers=1, n_inference_servers=2,
+              loan_reserve_servers=0, inference=demand)
+    assert events_of(res, "E")[1] == (0.0, "start", 4)
+    assert res.summary["n_loans"] == 0
+    assert res.summary["n_loan_returns"] == 0
+    assert res.summary["gpu_s_available"] == 8 * 200
+    assert not (res.events["job_id"] == "").any()
+    # the previous behaviour borrowed both servers at t = 0 (jobs were queued)
+    res = simulate(jobs_df(rows), policy="aryl", inference=demand,
+                   config=SimConfig(n_training_servers=1, n_inference_servers=2,
+                                    loan_reserve_servers=0, check=True),
+                   policy_options={"return_idle_loans": False})
+    assert res.summary["n_loans"] == 2

@@ -19,8 +19,12 @@ One scheduling pass (ARYL.md §3):
    pause for a job starting now).
 3. **Extra placement**, best-fit decreasing (jobs by extra GPUs, descending,
    then index): an extra worker stays where it is when there is room (loaned
-   servers first), the rest go to loaned servers first, then training, so that
-   a reclaim mostly shrinks elastic jobs.  A worker that no server can hold
+   servers first), the rest go to servers already on loan first, then
+   training, then servers merely offered to this pass, so that a reclaim
+   mostly shrinks elastic jobs and a server is borrowed for an extra only when
+   the others are full (base workers: training, on loan, offered).  Offered
+   servers left empty are not borrowed and loaned servers left empty go back
+   at the end of the pass (engine, ``return_idle_loans``).  A worker that no server can hold
    (fragmentation) is dropped.
 
 Phase 2 runs only when something it depends on changed since it last ran: a
@@ -79,6 +83,8 @@ class ArylPolicy(SjfPolicy):
         self._split: dict[int, tuple[Placement, Placement, Placement]] = {}
         self._extras: dict[int, Placement] = {}
         self._groups: list[list[int]] = []
+        self._groups_extra: list[list[int]] = []
+        self._held: list[int] = []
         self._loaned: list[int] = []
         self._real: list[int] = []
         self._real_left = 0
@@ -111,6 +117,28 @@ class ArylPolicy(SjfPolicy):
         self._split[j] = (place, b, e)
         return b, e
 
+    def _set_groups(self, loaned: list[int]) -> None:
+        """Server groups for base workers and for extras.
+
+        Base workers: training, then servers already on loan, then servers
+        merely offered to this pass.  Extras: servers already on loan, then
+        training, then offered servers, so that a server is borrowed for an
+        extra only when the others are full.  Without offered servers (no
+        voluntary return) this is the previous training/loaned split.
+        """
+        v = self.view
+        self._loaned = loaned
+        offered = v.offered_servers() if loaned else []
+        if offered:
+            o = set(offered)
+            held = [s for s in loaned if s not in o]
+        else:
+            held = loaned
+        tr = v.training_servers
+        self._groups = [grp for grp in (tr, held, offered) if grp]
+        self._groups_extra = [grp for grp in (held, tr, offered) if grp]
+        self._held = held
+
     # base phase hooks: the list passed around is the truly free GPUs; the
     # scratch (free + GPUs of the current extras) is built only when needed
     def _capacity_view(self) -> tuple[list[int], int]:
@@ -120,8 +148,7 @@ class ArylPolicy(SjfPolicy):
         self._scratch = None
         self._displaced = False
         loaned = v.loaned_servers()
-        self._loaned = loaned
-        self._groups = [v.training_servers, loaned] if loaned else [v.training_servers]
+        self._set_groups(loaned)
         wk, bw, gw = v.workers, v.base_workers, v.gpw
         ex_total = sum((wk[j] - bw[j]) * gw[j] for j in self._el)
         # free GPUs of usable servers = their capacity minus busy GPUs
@@ -208,8 +235,7 @@ class ArylPolicy(SjfPolicy):
                 # Fast exact path: jobs at their maximum keep their extras; if the
                 # others' unconstrained best options fit the free GPUs, that is the
                 # MCKP optimum (every class at its own best value).
-                self._loaned = loaned
-                self._groups = [v.training_servers, loaned] if loaned else [v.training_servers]
+                self._set_groups(loaned)
                 wk, mw, bw, gw = v.workers, v.max_workers, v.base_workers, v.gpw
                 fast = list(real)
                 sub: list[int] = []
@@ -300,8 +326,7 @@ class ArylPolicy(SjfPolicy):
         order = np.lexsort((np.asarray(cand), -(k * g))).tolist()
         k_l = k.tolist()
         g_l = g.tolist()
-        loaned = self._groups[1] if len(self._groups) > 1 else []
-        groups_extra = [loaned, v.training_servers] if loaned else [v.training_servers]
+        groups_extra = self._groups_extra
         new_extra: dict[int, Placement] = {}
         # keep pass
         for i in order:

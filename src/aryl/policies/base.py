@@ -115,6 +115,8 @@ class SimView(Protocol):
 
     def loaned_servers(self) -> list[int]: ...
 
+    def offered_servers(self) -> list[int]: ...
+
     def remaining_work(self, j: int) -> float: ...
 
     def remaining_work_many(self, jobs: list[int]) -> np.ndarray: ...
@@ -132,16 +134,25 @@ class Policy(ABC):
     ``min_workers`` and ``max_workers``; otherwise every job runs at its traced
     size), ``uses_tick`` (run a pass on the periodic tick even if nothing
     happened).
+
+    ``return_idle_loans`` (loaning policies; default True, policy option of the
+    same name): the engine offers the loanable servers to a pass and keeps only
+    those the pass placed a worker on, and a loaned server with no training
+    worker after a pass goes back to the inference pool as idle.  False keeps
+    every borrowed server until it is reclaimed (the behaviour before 2026-11-30).
     """
 
     name: ClassVar[str] = ""
     loans: ClassVar[bool] = False
     elastic: ClassVar[bool] = False
     uses_tick: ClassVar[bool] = False
+    return_idle_loans: bool = True
 
     def __init__(self, view: SimView, options: dict[str, Any]) -> None:
         self.view = view
         self.options = options
+        if "return_idle_loans" in options:
+            self.return_idle_loans = bool(options["return_idle_loans"])
 
     @abstractmethod
     def enqueue(self, j: int) -> None:

@@ -2,7 +2,8 @@
 
 After every scheduling pass: no server over-committed and its free GPUs equal
 capacity minus placements; no placement on an inference server that is not on
-loan; every running job at or above its base and at or below its maximum, its
+loan; no loaned server left without a training worker when the policy
+returns idle loans; every running job at or above its base and at or below its maximum, its
 worker count equal to its placement; the busy-GPU counter equal to the sum of
 placements.  After a reclaim: the loaned servers no longer exceed what the
 inference side allows (servers returned by their deadline).  At the end: every
@@ -66,6 +67,12 @@ class Checker:
                 )
             if s >= e.n_train and e.inf_state[s - e.n_train] != LOANED and used[s]:
                 raise InvariantError(f"inference server {s} not on loan but hosts training work")
+        if e.tentative:
+            raise InvariantError(f"offered servers {e.tentative} left unsettled after a pass")
+        if e.return_loans:
+            for i, st in enumerate(e.inf_state):
+                if st == LOANED and not e.jobs_on[e.n_train + i]:
+                    raise InvariantError(f"loaned server {e.n_train + i} idle after a pass")
         if busy != e.busy:
             raise InvariantError(f"busy counter {e.busy} != placements {busy}")
         if e.n_loaned > max(0, e.n_inf - e.needed) and e.config.reclaim_grace_s == 0:

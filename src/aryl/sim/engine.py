@@ -13,8 +13,11 @@ order).  Events at the same time are processed in this fixed order:
 4. job arrivals (3), in arrival order then input row order,
 5. periodic ticks (4),
 
-then **one** scheduling pass (loan idle inference servers if the policy loans,
-then ``policy.schedule``).  Ties inside a priority go by ``seq`` (push order).
+then **one** scheduling pass (offer the loanable idle inference servers if the
+policy loans, then ``policy.schedule``, then settle the loans: offered servers
+that got a worker become loans, and loaned servers without a training worker
+go back to the inference pool when the policy's ``return_idle_loans`` is on).
+Ties inside a priority go by ``seq`` (push order).
 
 Finish events are invalidated lazily: each job remembers the ``seq`` of its live
 finish event, and a rescale or preemption pushes a new one, so stale entries are
@@ -186,6 +189,8 @@ class Engine:
         self.loan_int = 0.0
         self.serving_int = 0.0
         self.n_loans = 0
+        self.n_loan_returns = 0
+        self.tentative: list[int] = []  # servers offered to the current pass, not yet counted
         self.n_reclaims = 0
         self.n_reclaim_preempt = 0
         self.reclaim_deadline_misses = 0
@@ -200,6 +205,7 @@ class Engine:
         self.n_infeasible = 0
         self.pending_reclaim = 0
         self.policy: Policy = make_policy(policy, self, dict(policy_options or {}))
+        self.return_loans = bool(self.policy.loans and self.policy.return_idle_loans)
         self.checker: Any = None
         self.reclaim_log: list[Any] | None = None
         if config.check:
@@ -209,9 +215,13 @@ class Engine:
 
     # ----------------------------------------------------------------- view
     def loaned_servers(self) -> list[int]:
-        """Ids of the inference servers on loan, ascending."""
+        """Ids of the inference servers on loan (including offered ones), ascending."""
         base = self.n_train
         return [base + i for i, st in enumerate(self.inf_state) if st == LOANED]
+
+    def offered_servers(self) -> list[int]:
+        """Loaned servers offered to the current pass only (returned if unused), ascending."""
+        return self.tentative
 
     def _advance(self, j: int, now: float) -> None:
         lt = self.last_t[j]
@@ -434,6 +444,7 @@ class Engine:
         if loanable <= 0 or not self.policy.wants_loan():
             return False
         S = self.gpus_per_server
+        tentative = self.return_loans
         # Loan the highest-id idle servers.
         for i in range(self.n_inf - 1, -1, -1):
             if loanable == 0:
@@ -444,11 +455,54 @@ class Engine:
                 self.cap[s] = S
                 self.free[s] = S
                 self.n_loaned += 1
-                self.n_loans += 1
                 loanable -= 1
-                if self.events is not None:
-                    self.events.append((self.now, -1, "loan", s))
+                if tentative:
+                    self.tentative.append(s)  # counted by _settle_loans if used
+                else:
+                    self.n_loans += 1
+                    if self.events is not None:
+                        self.events.append((self.now, -1, "loan", s))
+        if tentative:
+            self.tentative.reverse()  # ascending server id
         return True
+
+    def _unloan(self, s: int) -> None:
+        i = s - self.n_train
+        self.inf_state[i] = IDLE
+        self.cap[s] = 0
+        self.free[s] = 0
+        self.n_loaned -= 1
+
+    def _settle_loans(self, ev_mark: int) -> None:
+        """After a pass: keep the offered servers that got work, give back empty loans.
+
+        Offered (tentative) servers the pass did not use go back silently (they
+        were never counted as loaned and no time passed); used ones count as
+        loans, logged at the start of the pass.  Loaned servers with no training
+        worker go back to the inference pool as idle (``n_loan_returns``).
+        """
+        used_new = []
+        for s in self.tentative:
+            if self.jobs_on[s]:
+                used_new.append(s)
+                self.n_loans += 1
+            else:
+                self._unloan(s)
+        if used_new and self.events is not None:
+            now = self.now
+            self.events[ev_mark:ev_mark] = [(now, -1, "loan", s) for s in used_new]
+        fresh = set(self.tentative)
+        self.tentative = []
+        base = self.n_train
+        for i, st in enumerate(self.inf_state):
+            s = base + i
+            if st == LOANED and s not in fresh and not self.jobs_on[s]:
+                self._unloan(s)
+                self.n_loan_returns += 1
+                if self.events is not None:
+                    self.events.append((self.now, -1, "loan_return", s))
+        if self.inference is not None:
+            self._set_serving()
 
     def _demand(self, k: int) -> None:
         assert self.inference is not None
@@ -497,11 +551,7 @@ class Engine:
                 self._resize(j, left, Reason.RECLAIM_SCALE_IN)
         for s in servers:
             assert not self.jobs_on[s], "reclaimed server still hosts jobs"
-            i = s - self.n_train
-            self.inf_state[i] = IDLE
-            self.cap[s] = 0
-            self.free[s] = 0
-            self.n_loaned -= 1
+            self._unloan(s)
             self.n_reclaims += 1
             if self.events is not None:
                 self.events.append((self.now, -1, "reclaim", s))
@@ -543,6 +593,7 @@ class Engine:
             self._start(j, place, reason)
 
     def _pass(self, changed: bool) -> None:
+        ev_mark = len(self.events) if self.events is not None else 0
         if self.policy.loans and self._loan():
             changed = True
         t = time.perf_counter()
@@ -551,6 +602,8 @@ class Engine:
         self.n_decisions += 1
         if d:
             self._apply(d)
+        if self.return_loans and self.n_loaned:
+            self._settle_loans(ev_mark)
         if self.checker is not None:
             self.checker.after_pass()
 

@@ -151,6 +151,7 @@ def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
         "n_moves": int(sum(eng.n_move)),
         "n_loans": eng.n_loans,
         "n_reclaims": eng.n_reclaims,
+        "n_loan_returns": eng.n_loan_returns,
         "n_decisions": eng.n_decisions,
         "scheduler_time_s": eng.sched_time_s,
         "scheduler_ms_per_decision": (
