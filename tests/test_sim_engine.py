@@ -483,3 +483,23 @@ def test_no_loan_when_nothing_waits_and_no_elastic_job_can_grow() -> None:
                                     loan_reserve_servers=0, check=True),
                    policy_options={"return_idle_loans": False})
     assert res.summary["n_loans"] == 2
+
+
+def test_unchecked_jct_table_equals_the_kernel_builder() -> None:
+    from aryl.elastic import jct_reduction_table
+    from aryl.sim.adapters import _table_unchecked
+
+    rng = np.random.default_rng(3)
+    for n in (1, 7, 40):
+        base = rng.integers(1, 5, n).astype(np.int64)
+        mx = base + rng.integers(0, 9, n)
+        cur = np.minimum(mx, base + rng.integers(0, 4, n))
+        g = rng.integers(1, 9, n).astype(np.int64)
+        rem = rng.uniform(0, 1e5, n)
+        rem[0] = 0.0
+        alpha = rng.uniform(0, 0.5, n)
+        for pause in (0.0, 30.0):
+            v0, w0 = jct_reduction_table(rem, cur, base, mx, g, alpha, pause)
+            v1, w1 = _table_unchecked(rem, cur, base, mx, g, alpha, pause)
+            np.testing.assert_array_equal(v0, v1)  # NaN where absent, bit-identical elsewhere
+            np.testing.assert_array_equal(w0, w1)

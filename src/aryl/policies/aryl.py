@@ -84,6 +84,7 @@ class ArylPolicy(SjfPolicy):
         self._extras: dict[int, Placement] = {}
         self._groups: list[list[int]] = []
         self._groups_extra: list[list[int]] = []
+        self._np_static: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._held: list[int] = []
         self._loaned: list[int] = []
         self._real: list[int] = []
@@ -149,8 +150,9 @@ class ArylPolicy(SjfPolicy):
         self._displaced = False
         loaned = v.loaned_servers()
         self._set_groups(loaned)
-        wk, bw, gw = v.workers, v.base_workers, v.gpw
-        ex_total = sum((wk[j] - bw[j]) * gw[j] for j in self._el)
+        # GPUs of the current extras: every running job is at or above its base,
+        # and only the scalable ones (``_el``) can be above it
+        ex_total = v.busy - v.base_busy
         # free GPUs of usable servers = their capacity minus busy GPUs
         avail = (len(v.training_servers) + len(loaned)) * v.gpus_per_server - v.busy
         self._real_left = avail
@@ -305,14 +307,22 @@ class ArylPolicy(SjfPolicy):
         from aryl.sim.adapters import mckp_extras
 
         n = len(cand)
-        bw, mw, gw, wk = v.base_workers, v.max_workers, v.gpw, v.workers
+        bw, wk = v.base_workers, v.workers
         rem = v.remaining_work_many(cand)
-        base = np.array([bw[j] for j in cand], dtype=np.int64)
+        ci = np.fromiter(cand, dtype=np.int64, count=n)
+        if self._np_static is None:
+            self._np_static = (
+                np.asarray(bw, dtype=np.int64),
+                np.asarray(v.max_workers, dtype=np.int64),
+                np.asarray(v.gpw, dtype=np.int64),
+                np.asarray(v.alpha, dtype=np.float64),
+            )
+        bw_a, mw_a, gw_a, al_a = self._np_static
+        base = bw_a[ci]
         cur = np.array([wk[j] for j in cand[:n_run]] + [bw[j] for j, _ in new], dtype=np.int64)
-        mx = np.array([mw[j] for j in cand], dtype=np.int64)
-        g = np.array([gw[j] for j in cand], dtype=np.int64)
-        al = v.alpha
-        alpha = np.array([al[j] for j in cand], dtype=np.float64)
+        mx = mw_a[ci]
+        g = gw_a[ci]
+        alpha = al_a[ci]
         pause = np.zeros(n)
         pause[:n_run] = float(v.config.rescale_pause_s)
         kk = mckp_extras(

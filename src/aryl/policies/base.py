@@ -111,6 +111,7 @@ class SimView(Protocol):
     paused_until: list[float]
     queued_since: list[float]
     busy: int
+    base_busy: int
     config: Any
 
     def loaned_servers(self) -> list[int]: ...

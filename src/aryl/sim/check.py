@@ -39,6 +39,7 @@ class Checker:
         e = self.eng
         used = [0] * len(e.free)
         busy = 0
+        base_busy = 0
         for j in e.running:
             if e.state[j] != RUNNING:
                 raise InvariantError(f"job {j} in the running set but state {e.state[j]}")
@@ -58,6 +59,7 @@ class Checker:
                     raise InvariantError(f"job {j}: placement on server {s} inconsistent")
                 used[s] += k * g
             busy += w * g
+            base_busy += e.base_workers[j] * g
         for s in range(len(e.free)):
             if e.free[s] < 0:
                 raise InvariantError(f"server {s} over-committed (free {e.free[s]})")
@@ -73,6 +75,8 @@ class Checker:
             for i, st in enumerate(e.inf_state):
                 if st == LOANED and not e.jobs_on[e.n_train + i]:
                     raise InvariantError(f"loaned server {e.n_train + i} idle after a pass")
+        if base_busy != e.base_busy:
+            raise InvariantError(f"base-busy counter {e.base_busy} != placements {base_busy}")
         if busy != e.busy:
             raise InvariantError(f"busy counter {e.busy} != placements {busy}")
         if e.n_loaned > max(0, e.n_inf - e.needed) and e.config.reclaim_grace_s == 0:

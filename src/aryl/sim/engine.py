@@ -184,6 +184,7 @@ class Engine:
         self.t0 = float(t0)
         self.now = self.t0
         self.busy = 0
+        self.base_busy = 0  # GPUs of the base workers of running jobs (busy - extras)
         self.busy_int = 0.0
         self.cap_int = 0.0
         self.loan_int = 0.0
@@ -328,6 +329,7 @@ class Engine:
         self.workers[j] = w
         self.state[j] = RUNNING
         self.running[j] = None
+        self.base_busy += self.base_workers[j] * self.gpw[j]
         self.alloc_t[j] = now
         self._set_speed(j, w)
         if math.isnan(self.first_start[j]):
@@ -372,6 +374,7 @@ class Engine:
         self._account(j, now)
         self._remove(j)
         del self.running[j]
+        self.base_busy -= self.base_workers[j] * self.gpw[j]
         self.rem[j] = self.ckpt_rem[j]
         self.last_t[j] = now
         self.next_ckpt[j] = math.inf
@@ -392,6 +395,7 @@ class Engine:
         self._account(j, now)
         self._remove(j)
         del self.running[j]
+        self.base_busy -= self.base_workers[j] * self.gpw[j]
         self.state[j] = DONE
         self.finish_t[j] = now
         self.fin_seq[j] = -1
@@ -481,27 +485,35 @@ class Engine:
         loans, logged at the start of the pass.  Loaned servers with no training
         worker go back to the inference pool as idle (``n_loan_returns``).
         """
-        used_new = []
-        for s in self.tentative:
-            if self.jobs_on[s]:
-                used_new.append(s)
-                self.n_loans += 1
-            else:
-                self._unloan(s)
-        if used_new and self.events is not None:
-            now = self.now
-            self.events[ev_mark:ev_mark] = [(now, -1, "loan", s) for s in used_new]
-        fresh = set(self.tentative)
-        self.tentative = []
+        jobs_on = self.jobs_on
+        tentative = self.tentative
+        if tentative:
+            used_new = []
+            for s in tentative:
+                if jobs_on[s]:
+                    used_new.append(s)
+                    self.n_loans += 1
+                else:
+                    self._unloan(s)  # back to idle, as before the offer
+            if used_new and self.events is not None:
+                now = self.now
+                self.events[ev_mark:ev_mark] = [(now, -1, "loan", s) for s in used_new]
+            fresh = set(tentative)
+            self.tentative = []
+        else:
+            fresh = set()
+        returned = False
         base = self.n_train
         for i, st in enumerate(self.inf_state):
-            s = base + i
-            if st == LOANED and s not in fresh and not self.jobs_on[s]:
-                self._unloan(s)
-                self.n_loan_returns += 1
-                if self.events is not None:
-                    self.events.append((self.now, -1, "loan_return", s))
-        if self.inference is not None:
+            if st == LOANED:
+                s = base + i
+                if not jobs_on[s] and s not in fresh:
+                    self._unloan(s)
+                    self.n_loan_returns += 1
+                    returned = True
+                    if self.events is not None:
+                        self.events.append((self.now, -1, "loan_return", s))
+        if returned and self.inference is not None:
             self._set_serving()
 
     def _demand(self, k: int) -> None:
