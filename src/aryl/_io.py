@@ -29,6 +29,20 @@ __all__ = ["atomic_write_bytes", "atomic_write_dataframe", "atomic_write_text"]
 logger = logging.getLogger(__name__)
 
 
+def _default_mode() -> int:
+    """0o666 minus the process umask (what ``open(path, "w")`` would give)."""
+    try:  # Linux: read it without changing it (os.umask is process-wide)
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically.
 
@@ -42,7 +56,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     Returns
     -------
     pathlib.Path
-        The destination path.
+        The destination path.  The file gets the permissions ``open()``
+        would give (0o666 minus the umask), not mkstemp's 0o600.
 
     Raises
     ------
@@ -57,6 +72,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
         raise InvalidInputError(f"path: directory {str(directory)!r} does not exist")
     fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=directory)
     try:
+        # mkstemp makes the file 0600; give it the mode a plain open() would
+        os.fchmod(fd, _default_mode())
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

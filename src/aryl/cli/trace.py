@@ -147,5 +147,7 @@ def convert_command(src: str, out: str, fmt: str | None, window: str | None, tz:
         path = write_trace(t, Path(out))
     except InvalidInputError as exc:
         raise click.ClickException(str(exc)) from exc
+    except OSError as exc:  # read-only location, disk full, ...
+        raise click.ClickException(f"cannot write {out!r}: {exc.strerror or exc}") from exc
     dropped = ", ".join(f"{k}={v}" for k, v in t.dropped.items()) or "none"
     click.echo(f"wrote {path}: {t.n_jobs} jobs ({t.format}); dropped: {dropped}")

@@ -16,7 +16,7 @@ from aryl.errors import InvalidInputError
 from aryl.traces.presets import DEFAULT_PRESET, PRESETS, preset_files
 from aryl.traces.readers import ReaderOptions, read_file
 from aryl.traces.schema import Trace, canonical_frame
-from aryl.traces.validate import check_on_invalid
+from aryl.traces.validate import check_on_invalid, check_tz
 from aryl.traces.window import parse_window, window_mask
 
 __all__ = ["load_trace", "write_trace"]
@@ -86,7 +86,8 @@ def load_trace(
     TraceFormatError
         A bad header or row (names file, line, column).
     InvalidInputError
-        A bad argument or an unknown source.
+        A bad argument (unknown ``tz``, malformed ``window``) or an unknown
+        source.
 
     Notes
     -----
@@ -94,6 +95,7 @@ def load_trace(
     loads in well under a second.
     """
     check_on_invalid(on_invalid)
+    check_tz(tz)
     if int(gpus_per_server) < 1:
         raise InvalidInputError(f"gpus_per_server must be >= 1, got {gpus_per_server}")
     if max_gpus is not None and int(max_gpus) < 1:

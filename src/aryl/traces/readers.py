@@ -49,16 +49,22 @@ Fractional GPU policy (PAI, pods): a fractional total is rounded up to the next
 whole GPU, so 0.5 GPU -> 1 and 1.5 -> 2; the number of rows rounded is kept in
 ``Trace.meta["n_fractional_gpus_rounded_up"]``.  It is never truncated to 0.
 
-Line numbers in errors are file lines (header = 1) and assume one record per
-line (no quoted newlines).  Wholly blank lines are skipped.
+Line numbers in errors are file lines (header = 1); a record spanning several
+lines (a quoted newline) is named by its first line.  Wholly blank lines are
+skipped.  Files must be UTF-8 (a BOM is allowed); CRLF line ends, quoted fields
+and trailing blank fields are accepted; a record with more non-blank fields
+than the header is an error (never shifted).
 """
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import gzip
+import io
 import json
 import logging
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -119,18 +125,114 @@ class FormatSpec:
 # ---------------------------------------------------------------- raw reading
 
 
-def _read_header(path: Path) -> list[str]:
-    if path.name.lower().endswith((".parquet", ".pq")):
-        import pyarrow.parquet as pq
+def _is_parquet(path: Path) -> bool:
+    return path.name.lower().endswith((".parquet", ".pq"))
 
-        return [str(c) for c in pq.read_schema(path).names]
+
+def _read_parquet(path: Path, *, schema_only: bool = False) -> Any:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        if schema_only:
+            return pq.read_schema(path)
+        return pd.read_parquet(path)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise TraceFormatError(f"cannot read the file as Parquet ({exc})", path=str(path)) from exc
+
+
+def _read_text(path: Path) -> str:
+    """The whole CSV file as text (gzip-decompressed when it ends in ``.gz``).
+
+    Raises :class:`TraceFormatError` naming the line of the first byte that is
+    not UTF-8 (e.g. a Windows-1252 export).
+    """
+    try:
+        data = path.read_bytes()
+        if path.name.lower().endswith(".gz"):
+            data = gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InvalidInputError(f"source: cannot read {str(path)!r} ({exc})") from exc
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise TraceFormatError(
+            f"byte 0x{data[exc.start]:02x} is not UTF-8 text (re-save the file as UTF-8)",
+            path=str(path), line=line,
+        ) from exc
+
+
+def _read_header(path: Path) -> list[str]:
+    if _is_parquet(path):
+        return [str(c) for c in _read_parquet(path, schema_only=True).names]
     opener: Any = gzip.open if path.name.lower().endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8-sig", newline="") as handle:
-            first = handle.readline()
-    except OSError as exc:
+        with opener(path, "rb") as handle:
+            first = handle.readline(1 << 20)
+    except (OSError, EOFError, zlib.error) as exc:
         raise InvalidInputError(f"source: cannot read {str(path)!r} ({exc})") from exc
-    return [c.strip().strip('"') for c in first.rstrip("\r\n").split(",")]
+    try:
+        text = first.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise TraceFormatError(
+            f"byte 0x{first[exc.start]:02x} is not UTF-8 text (re-save the file as UTF-8)",
+            path=str(path), line=1,
+        ) from exc
+    return [c.strip() for c in next(csv.reader([text]), [])]
+
+
+def _csv_records(
+    path: Path, names: tuple[str, ...] | None
+) -> tuple[list[str], list[list[str]], list[int]]:
+    """Parse a CSV file strictly with :mod:`csv`.
+
+    Returns the header, the records (each padded to the header's width) and
+    the 1-based file line where each record starts (correct across quoted
+    newlines).  Wholly blank lines are skipped.  A record with more fields
+    than the header is an error unless the extra fields are blank (trailing
+    commas); pandas would instead take the first field as an index and shift
+    every column.
+    """
+    reader = csv.reader(io.StringIO(_read_text(path), newline=""), strict=True)
+    records: list[list[str]] = []
+    lines: list[int] = []
+    header: list[str] | None = list(names) if names else None
+    end = 0
+    try:
+        for row in reader:
+            start, end = end + 1, reader.line_num
+            if not "".join(row).strip():
+                if header is None and row:
+                    header = [c.strip() for c in row]
+                continue
+            if header is None:
+                header = [c.strip() for c in row]
+                continue
+            width = len(header)
+            if len(row) > width:
+                if "".join(row[width:]).strip():
+                    raise TraceFormatError(
+                        f"{len(row)} fields but the header has {width} "
+                        f"({', '.join(header)})", path=str(path), line=start,
+                    )
+                row = row[:width]
+            elif len(row) < width:
+                row = row + [""] * (width - len(row))
+            records.append(row)
+            lines.append(start)
+    except csv.Error as exc:
+        raise TraceFormatError(f"cannot parse CSV ({exc})", path=str(path),
+                               line=reader.line_num) from exc
+    if header is None or not any(header):
+        raise TraceFormatError("empty file: no header line", path=str(path), line=1)
+    seen: set[str] = set()
+    for name in header:
+        if name and name in seen:
+            raise TraceFormatError("duplicate column name in the header", path=str(path),
+                                   line=1, column=name)
+        seen.add(name)
+    return header, records, lines
 
 
 def read_raw(
@@ -139,44 +241,40 @@ def read_raw(
     """Read a CSV (optionally gzip) or Parquet file without interpreting cells.
 
     CSV cells are read as text (no NA conversion, so a blank stays blank);
-    wholly blank lines are removed.  ``names`` reads a header-less CSV.
+    wholly blank lines are removed; trailing blank fields are ignored.
+    ``names`` reads a header-less CSV.
 
     Returns
     -------
     raw : pandas.DataFrame
         Column names stripped of spaces.
     lines : numpy.ndarray of int64
-        1-based file line (CSV) or row number + 1 (Parquet) of each row.
+        1-based file line (CSV) where each record starts, or row number + 1
+        (Parquet).
     line_label : {"line", "row"}
+
+    Raises
+    ------
+    TraceFormatError
+        Not UTF-8 (naming the line), malformed quoting, a record with extra
+        non-blank fields, a duplicate or missing header, an unreadable Parquet
+        file.
+    InvalidInputError
+        The file cannot be read (or is not valid gzip).
+
+    Notes
+    -----
+    O(file size); the whole file is held in memory.
     """
-    if path.name.lower().endswith((".parquet", ".pq")):
-        raw = pd.read_parquet(path)
+    if _is_parquet(path):
+        raw = _read_parquet(path)
         raw.columns = [str(c).strip() for c in raw.columns]
         return raw.reset_index(drop=True), np.arange(2, len(raw) + 2, dtype=np.int64), "row"
-    try:
-        raw = pd.read_csv(
-            path,
-            dtype=str,
-            keep_default_na=False,
-            na_filter=False,
-            skip_blank_lines=False,
-            header=None if names else 0,
-            names=list(names) if names else None,
-            encoding="utf-8-sig",
-        )
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise TraceFormatError(f"cannot parse CSV: {exc}", path=str(path)) from exc
-    raw.columns = [str(c).strip() for c in raw.columns]
-    first_line = 1 if names else 2
-    lines = np.arange(first_line, len(raw) + first_line, dtype=np.int64)
-    if len(raw):
-        blank = np.ones(len(raw), dtype=bool)
-        for col in raw.columns:
-            blank &= (raw[col].str.strip() == "").to_numpy(dtype=bool)
-        if blank.any():
-            raw = raw.loc[~blank].reset_index(drop=True)
-            lines = lines[~blank]
-    return raw, lines, "line"
+    header, records, lines = _csv_records(path, names)
+    columns = list(zip(*records, strict=True)) if records else [() for _ in header]
+    raw = pd.DataFrame({i: pd.Series(col, dtype=object) for i, col in enumerate(columns)})
+    raw.columns = header
+    return raw.reset_index(drop=True), np.asarray(lines, dtype=np.int64), "line"
 
 
 def detect_format(columns: list[str], *, path: str = "") -> str:
@@ -200,7 +298,7 @@ def detect_format(columns: list[str], *, path: str = "") -> str:
             return spec.name
     best = max(FORMATS.values(), key=lambda s: len(set(s.required) & present) / len(s.required))
     missing = [c for c in best.required if c not in present]
-    if not set(best.required) & present:
+    if 2 * len(set(best.required) & present) < len(best.required):
         raise TraceFormatError(
             f"unknown trace format (header {columns!r}); known formats: {sorted(FORMATS)}",
             path=path, line=1,
@@ -272,13 +370,15 @@ def _parse_canonical(
             out[col] = ck.integer(raw[col], col)
         out["elastic"] = _parse_bool(ck, raw["elastic"], "elastic")
         out["alpha"] = ck.number(raw["alpha"], "alpha")
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore", divide="ignore"):
             ck.flag(out["gpus_per_worker"] < 1, "bad_scaling", "gpus_per_worker",
                     "gpus_per_worker < 1", values=out["gpus_per_worker"])
             ck.flag(out["min_workers"] < 1, "bad_scaling", "min_workers", "min_workers < 1",
                     values=out["min_workers"])
             ck.flag(out["max_workers"] < out["min_workers"], "bad_scaling", "max_workers",
                     "max_workers < min_workers", values=out["max_workers"])
+            ck.flag(out["gpus"] % out["gpus_per_worker"] != 0, "bad_scaling", "gpus_per_worker",
+                    "gpus is not a multiple of gpus_per_worker", values=out["gpus_per_worker"])
             ck.flag(out["alpha"] < 0, "bad_scaling", "alpha", "alpha < 0", values=out["alpha"])
     for col in ("tenant", "gpu_type"):
         if col in raw.columns:
@@ -520,6 +620,8 @@ def read_file(
     if not path.is_file():
         raise InvalidInputError(f"source: no such file or preset {str(path)!r}")
     header = _read_header(path)
+    if not any(header):
+        raise TraceFormatError("empty file: no header line", path=str(path), line=1)
     if format is None:
         fmt = detect_format(header, path=str(path))
     else:

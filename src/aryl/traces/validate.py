@@ -15,7 +15,7 @@ kind                rule
 missing_value       a required cell is blank (or null in Parquet)
 not_a_number        a numeric cell is not a number, or is NaN or infinite
 bad_timestamp       a date-time cell does not parse
-not_an_integer      a GPU or worker count has a fractional part
+not_an_integer      a GPU or worker count has a fractional part or exceeds 2**53
 negative_duration   duration < 0, or end before start
 zero_duration       duration == 0, or end equal to start
 zero_gpus           0 (or negative) GPUs
@@ -24,7 +24,7 @@ exceeds_server      a job larger than one server when multi-server jobs are off,
 exceeds_cluster     more GPUs than ``max_gpus`` (what the cluster can ever hold)
 bad_scaling         inconsistent scaling columns (``min_workers`` < 1,
                     ``max_workers`` < ``min_workers``, ``gpus_per_worker`` < 1,
-                    ``alpha`` < 0)
+                    ``gpus`` not a multiple of ``gpus_per_worker``, ``alpha`` < 0)
 duplicate_job_id    a job id seen on an earlier line (the first one is kept)
 cpu_only            a CPU-only job in a format that lists them (Helios ``gpu_num=0``,
                     Alibaba pods ``num_gpu=0``, PAI ``plan_gpu=0``): not an error,
@@ -45,7 +45,7 @@ import pandas as pd
 
 from aryl.errors import InvalidInputError, TraceFormatError
 
-__all__ = ["KINDS", "RowChecker", "check_on_invalid"]
+__all__ = ["KINDS", "MAX_COUNT", "RowChecker", "check_on_invalid", "check_tz"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +64,9 @@ KINDS: tuple[str, ...] = (
     "cpu_only",
 )
 
+MAX_COUNT: int = 2**53
+"""Largest GPU / worker count accepted (float64 holds every integer up to it)."""
+
 FloatArray = np.ndarray[Any, np.dtype[np.float64]]
 BoolArray = np.ndarray[Any, np.dtype[np.bool_]]
 
@@ -73,6 +76,29 @@ def check_on_invalid(on_invalid: str) -> str:
     if on_invalid not in ("raise", "drop"):
         raise InvalidInputError(f"on_invalid must be 'raise' or 'drop', got {on_invalid!r}")
     return on_invalid
+
+
+def check_tz(tz: str | None) -> str | None:
+    """Validate an IANA time zone name (``None`` passes: the format's default).
+
+    Raises
+    ------
+    InvalidInputError
+        If ``tz`` is not a non-empty string naming a zone of the tz database.
+    """
+    if tz is None:
+        return None
+    import zoneinfo
+
+    if not isinstance(tz, str) or not tz.strip():
+        raise InvalidInputError(f"tz: expected an IANA time zone name, got {tz!r}")
+    try:
+        zoneinfo.ZoneInfo(tz)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+        raise InvalidInputError(
+            f"tz: unknown time zone {tz!r} (use an IANA name such as 'America/Los_Angeles')"
+        ) from exc
+    return tz
 
 
 def _is_stringlike(raw: pd.Series) -> bool:
@@ -199,7 +225,11 @@ class RowChecker:
         Flags ``missing_value`` (blank, when ``required``) and ``not_a_number``
         (text that is not a finite number).  O(n).
         """
-        if _is_stringlike(raw):
+        if pd.api.types.is_bool_dtype(raw):
+            # a true/false column is not a count or a time (True would read as 1)
+            blank = raw.isna().to_numpy(dtype=bool)
+            out = np.full(len(raw), np.nan)
+        elif _is_stringlike(raw):
             text = raw.astype("str").str.strip()
             blank = (text == "").to_numpy(dtype=bool) | raw.isna().to_numpy(dtype=bool)
             values = pd.to_numeric(text.where(~blank, "nan"), errors="coerce")
@@ -218,12 +248,19 @@ class RowChecker:
     def integer(self, raw: pd.Series, column: str, *, required: bool = True) -> FloatArray:
         """Parse a count column: as :meth:`number`, and flag ``not_an_integer``.
 
-        Returns float64 (NaN where blank); cast after the rows are filtered.
+        A value with a fractional part, or larger in magnitude than
+        :data:`MAX_COUNT` (2**53, where float64 stops holding every integer;
+        larger values would also wrap when cast to int64), is
+        ``not_an_integer``.  Returns float64 (NaN where blank); cast after the
+        rows are filtered.
         """
         out = self.number(raw, column, required=required)
         with np.errstate(invalid="ignore"):
             frac = np.isfinite(out) & (out != np.round(out))
+            huge = np.isfinite(out) & (np.abs(out) > MAX_COUNT)
         self.flag(frac, "not_an_integer", column, "not a whole number",
+                  values=raw.to_numpy(dtype=object))
+        self.flag(huge, "not_an_integer", column, f"count larger than {MAX_COUNT:,}",
                   values=raw.to_numpy(dtype=object))
         return out
 

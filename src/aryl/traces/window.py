@@ -90,7 +90,7 @@ def parse_window(
     Raises
     ------
     InvalidInputError
-        If the spec does not parse or ``end <= start``.
+        If the spec does not parse, a bound is not finite, or ``end <= start``.
     """
     meta: dict[str, Any] = {"spec": spec if isinstance(spec, str) else list(spec)}
     if isinstance(spec, tuple):
@@ -108,6 +108,9 @@ def parse_window(
                     f"window: expected 'busiest-<N>d' or 'START,END', got {spec!r}"
                 )
             start, end = _bound(parts[0], tz), _bound(parts[1], tz)
+    for name, value in (("start", start), ("end", end)):
+        if not np.isfinite(value):
+            raise InvalidInputError(f"window: {name} must be a finite time, got {value}")
     if not end > start:
         raise InvalidInputError(f"window: end ({end}) must be after start ({start})")
     meta.update({"start_s": start, "end_s": end, "edge_rule": "submit_time_s in [start, end)"})

@@ -1,0 +1,194 @@
+"""Hostile trace files and arguments: every one must give a clear
+``TraceFormatError`` / ``InvalidInputError`` (file, line, column or argument),
+a one-line CLI error without traceback, and nothing written on failure."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import stat
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from aryl._io import atomic_write_text
+from aryl.cli import main
+from aryl.errors import InvalidInputError, TraceFormatError
+from aryl.traces import load_trace
+
+H = "job_id,submission_time,duration,num_gpu\n"
+
+
+def _w(tmp_path: Path, name: str, data: str | bytes) -> Path:
+    path = tmp_path / name
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    path.write_bytes(data)
+    return path
+
+
+def _err(path: Path, **kw: object) -> TraceFormatError:
+    with pytest.raises(TraceFormatError) as info:
+        load_trace(path, **kw)  # type: ignore[arg-type]
+    return info.value
+
+
+# ------------------------------------------------------------------ CSV structure
+
+
+def test_extra_leading_field_is_not_silently_shifted(tmp_path: Path) -> None:
+    # pandas used to take the first field as the index and shift every column
+    err = _err(_w(tmp_path, "s.csv", H + "x,a,1,2,1\ny,b,3,4,2\n"))
+    assert (err.line, err.column) == (2, None)
+    assert "5 fields" in str(err)
+    assert "4" in str(err)
+
+
+def test_extra_nonblank_field_on_a_later_line(tmp_path: Path) -> None:
+    err = _err(_w(tmp_path, "s.csv", H + "a,1,2,1\nb,3,4,2,9\n"))
+    assert err.line == 3
+
+
+def test_trailing_blank_fields_are_tolerated(tmp_path: Path) -> None:
+    trace = load_trace(_w(tmp_path, "t.csv", H + "a,1,2,1,\nb,3,4,2,,\n"))
+    assert trace.jobs["gpus"].tolist() == [1, 2]
+    assert trace.jobs["duration_s"].tolist() == [2.0, 4.0]
+
+
+def test_duplicate_header_column(tmp_path: Path) -> None:
+    err = _err(_w(tmp_path, "d.csv", "job_id,job_id,submission_time,duration,num_gpu\n"
+                                     "a,b,1,2,1\n"))
+    assert (err.line, err.column) == (1, "job_id")
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    err = _err(_w(tmp_path, "e.csv", ""))
+    assert err.line == 1
+    assert "empty" in str(err)
+
+
+def test_quoted_newline_keeps_line_numbers(tmp_path: Path) -> None:
+    err = _err(_w(tmp_path, "q.csv", H + '"a\nb",1,2,1\nc,1,x,1\n'))
+    assert (err.line, err.column) == (4, "duration")
+
+
+def test_crlf_bom_quotes(tmp_path: Path) -> None:
+    data = b"\xef\xbb\xbf" + (H + '"a,1",1,"2",1\r\nb,3,4,2\r\n').encode()
+    trace = load_trace(_w(tmp_path, "c.csv", data))
+    assert trace.jobs["job_id"].tolist() == ["a,1", "b"]
+
+
+def test_windows_1252_bytes_name_the_line(tmp_path: Path) -> None:
+    err = _err(_w(tmp_path, "w.csv", H.encode() + b"a,1,2,1\ncaf\xe9,1,2,1\n"))
+    assert err.line == 3
+    assert "UTF-8" in str(err)
+
+
+def test_windows_1252_bytes_gzip(tmp_path: Path) -> None:
+    err = _err(_w(tmp_path, "w.csv.gz", gzip.compress(H.encode() + b"caf\xe9,1,2,1\n")))
+    assert err.line == 2
+
+
+def test_not_parquet(tmp_path: Path) -> None:
+    err = _err(_w(tmp_path, "x.parquet", H + "a,1,2,1\n"))
+    assert "Parquet" in str(err)
+
+
+# ------------------------------------------------------------------ cells
+
+
+def test_huge_gpu_count_is_not_wrapped(tmp_path: Path) -> None:
+    err = _err(_w(tmp_path, "h.csv", H + "a,1,2,1e30\n"))
+    assert (err.line, err.column) == (2, "num_gpu")
+    trace = load_trace(tmp_path / "h.csv", on_invalid="drop")
+    assert trace.n_jobs == 0
+    assert trace.dropped == {"not_an_integer": 1}
+
+
+def test_parquet_uint64_gpus(tmp_path: Path) -> None:
+    path = tmp_path / "u.parquet"
+    pd.DataFrame({"job_id": ["a", "b"], "submit_time_s": [1.0, 2.0], "duration_s": [3.0, 4.0],
+                  "gpus": np.array([2**64 - 1, 1], dtype=np.uint64)}).to_parquet(path)
+    err = _err(path)
+    assert err.column == "gpus"
+
+
+def test_parquet_bool_is_not_a_count(tmp_path: Path) -> None:
+    path = tmp_path / "b.parquet"
+    pd.DataFrame({"job_id": ["a"], "submit_time_s": [1.0], "duration_s": [3.0],
+                  "gpus": [True]}).to_parquet(path)
+    assert _err(path).column == "gpus"
+
+
+def test_gpus_not_a_multiple_of_gpus_per_worker(tmp_path: Path) -> None:
+    text = ("job_id,submit_time_s,duration_s,gpus,gpus_per_worker,min_workers,max_workers,"
+            "elastic,alpha\na,1,2,4,2,1,2,true,0.1\nb,1,2,1,2,1,1,false,0.1\n")
+    err = _err(_w(tmp_path, "g.csv", text))
+    assert (err.line, err.column) == (3, "gpus_per_worker")
+
+
+# ------------------------------------------------------------------ arguments
+
+
+@pytest.mark.parametrize("tz", ["Mars/Olympus", ""])
+def test_unknown_tz_even_for_relative_formats(tmp_path: Path, tz: str) -> None:
+    with pytest.raises(InvalidInputError, match="tz"):
+        load_trace(_w(tmp_path, "i.csv", H + "a,1,2,1\n"), tz=tz)
+
+
+@pytest.mark.parametrize("spec", ["nan,5", "0,inf", "-inf,10"])
+def test_window_bounds_must_be_finite(tmp_path: Path, spec: str) -> None:
+    with pytest.raises(InvalidInputError, match="window"):
+        load_trace(_w(tmp_path, "i.csv", H + "a,1,2,1\n"), window=spec)
+
+
+def test_unrelated_header_is_not_called_a_near_match(tmp_path: Path) -> None:
+    # the Pollux workload files share only 'name' with the Alibaba pod list
+    err = _err(_w(tmp_path, "p.csv", "name,time,application,num_replicas,batch_size\n"
+                                     "a,1,cifar10,1,64\n"))
+    assert "unknown trace format" in str(err)
+
+
+# ------------------------------------------------------------------ output
+
+
+def test_output_file_mode_follows_umask(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        out = atomic_write_text(tmp_path / "o.txt", "x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644
+
+
+def test_cli_convert_unwritable_is_one_line(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # root ignores a read-only directory, so make the final rename fail instead
+    src = _w(tmp_path, "i.csv", H + "a,1,2,1\n")
+
+    def refuse(*args: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("aryl._io.os.replace", refuse)
+    result = CliRunner().invoke(main, ["trace", "convert", str(src), str(tmp_path / "o.csv")])
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit)
+    assert result.output.strip().splitlines() == [
+        f"Error: cannot write {str(tmp_path / 'o.csv')!r}: Permission denied"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["i.csv"]
+
+
+@pytest.mark.parametrize("name", ["w.csv", "s.csv", "x.parquet"])
+def test_cli_bad_files_exit_1_one_line(tmp_path: Path, name: str) -> None:
+    data = {"w.csv": H.encode() + b"caf\xe9,1,2,1\n", "s.csv": (H + "x,a,1,2,1\n").encode(),
+            "x.parquet": (H + "a,1,2,1\n").encode()}[name]
+    src = _w(tmp_path, name, data)
+    out = tmp_path / "o.csv"
+    result = CliRunner().invoke(main, ["trace", "convert", str(src), str(out)])
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit)
+    assert len(result.output.strip().splitlines()) == 1
+    assert not out.exists()
