@@ -192,3 +192,38 @@ def test_cli_bad_files_exit_1_one_line(tmp_path: Path, name: str) -> None:
     assert isinstance(result.exception, SystemExit)
     assert len(result.output.strip().splitlines()) == 1
     assert not out.exists()
+
+
+# ------------------------------------------------------------------ seeds and demand
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, True, "0"])
+def test_synthesize_elastic_bad_seed(seed: object) -> None:
+    from aryl.traces import synthesize_elastic
+
+    trace = load_trace("itp-c10")
+    with pytest.raises(InvalidInputError, match="seed"):
+        synthesize_elastic(trace, seed=seed)  # type: ignore[arg-type]
+
+
+def test_cli_convert_negative_seed_is_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["trace", "convert", "itp-c10", str(tmp_path / "o.csv"),
+                                       "--elastic-fraction", "0.5", "--seed", "-1"])
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit)
+    assert "seed" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("kw", "word"), [
+    ({"seed": -1}, "seed"),
+    ({"span_s": 1e18}, "steps"),
+    ({"start_s": float("inf")}, "start_s"),
+    ({"noise_sigma": float("inf")}, "noise_sigma"),
+])
+def test_load_inference_bad_arguments(kw: dict[str, float], word: str) -> None:
+    from aryl.traces.inference import load_inference
+
+    args: dict[str, float] = {"span_s": 86400.0, **kw}
+    with pytest.raises(InvalidInputError, match=word):
+        load_inference("diurnal", n_servers=16, **args)  # type: ignore[arg-type]

@@ -27,6 +27,7 @@ import numpy as np
 
 from aryl.errors import InvalidInputError
 from aryl.traces.schema import SCALING_COLUMNS, Trace
+from aryl.traces.validate import check_seed
 
 __all__ = ["rigid_gpus_per_worker", "synthesize_elastic"]
 
@@ -75,7 +76,7 @@ def synthesize_elastic(
     elastic_fraction : float in [0, 1], default 0.5
         Fraction of jobs made elastic (exact count, half to even).
     seed : int, default 0
-        Seed of :func:`numpy.random.default_rng`.
+        Seed of :func:`numpy.random.default_rng` (>= 0).
     alpha_low, alpha_high : float, default 0.02, 0.2
         ``alpha ~ U[alpha_low, alpha_high]`` per job (``0 <= low <= high``).
     gpus_per_server : int, default 8
@@ -97,7 +98,7 @@ def synthesize_elastic(
     -----
     O(n * gpus_per_server).  Deterministic for a given seed and row order.
     """
-    if not 0.0 <= elastic_fraction <= 1.0:
+    if isinstance(elastic_fraction, bool) or not 0.0 <= elastic_fraction <= 1.0:
         raise InvalidInputError(f"elastic_fraction must be in [0, 1], got {elastic_fraction}")
     if not 0.0 <= alpha_low <= alpha_high or not np.isfinite(alpha_high):
         raise InvalidInputError(
@@ -105,6 +106,7 @@ def synthesize_elastic(
         )
     if int(gpus_per_server) < 1:
         raise InvalidInputError(f"gpus_per_server must be >= 1, got {gpus_per_server}")
+    seed = check_seed(seed)
     params: dict[str, Any] = {
         "elastic_fraction": float(elastic_fraction),
         "seed": int(seed),

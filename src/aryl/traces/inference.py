@@ -43,13 +43,15 @@ import numpy as np
 import pandas as pd
 
 from aryl.errors import InvalidInputError, TraceFormatError
-from aryl.traces.validate import RowChecker
+from aryl.traces.validate import RowChecker, check_seed
 
 __all__ = ["InferenceDemand", "bundled_profile", "load_inference", "servers_needed_at"]
 
 logger = logging.getLogger(__name__)
 
 DAY_S = 86400.0
+MAX_STEPS = 10_000_000
+"""Most steps a generated demand curve may have (``span_s / step_s``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,7 +226,14 @@ def load_inference(
         raise InvalidInputError(f"span_s must be finite and > 0, got {span_s}")
     if not (step_s > 0 and math.isfinite(step_s)):
         raise InvalidInputError(f"step_s must be finite and > 0, got {step_s}")
+    if not math.isfinite(start_s):
+        raise InvalidInputError(f"start_s must be finite, got {start_s}")
     n_steps = math.ceil(span_s / step_s)
+    if n_steps > MAX_STEPS:
+        raise InvalidInputError(
+            f"span_s / step_s = {n_steps:,} steps, more than {MAX_STEPS:,} "
+            f"(span_s {span_s}, step_s {step_s})"
+        )
     offsets = np.arange(n_steps, dtype=np.float64) * step_s
     mid = offsets + step_s / 2.0
     if name == "bundled":
@@ -237,8 +246,11 @@ def load_inference(
     else:
         if not 0.0 <= trough_fraction <= 1.0:
             raise InvalidInputError(f"trough_fraction must be in [0, 1], got {trough_fraction}")
-        if not noise_sigma >= 0:
-            raise InvalidInputError(f"noise_sigma must be >= 0, got {noise_sigma}")
+        if not (noise_sigma >= 0 and math.isfinite(noise_sigma)):
+            raise InvalidInputError(f"noise_sigma must be finite and >= 0, got {noise_sigma}")
+        if not math.isfinite(trough_time_s):
+            raise InvalidInputError(f"trough_time_s must be finite, got {trough_time_s}")
+        check_seed(seed)
         phase = 2.0 * np.pi * (mid - trough_time_s) / DAY_S
         load = trough_fraction + (1.0 - trough_fraction) * 0.5 * (1.0 - np.cos(phase))
         rng = np.random.default_rng(seed)

@@ -45,7 +45,7 @@ import pandas as pd
 
 from aryl.errors import InvalidInputError, TraceFormatError
 
-__all__ = ["KINDS", "MAX_COUNT", "RowChecker", "check_on_invalid", "check_tz"]
+__all__ = ["KINDS", "MAX_COUNT", "RowChecker", "check_on_invalid", "check_seed", "check_tz"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +76,19 @@ def check_on_invalid(on_invalid: str) -> str:
     if on_invalid not in ("raise", "drop"):
         raise InvalidInputError(f"on_invalid must be 'raise' or 'drop', got {on_invalid!r}")
     return on_invalid
+
+
+def check_seed(seed: Any, name: str = "seed") -> int:
+    """Validate a seed for :func:`numpy.random.default_rng` (an int >= 0, not a bool).
+
+    Raises
+    ------
+    InvalidInputError
+        Naming ``name``, for a negative, fractional, boolean or non-integer seed.
+    """
+    if isinstance(seed, bool | np.bool_) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise InvalidInputError(f"{name} must be an integer >= 0, got {seed!r}")
+    return int(seed)
 
 
 def check_tz(tz: str | None) -> str | None:
