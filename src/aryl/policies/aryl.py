@@ -85,6 +85,10 @@ class ArylPolicy(SjfPolicy):
         self._groups: list[list[int]] = []
         self._groups_extra: list[list[int]] = []
         self._np_static: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        # extras of the running jobs, kept by on_placement: job -> extra part of
+        # its placement (jobs above their base only), and extra GPUs per server
+        self._ex_job: dict[int, Placement] = {}
+        self._ex_srv: list[int] = [0] * len(view.free)
         self._held: list[int] = []
         self._loaned: list[int] = []
         self._real: list[int] = []
@@ -97,6 +101,21 @@ class ArylPolicy(SjfPolicy):
     def on_finish(self, j: int) -> None:
         self._el.pop(j, None)
         self._split.pop(j, None)
+
+    def on_placement(self, j: int) -> None:
+        """Keep the extras of running jobs (per job and per server) up to date."""
+        old = self._ex_job.pop(j, None)
+        ex_srv = self._ex_srv
+        v = self.view
+        g = v.gpw[j]
+        if old:
+            for s, k in old.items():
+                ex_srv[s] -= k * g
+        if v.placement[j] is not None and v.workers[j] > v.base_workers[j]:
+            _, e = self._split_of(j)
+            for s, k in e.items():
+                ex_srv[s] += k * g
+            self._ex_job[j] = e
 
     def enqueue(self, j: int) -> None:
         self._el.pop(j, None)  # a preempted job is no longer running
@@ -161,18 +180,9 @@ class ArylPolicy(SjfPolicy):
     def _build_scratch(self) -> list[int]:
         """Free GPUs plus the GPUs of every current extra worker (and ``_extras``)."""
         if self._scratch is None:
-            v = self.view
-            free = list(self._real)
-            extras: dict[int, Placement] = {}
-            for j in self._el:
-                if v.workers[j] > v.base_workers[j]:
-                    _, e = self._split_of(j)
-                    g = v.gpw[j]
-                    for s, k in e.items():
-                        free[s] += k * g
-                    extras[j] = e
-            self._extras = extras
-            self._scratch = free
+            # read-only use of the live extras dict (no placement changes during a pass)
+            self._extras = self._ex_job
+            self._scratch = [a + b for a, b in zip(self._real, self._ex_srv, strict=True)]
         return self._scratch
 
     def _place(self, free: list[int], j: int) -> Placement | None:
@@ -271,7 +281,9 @@ class ArylPolicy(SjfPolicy):
                 free = self._build_scratch()
                 self._elastic_phase(d, free, list(self._el), self._extras)
             assert free is not None
-            left = sum(free[s] for s in v.training_servers) + sum(free[s] for s in loaned)
+            # inference servers not on loan have no free GPUs (capacity 0), so the
+            # free GPUs of training + loaned servers are the whole list's sum
+            left = sum(free)
         self._last_left = left
         self._last_loaned = len(loaned)
         for j, _, _ in d.starts:
@@ -300,8 +312,7 @@ class ArylPolicy(SjfPolicy):
         cand.extend(j for j, _ in new)
         if not cand:
             return True
-        servers = [s for grp in self._groups for s in grp]
-        capacity = sum(free[s] for s in servers)
+        capacity = sum(free)  # servers not in a group (not on loan) have none free
         if capacity <= 0 and not extras_now:
             return True
         from aryl.sim.adapters import mckp_extras

@@ -170,6 +170,10 @@ class Policy(ABC):
     def on_finish(self, j: int) -> None:  # noqa: B027 - optional hook
         """Job ``j`` finished."""
 
+    def on_placement(self, j: int) -> None:  # noqa: B027 - optional hook
+        """Job ``j``'s placement was set or removed (start, rescale, reclaim, preemption,
+        finish); called by the engine after the change, only if a policy overrides it."""
+
     def wants_loan(self) -> bool:
         """Whether borrowing idle inference servers would help right now."""
         return self.n_queued() > 0

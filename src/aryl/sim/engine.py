@@ -207,6 +207,12 @@ class Engine:
         self.pending_reclaim = 0
         self.policy: Policy = make_policy(policy, self, dict(policy_options or {}))
         self.return_loans = bool(self.policy.loans and self.policy.return_idle_loans)
+        # placement-change hook, only for policies that override it
+        self._on_place: Callable[[int], None] | None = (
+            self.policy.on_placement
+            if type(self.policy).on_placement is not Policy.on_placement
+            else None
+        )
         self.checker: Any = None
         self.reclaim_log: list[Any] | None = None
         if config.check:
@@ -313,6 +319,8 @@ class Engine:
         self.busy -= self.workers[j] * g
         self.placement[j] = None
         self.workers[j] = 0
+        if self._on_place is not None:
+            self._on_place(j)
 
     def _set_speed(self, j: int, w: int) -> None:
         tw = self.traced_workers[j]
@@ -327,6 +335,8 @@ class Engine:
         w = self._add(j, place)
         self.placement[j] = dict(place)
         self.workers[j] = w
+        if self._on_place is not None:
+            self._on_place(j)
         self.state[j] = RUNNING
         self.running[j] = None
         self.base_busy += self.base_workers[j] * self.gpw[j]
@@ -351,6 +361,8 @@ class Engine:
         w = self._add(j, place)
         self.placement[j] = dict(place)
         self.workers[j] = w
+        if self._on_place is not None:
+            self._on_place(j)
         if w > old_w:
             self.n_scale_out[j] += 1
             what = "scale_out"
@@ -585,6 +597,8 @@ class Engine:
                 w = self._add(j, place)
                 self.placement[j] = dict(place)
                 self.workers[j] = w
+                if self._on_place is not None:
+                    self._on_place(j)
                 if w > old_w:
                     self.n_scale_out[j] += 1
                     what = "scale_out"
