@@ -80,6 +80,10 @@ class ArylPolicy(SjfPolicy):
     def __init__(self, view: SimView, options: dict[str, Any]) -> None:
         super().__init__(view, options)
         self._el: dict[int, None] = {}  # running jobs that can scale (elastic, max > base)
+        self._rank: dict[int, int] = {}  # position of each job of _el in its order
+        self._n_el = 0
+        # running scalable jobs below their maximum (kept by on_placement)
+        self._below: dict[int, None] = {}
         self._split: dict[int, tuple[Placement, Placement, Placement]] = {}
         self._extras: dict[int, Placement] = {}
         self._groups: list[list[int]] = []
@@ -111,11 +115,19 @@ class ArylPolicy(SjfPolicy):
         if old:
             for s, k in old.items():
                 ex_srv[s] -= k * g
-        if v.placement[j] is not None and v.workers[j] > v.base_workers[j]:
-            _, e = self._split_of(j)
-            for s, k in e.items():
-                ex_srv[s] += k * g
-            self._ex_job[j] = e
+        if v.placement[j] is not None:
+            w = v.workers[j]
+            if w > v.base_workers[j]:
+                _, e = self._split_of(j)
+                for s, k in e.items():
+                    ex_srv[s] += k * g
+                self._ex_job[j] = e
+            if w < v.max_workers[j] and self._scalable(j):
+                self._below[j] = None
+            else:
+                self._below.pop(j, None)
+        else:
+            self._below.pop(j, None)
 
     def enqueue(self, j: int) -> None:
         self._el.pop(j, None)  # a preempted job is no longer running
@@ -238,8 +250,7 @@ class ArylPolicy(SjfPolicy):
         run = new_el or displaced or len(loaned) != self._last_loaned or left > self._last_left
         if run and not new_el and not displaced:
             # only capacity changed: nothing to do if every elastic job is at its maximum
-            wk, mw = v.workers, v.max_workers
-            run = any(wk[j] < mw[j] for j in self._el) or len(loaned) < self._last_loaned
+            run = bool(self._below) or len(loaned) < self._last_loaned
         if run and (self._el or new_el):
             done = False
             free: list[int] | None = None
@@ -254,17 +265,19 @@ class ArylPolicy(SjfPolicy):
                 ex_sub: dict[int, Placement] = {}
                 upper = 0  # GPUs the candidates could take at most
                 cap = left
-                for j in self._el:
-                    if wk[j] < mw[j]:
-                        sub.append(j)
-                        upper += (mw[j] - bw[j]) * gw[j]
-                        if wk[j] > bw[j]:
-                            _, e = self._split_of(j)
-                            g = gw[j]
-                            for s, k in e.items():
-                                fast[s] += k * g
-                                cap += k * g
-                            ex_sub[j] = e
+                below = self._below
+                if len(below) > 1:
+                    below = dict.fromkeys(sorted(below, key=self._rank.__getitem__))
+                for j in below:  # the jobs below their maximum, in _el order
+                    sub.append(j)
+                    upper += (mw[j] - bw[j]) * gw[j]
+                    if wk[j] > bw[j]:
+                        _, e = self._split_of(j)
+                        g = gw[j]
+                        for s, k in e.items():
+                            fast[s] += k * g
+                            cap += k * g
+                        ex_sub[j] = e
                 for j, _, _ in d.starts:
                     if self._scalable(j):
                         upper += (mw[j] - bw[j]) * gw[j]
@@ -289,6 +302,8 @@ class ArylPolicy(SjfPolicy):
         for j, _, _ in d.starts:
             if self._scalable(j):
                 self._el[j] = None
+                self._rank[j] = self._n_el
+                self._n_el += 1
         return d
 
     def _elastic_phase(
@@ -423,8 +438,7 @@ class ArylPolicy(SjfPolicy):
             return True
         if not self.elastic:
             return False
-        v = self.view
-        return any(v.workers[j] < v.max_workers[j] for j in self._el)
+        return bool(self._below)
 
 
 @register("aryl-no-loan")
