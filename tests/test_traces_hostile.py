@@ -227,3 +227,58 @@ def test_load_inference_bad_arguments(kw: dict[str, float], word: str) -> None:
     args: dict[str, float] = {"span_s": 86400.0, **kw}
     with pytest.raises(InvalidInputError, match=word):
         load_inference("diurnal", n_servers=16, **args)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ timestamps, pods
+
+PHILLY_H = "timestamp,duration,num_gpus,gpu_time,cluster\n"
+
+
+def test_philly_mixed_naive_and_offset_timestamps(tmp_path: Path) -> None:
+    # used to raise pandas' "Mixed timezones detected" ValueError
+    text = (PHILLY_H + "2017-11-05 01:30:00,10,1,10,c\n2017-10-10T07:00:00Z,10,1,10,c\n"
+            "2017-10-10 7:00,10,1,10,c\n2017-10-10T07:00:00+02:00,10,1,10,c\n")
+    trace = load_trace(_w(tmp_path, "p.csv", text))
+    got = dict(zip(trace.jobs["job_id"], trace.jobs["submit_time_s"], strict=True))
+    # calendar.timegm: 01:30 PDT (earlier instant) = 08:30 UTC; 7:00 PDT = 14:00 UTC
+    assert got == {"philly-2": 1509870600.0, "philly-3": 1507618800.0,
+                   "philly-4": 1507644000.0, "philly-5": 1507611600.0}
+
+
+def test_philly_offset_only_timestamps(tmp_path: Path) -> None:
+    # all-aware column used to raise a TypeError from astype
+    trace = load_trace(_w(tmp_path, "p.csv", PHILLY_H + "2017-10-10T07:00:00+02:00,10,1,10,c\n"))
+    assert trace.jobs["submit_time_s"].tolist() == [1507611600.0]
+
+
+POD_H = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+         "deletion_time,scheduled_time\n")
+
+
+@pytest.mark.parametrize(("row", "kind"), [
+    ("p,1000,100,1,-5,,LS,Running,0,100,10", "bad_gpu_share"),
+    ("p,1000,100,1,1500,,LS,Running,0,100,10", "bad_gpu_share"),
+    ("p,1000,100,2,500,,LS,Running,0,100,10", "bad_gpu_share"),
+    ("p,1000,100,1,,,LS,Running,0,100,10", "missing_value"),
+])
+def test_pod_gpu_share_is_checked(tmp_path: Path, row: str, kind: str) -> None:
+    path = _w(tmp_path, "pods.csv", POD_H + "ok,1000,100,1,500,,LS,Running,0,100,10\n" + row + "\n")
+    err = _err(path)
+    assert (err.line, err.column) == (3, "gpu_milli")
+    trace = load_trace(path, on_invalid="drop")
+    assert trace.jobs["job_id"].tolist() == ["ok"]
+    assert trace.dropped == {kind: 1}
+
+
+def test_cli_inspect_header_only_says_no_nan(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["trace", "inspect", str(_w(tmp_path, "h.csv", H))])
+    assert result.exit_code == 0, result.output
+    assert "nan" not in result.output
+    assert "- / -" in result.output
+
+
+def test_cli_inspect_shows_local_dates(tmp_path: Path) -> None:
+    path = _w(tmp_path, "p.csv", PHILLY_H + "2017-10-10 00:24:54,10,1,10,c\n")
+    result = CliRunner().invoke(main, ["trace", "inspect", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "2017-10-10 00:24:54 PDT" in result.output

@@ -54,6 +54,11 @@ def _load(trace: str, fmt: str | None, window: str | None, tz: str | None, drop_
         raise click.ClickException(str(exc)) from exc
 
 
+def _num(value: float, fmt: str = "{:,.0f}") -> str:
+    """Format a figure, '-' when it is undefined (no jobs, zero span)."""
+    return fmt.format(value) if value == value and abs(value) != float("inf") else "-"
+
+
 @click.group(name="trace")
 def trace_command() -> None:
     """Inspect and convert job traces (paths or presets such as itp-c07)."""
@@ -78,9 +83,17 @@ def inspect_command(trace: str, fmt: str | None, window: str | None, tz: str | N
     head.add_row("jobs", f"{s['n_jobs']:,}")
     head.add_row("span", f"{s['span_s']:,.0f} s ({s['span_s'] / 86400:.2f} days)")
     head.add_row("first / last submit (s)",
-                 f"{s['first_submit_s']:,.0f} / {s['last_submit_s']:,.0f}")
+                 f"{_num(s['first_submit_s'])} / {_num(s['last_submit_s'])}")
     head.add_row("GPU-hours", f"{s['gpu_hours']:,.0f}")
-    head.add_row("mean offered load", f"{s['mean_offered_load_gpus']:,.1f} GPUs")
+    head.add_row("mean offered load", f"{_num(s['mean_offered_load_gpus'], '{:,.1f}')} GPUs")
+    if "tz" in t.meta and t.n_jobs:
+        import pandas as pd
+
+        zone = str(t.meta["tz"])
+        first, last = (pd.Timestamp(x, unit="s", tz="UTC").tz_convert(zone)
+                       for x in (s["first_submit_s"], s["last_submit_s"]))
+        head.add_row("first / last submit (local)",
+                     f"{first:%Y-%m-%d %H:%M:%S %Z} / {last:%Y-%m-%d %H:%M:%S %Z}")
     if "tz" in t.meta:
         head.add_row("time zone", str(t.meta["tz"]))
     if "window" in t.meta:
@@ -101,7 +114,7 @@ def inspect_command(trace: str, fmt: str | None, window: str | None, tz: str | N
     dur = Table(title="duration (s)")
     for name in ("mean", "p50", "p90", "p95", "p99", "max"):
         dur.add_column(name, justify="right")
-    dur.add_row(*(f"{s[k]:,.0f}" for k in ("duration_mean_s", "duration_p50_s",
+    dur.add_row(*(_num(s[k]) for k in ("duration_mean_s", "duration_p50_s",
                                             "duration_p90_s", "duration_p95_s",
                                             "duration_p99_s", "duration_max_s")))
     console.print(dur)

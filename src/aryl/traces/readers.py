@@ -549,8 +549,13 @@ def _parse_alibaba2023(
     ck.flag(gpus == 0, "cpu_only", "num_gpu", "CPU-only pod", always_drop=True)
     out["job_id"] = ck.text(raw["name"], "name")
     if "gpu_milli" in raw.columns:
-        milli = ck.number(raw["gpu_milli"], "gpu_milli", required=False)
+        milli = ck.number(raw["gpu_milli"], "gpu_milli")
         with np.errstate(invalid="ignore"):
+            ck.flag((gpus >= 1) & ((milli <= 0) | (milli > 1000)), "bad_gpu_share", "gpu_milli",
+                    "a GPU pod's share of each GPU must be in (0, 1000] milli-GPUs",
+                    values=milli)
+            ck.flag((gpus > 1) & (milli < 1000), "bad_gpu_share", "gpu_milli",
+                    "a multi-GPU pod must use whole GPUs (gpu_milli 1000)", values=milli)
             shared = (gpus == 1) & (milli < 1000) & (milli > 0)
         meta["fractional_gpu_policy"] = "ceil"
         meta["n_fractional_gpus_rounded_up"] = int((shared & ~ck.bad).sum())

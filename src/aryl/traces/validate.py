@@ -22,6 +22,8 @@ zero_gpus           0 (or negative) GPUs
 exceeds_server      a job larger than one server when multi-server jobs are off,
                     or a pod larger than every node it may run on
 exceeds_cluster     more GPUs than ``max_gpus`` (what the cluster can ever hold)
+bad_gpu_share       Alibaba pods: ``gpu_milli`` (share of each GPU) outside (0, 1000] for
+                    a GPU pod, or below 1000 for a multi-GPU pod
 bad_scaling         inconsistent scaling columns (``min_workers`` < 1,
                     ``max_workers`` < ``min_workers``, ``gpus_per_worker`` < 1,
                     ``gpus`` not a multiple of ``gpus_per_worker``, ``alpha`` < 0)
@@ -59,6 +61,7 @@ KINDS: tuple[str, ...] = (
     "zero_gpus",
     "exceeds_server",
     "exceeds_cluster",
+    "bad_gpu_share",
     "bad_scaling",
     "duplicate_job_id",
     "cpu_only",
@@ -112,6 +115,46 @@ def check_tz(tz: str | None) -> str | None:
             f"tz: unknown time zone {tz!r} (use an IANA name such as 'America/Los_Angeles')"
         ) from exc
     return tz
+
+
+_EPOCH = pd.Timestamp(0, tz="UTC")
+
+
+def _parse_iso(text: pd.Series, *, utc: bool) -> pd.Series:
+    """ISO 8601 text to datetimes (NaT where it does not parse), never raising."""
+    try:
+        return pd.Series(pd.to_datetime(text, format="ISO8601", errors="coerce", utc=utc))
+    except (ValueError, TypeError, OverflowError):
+        out: list[Any] = []
+        for item in text:
+            try:
+                stamp = pd.Timestamp(item)
+                if utc:
+                    stamp = (stamp.tz_localize("UTC") if stamp.tzinfo is None
+                             else stamp.tz_convert("UTC"))
+                out.append(stamp)
+            except (ValueError, TypeError, OverflowError):
+                out.append(pd.NaT)
+        return pd.Series(out, index=text.index, dtype="datetime64[us, UTC]" if utc else None)
+
+
+def _utc_seconds(stamped: pd.Series) -> FloatArray:
+    return np.asarray(((stamped - _EPOCH) / pd.Timedelta(seconds=1)).to_numpy(
+        dtype=np.float64, na_value=np.nan), dtype=np.float64)
+
+
+def _local_seconds(naive: pd.Series, tz: str) -> FloatArray:
+    """Naive datetimes as local times in ``tz`` -> epoch seconds (DST rules above)."""
+    naive = pd.Series(naive)
+    if naive.dt.tz is not None:  # already aware (a tz-aware Parquet column)
+        return _utc_seconds(naive)
+    try:
+        local = naive.dt.tz_localize(
+            tz, ambiguous=np.ones(len(naive), dtype=bool), nonexistent="shift_forward"
+        )
+    except Exception as exc:  # unknown zone name
+        raise InvalidInputError(f"tz: unknown time zone {tz!r} ({exc})") from exc
+    return _utc_seconds(local)
 
 
 def _is_stringlike(raw: pd.Series) -> bool:
@@ -280,7 +323,8 @@ class RowChecker:
     def timestamp(self, raw: pd.Series, column: str, *, tz: str) -> FloatArray:
         """Parse date-time text to seconds since the Unix epoch (UTC), float64.
 
-        Naive times are local times in ``tz`` (IANA name).  At the repeated
+        Naive times are local times in ``tz`` (IANA name); ISO 8601 times with
+        an offset or ``Z`` are taken as given.  At the repeated
         hour when daylight saving time ends the earlier instant (DST) is taken;
         times in the skipped hour when it starts are shifted forward.  Flags
         ``missing_value`` and ``bad_timestamp``.  O(n); the fast path is the
@@ -290,25 +334,22 @@ class RowChecker:
         blank = (text == "").to_numpy(dtype=bool) | raw.isna().to_numpy(dtype=bool)
         self.flag(blank, "missing_value", column, "blank cell")
         parsed = pd.to_datetime(text, format="%Y-%m-%d %H:%M:%S", errors="coerce")
-        retry = parsed.isna().to_numpy(dtype=bool) & ~blank
+        seconds = _local_seconds(parsed, tz).copy()
+        retry = np.isnan(seconds) & ~blank
         if retry.any():
-            parsed = parsed.astype("datetime64[us]")
-            parsed[retry] = pd.to_datetime(
-                text[retry], format="ISO8601", errors="coerce", utc=False
-            ).astype("datetime64[us]")
-        bad = parsed.isna().to_numpy(dtype=bool) & ~blank
-        self.flag(bad, "bad_timestamp", column, "not a date-time YYYY-MM-DD HH:MM:SS",
+            sub = text[retry]
+            aware = sub.str.contains(r"(?:Z|[+-]\d\d:?\d\d)$", regex=True).to_numpy(dtype=bool)
+            idx = np.flatnonzero(retry)
+            if (~aware).any():
+                naive = _parse_iso(sub[~aware], utc=False)
+                seconds[idx[~aware]] = _local_seconds(naive, tz)
+            if aware.any():
+                stamped = _parse_iso(sub[aware], utc=True)
+                seconds[idx[aware]] = _utc_seconds(stamped)
+        bad = np.isnan(seconds) & ~blank
+        self.flag(bad, "bad_timestamp", column,
+                  "not a date-time YYYY-MM-DD HH:MM:SS (or ISO 8601)",
                   values=raw.to_numpy(dtype=object))
-        try:
-            local = parsed.dt.tz_localize(
-                tz, ambiguous=np.ones(len(parsed), dtype=bool), nonexistent="shift_forward"
-            )
-        except Exception as exc:  # unknown zone name
-            raise InvalidInputError(f"tz: unknown time zone {tz!r} ({exc})") from exc
-        epoch = pd.Timestamp(0, tz="UTC")
-        seconds = ((local - epoch) / pd.Timedelta(seconds=1)).to_numpy(
-            dtype=np.float64, na_value=np.nan
-        )
         return np.asarray(seconds, dtype=np.float64)
 
     def text(self, raw: pd.Series, column: str, *, required: bool = True) -> np.ndarray:
