@@ -18,18 +18,26 @@ from aryl.experiment import _fmt, size_cluster
 
 
 def test_size_cluster_hand_computed() -> None:
-    # 2 jobs over a 1,000 s span: 8 GPUs x 1,000 s + 4 GPUs x 500 s = 10,000 GPU-s
-    # -> offered load 10 GPUs; at load 0.5 that is 20 GPUs = 3 servers (ceil 2.5).
+    # three 8-GPU jobs of 1,000 s at t=0 under strict fifo: 1 server -> delays 0, 1000,
+    # 2000 (mean 1000); 2 servers -> 0, 0, 1000 (mean 333); 3 servers -> mean 0.
     jobs = pd.DataFrame(
-        {"submit_time_s": [0.0, 1000.0], "duration_s": [1000.0, 500.0], "gpus": [8, 4]}
+        {
+            "job_id": ["a", "b", "c"],
+            "submit_time_s": [0.0, 0.0, 0.0],
+            "duration_s": [1000.0, 1000.0, 1000.0],
+            "gpus": [8, 8, 8],
+        }
     )
-    assert size_cluster(jobs, target_load=0.5, inference_ratio=2.0) == (3, 6)
-    assert size_cluster(jobs, target_load=0.5, inference_ratio=0.1) == (3, 4)  # at least 4
-    # the largest job must fit: a 64-GPU job needs 8 servers whatever the load
-    big = pd.DataFrame({"submit_time_s": [0.0, 1e6], "duration_s": [1.0, 1.0], "gpus": [64, 1]})
-    assert size_cluster(big)[0] == 8
-    with pytest.raises(InvalidInputError, match="target_load"):
-        size_cluster(jobs, target_load=0.0)
+    assert size_cluster(jobs, target_queuing_delay_s=500.0) == (1, 4)
+    assert size_cluster(jobs, target_queuing_delay_s=300.0)[0] == 2
+    assert size_cluster(jobs, target_queuing_delay_s=1.0)[0] == 2
+    assert size_cluster(jobs, target_queuing_delay_s=300.0, inference_ratio=4.0) == (2, 8)
+    # never below the largest job; when nothing queues that much, the smallest cluster
+    assert size_cluster(jobs, target_queuing_delay_s=1e9)[0] == 1
+    big = jobs.assign(gpus=[64, 8, 8])
+    assert size_cluster(big, target_queuing_delay_s=1e9)[0] == 8
+    with pytest.raises(InvalidInputError, match="target_queuing_delay_s"):
+        size_cluster(jobs, target_queuing_delay_s=0.0)
     with pytest.raises(InvalidInputError, match="empty"):
         size_cluster(jobs.iloc[:0])
 
@@ -113,8 +121,8 @@ def test_sensitivity_load_sweep_has_its_own_fifo(quick_run: tuple[Path, str]) ->
     out, _ = quick_run
     runs = pd.read_csv(out / "runs.csv")
     sens = pd.read_csv(out / "sensitivity.csv")
-    load = sens[sens["sweep"] == "target_load"].iloc[0]
-    r = runs[(runs["sweep"] == "target_load") & np.isclose(runs["value"], load["value"])]
+    load = sens[sens["sweep"] == "training_servers_x"].iloc[0]
+    r = runs[(runs["sweep"] == "training_servers_x") & np.isclose(runs["value"], load["value"])]
     fifo = r[r["policy"] == "fifo"].iloc[0]
     aryl = r[r["policy"] == "aryl"].iloc[0]
     assert fifo["n_training_servers"] == aryl["n_training_servers"]
