@@ -31,6 +31,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from aryl._io import atomic_write_text
+from aryl.errors import InvalidInputError
+
 SLOT_S = 1800.0
 N_SLOTS = 48
 
@@ -65,6 +68,9 @@ def main(argv: list[str]) -> int:
         repo.parent / "shared" / "traces" / "alibaba-genai-serving-2026" / "qps.csv")
     default_out = repo / "src" / "aryl" / "data" / "inference_profile.csv"
     out = Path(argv[2]) if len(argv) > 2 else default_out
+    if not src.is_file():
+        print(f"error: QPS_CSV {str(src)!r} does not exist", file=sys.stderr)
+        return 2
     values, n_covered = profile(src)
     header = (
         "# aryl inference day profile: 48 half-hour slots, load normalised to peak = 1.\n"
@@ -77,7 +83,11 @@ def main(argv: list[str]) -> int:
         "# anonymised). Only these fitted numbers are shipped, not the raw series.\n"
     )
     rows = "".join(f"{k * int(SLOT_S)},{x:.6f}\n" for k, x in enumerate(values))
-    out.write_text(header + "offset_s,load\n" + rows, encoding="utf-8")
+    try:
+        atomic_write_text(out, header + "offset_s,load\n" + rows)
+    except (InvalidInputError, OSError) as exc:
+        print(f"error: cannot write OUT_CSV {str(out)!r}: {exc}", file=sys.stderr)
+        return 2
     print(f"wrote {out}: {N_SLOTS} slots, {n_covered} measured, min {values.min():.4f}")
     return 0
 

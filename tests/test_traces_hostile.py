@@ -282,3 +282,15 @@ def test_cli_inspect_shows_local_dates(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["trace", "inspect", str(path)])
     assert result.exit_code == 0, result.output
     assert "2017-10-10 00:24:54 PDT" in result.output
+
+
+def test_format_that_contradicts_a_preset() -> None:
+    with pytest.raises(InvalidInputError, match="format"):
+        load_trace("itp-c10", format="philly")
+    assert load_trace("itp-c10", format="itp").n_jobs == 260
+
+
+def test_node_list_with_another_format(tmp_path: Path) -> None:
+    nodes = _w(tmp_path, "nodes.csv", "sn,gpu,model\nn0,8,V100\n")
+    with pytest.raises(InvalidInputError, match="node_list"):
+        load_trace(_w(tmp_path, "i.csv", H + "a,1,2,1\n"), node_list=nodes)

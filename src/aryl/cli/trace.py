@@ -67,7 +67,7 @@ def trace_command() -> None:
 @trace_command.command("inspect")
 @click.argument("trace", default="itp-c07")
 @_load_options
-@click.option("--bins", type=int, default=12, show_default=True,
+@click.option("--bins", type=click.IntRange(min=1, max=10_000), default=12, show_default=True,
               help="Time bins of the offered-load table.")
 def inspect_command(trace: str, fmt: str | None, window: str | None, tz: str | None,
                     drop_invalid: bool, gpus_per_server: int, max_gpus: int | None,

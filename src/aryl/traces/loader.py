@@ -113,6 +113,10 @@ def load_trace(
     meta: dict[str, Any] = {}
     if name in PRESETS:
         preset = PRESETS[name]
+        if format is not None and format != preset.format:
+            raise InvalidInputError(
+                f"format: preset {name!r} is in the {preset.format!r} format, not {format!r}"
+            )
         parts: list[dict[str, np.ndarray]] = []
         for path, tenant in zip(preset_files(preset), preset.tenants, strict=True):
             cols, fmt, more, _ = read_file(path, format=preset.format, on_invalid=on_invalid,
@@ -131,6 +135,14 @@ def load_trace(
         columns, fmt, more, meta = read_file(path, format=format, on_invalid=on_invalid,
                                              opts=opts)
         _merge_counts(dropped, more)
+    for option, value, wanted in (("node_list", node_list, "alibaba2023"),
+                                  ("pai_job_table", pai_job_table, "pai2020")):
+        if value is not None and fmt != wanted:
+            raise InvalidInputError(
+                f"{option}: only used with the {wanted!r} format; {name!r} is {fmt!r}"
+            )
+    if tz is not None and "tz" not in meta:
+        logger.warning("tz=%r ignored: %s has no date-time column (format %s)", tz, name, fmt)
     jobs = canonical_frame(columns)
     if window is not None:
         submit = jobs["submit_time_s"].to_numpy()
