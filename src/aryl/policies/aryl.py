@@ -359,31 +359,39 @@ class ArylPolicy(SjfPolicy):
             return False
         k = kk
         # --- place extras: best-fit decreasing, keep existing ones first
-        order = np.lexsort((np.asarray(cand), -(k * g))).tolist()
+        order = np.lexsort((ci, -(k * g))).tolist()
         k_l = k.tolist()
         g_l = g.tolist()
         groups_extra = self._groups_extra
         new_extra: dict[int, Placement] = {}
         # keep pass
+        get_old = extras_now.get
         for i in order:
             want = k_l[i]
             j = cand[i]
-            gi = g_l[i]
             kept: Placement = {}
-            old = extras_now.get(j)
-            if old and want:
+            new_extra[j] = kept
+            if not want:
+                continue
+            old = get_old(j)
+            if old:
+                gi = g_l[i]
                 # old is in ascending server id order (split_placement): walk it
                 # backwards, so loaned servers (the highest ids) come first
                 for s in reversed(old):
-                    if not want:
-                        break
-                    t = min(old[s], want, free[s] // gi)
+                    t = old[s]  # min(old[s], want, free[s] // gi)
+                    if t > want:
+                        t = want
+                    room = free[s] // gi
+                    if t > room:
+                        t = room
                     if t > 0:
                         kept[s] = t
                         free[s] -= t * gi
                         want -= t
-            new_extra[j] = kept
-            k_l[i] = want  # still to place
+                        if not want:
+                            break
+                k_l[i] = want  # still to place
         # place the rest
         for i in order:
             want = k_l[i]

@@ -50,6 +50,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -255,12 +256,21 @@ class Engine:
         """Remaining work of several jobs now, single-worker seconds (float64, no mutation)."""
         now = self.now
         R, L, SP, TT, ST = self.rem, self.last_t, self.speed, self._t_traced, self.state
-        out = [
-            (max(0.0, R[j] - (now - L[j]) * SP[j]) if ST[j] == RUNNING and now > L[j] else R[j])
-            * TT[j]
-            for j in jobs
-        ]
-        return np.array(out, dtype=np.float64)
+        if len(jobs) < 8:
+            out = [
+                (max(0.0, R[j] - (now - L[j]) * SP[j]) if ST[j] == RUNNING and now > L[j] else R[j])
+                * TT[j]
+                for j in jobs
+            ]
+            return np.array(out, dtype=np.float64)
+        # same float64 operations, elementwise (gathers by itemgetter run in C)
+        get = itemgetter(*jobs)
+        r = np.array(get(R), dtype=np.float64)
+        lt = np.array(get(L), dtype=np.float64)
+        go = (np.array(get(ST)) == RUNNING) & (now > lt)
+        left = np.maximum(0.0, r - (now - lt) * np.array(get(SP), dtype=np.float64))
+        out_a: np.ndarray = np.where(go, left, r) * np.array(get(TT), dtype=np.float64)
+        return out_a
 
     def remaining_time(self, j: int, workers: int) -> float:
         """Seconds job ``j`` still needs at ``workers`` workers (no overheads)."""
