@@ -294,3 +294,22 @@ def test_node_list_with_another_format(tmp_path: Path) -> None:
     nodes = _w(tmp_path, "nodes.csv", "sn,gpu,model\nn0,8,V100\n")
     with pytest.raises(InvalidInputError, match="node_list"):
         load_trace(_w(tmp_path, "i.csv", H + "a,1,2,1\n"), node_list=nodes)
+
+
+def test_round_trip_csv_parquet_csv_keeps_data_and_origin(tmp_path: Path) -> None:
+    from aryl.traces import synthesize_elastic, write_trace
+
+    text = PHILLY_H + ("2017-10-10 00:24:54,10.125,1,10,c\n2017-10-09 23:00:00,0.1,2,1,\n"
+                       "2017-10-11 01:00:00,1e-7,1,1,d\n")
+    first = synthesize_elastic(load_trace(_w(tmp_path, "p.csv", text)), seed=3)
+    write_trace(first, tmp_path / "a.parquet")
+    second = load_trace(tmp_path / "a.parquet")
+    write_trace(second, tmp_path / "b.csv")
+    third = load_trace(tmp_path / "b.csv")
+    pd.testing.assert_frame_equal(first.jobs, third.jobs)
+    assert third.meta["tz"] == "America/Los_Angeles"
+    assert third.meta["elastic_synthesis"] == first.meta["elastic_synthesis"]
+    # the raw source survives two conversions (it used to be replaced by a.parquet)
+    assert third.meta["origin"]["format"] == "philly"
+    assert third.meta["origin"]["source"] == str(tmp_path / "p.csv")
+    assert [h["format"] for h in third.meta["history"]] == ["philly", "canonical"]

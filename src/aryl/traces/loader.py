@@ -173,8 +173,10 @@ def write_trace(trace: Trace, path: str | os.PathLike[str]) -> Path:
     """Write a trace in canonical form, atomically.
 
     The suffix selects the format: ``.csv``, ``.csv.gz``, ``.parquet``/``.pq``.
-    ``trace.meta`` (with ``source``, ``format`` and ``dropped``) is recorded
-    with the output: in the Parquet schema metadata under ``aryl.meta``, or
+    ``trace.meta`` is recorded with the output, plus ``origin`` (``source``,
+    ``format``, ``dropped`` of the first trace in the chain: converting a
+    converted file keeps the raw source) and ``history`` (one such entry per
+    write): in the Parquet schema metadata under ``aryl.meta``, or
     for CSV in a sidecar ``<path>.meta.json``.  :func:`load_trace` reads it
     back into ``Trace.meta``.
 
@@ -188,10 +190,13 @@ def write_trace(trace: Trace, path: str | os.PathLike[str]) -> Path:
     pathlib.Path
         The written file.
     """
-    stored = _jsonable(
-        {**trace.meta, "origin": {"source": trace.source, "format": trace.format,
-                                  "dropped": trace.dropped}}
-    )
+    hop = {"source": trace.source, "format": trace.format, "dropped": trace.dropped}
+    history = list(trace.meta.get("history", []))
+    if not history and "origin" in trace.meta:  # written before history was kept
+        history.append(trace.meta["origin"])
+    history.append(hop)
+    # "origin" stays the first source (the raw trace), "history" lists every write
+    stored = _jsonable({**trace.meta, "origin": history[0], "history": history})
     blob = json.dumps(stored, sort_keys=True, indent=1)
     dest = Path(path)
     jobs: pd.DataFrame = trace.jobs
