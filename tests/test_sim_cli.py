@@ -74,3 +74,22 @@ def test_bad_arguments_are_reported(trace_csv: Path) -> None:
     assert "zzz" in r.output
     r = CliRunner().invoke(main, ["replay", "--trace", str(trace_csv), "--plot"])
     assert r.exit_code != 0
+
+
+def test_keep_idle_loans_flag_restores_borrow_everything(trace_csv: Path, tmp_path: Path) -> None:
+    runs = {}
+    for flag in ([], ["--keep-idle-loans"]):
+        out = tmp_path / ("keep" if flag else "return")
+        res = CliRunner().invoke(main, [
+            "replay", "--trace", str(trace_csv), "--policy", "aryl", "--training-servers", "1",
+            "--inference-servers", "2", "--inference", "none", "--check", "--out", str(out),
+            "--no-progress", *flag,
+        ])
+        assert res.exit_code == 0, res.output
+        assert "returns" in res.output
+        runs[bool(flag)] = json.loads((out / "summary.json").read_text())
+    keep, ret = runs[True], runs[False]
+    assert keep["n_loan_returns"] == 0
+    assert ret["n_loan_returns"] >= 1
+    # with returns, loans are only held while used: never more available GPU-seconds
+    assert ret["gpu_s_available"] < keep["gpu_s_available"]

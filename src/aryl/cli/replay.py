@@ -51,6 +51,9 @@ def _common(func: Any) -> Any:
         click.option("--horizon", type=float, default=None,
                      help="Stop at this many seconds after the start; list unfinished jobs."),
         click.option("--check", is_flag=True, help="Run the invariant checker (slower)."),
+        click.option("--keep-idle-loans", is_flag=True,
+                     help="Loaning policies keep every borrowed server until it is reclaimed "
+                          "(default: borrow only servers a pass uses, return empty ones)."),
         click.option("--out", "out", type=click.Path(file_okay=False), default=None,
                      help="Directory for per-job tables, summary JSON, time series."),
         click.option("--plot", is_flag=True, help="Write PNG figures (needs --out)."),
@@ -92,16 +95,20 @@ def _prepare(o: dict[str, Any]) -> tuple[Any, dict[str, Any], Any, Any]:
     return trace, meta, cfg, demand
 
 
-def _run(trace: Any, policy: str, cfg: Any, demand: Any, show_progress: bool) -> Any:
+def _run(
+    trace: Any, policy: str, cfg: Any, demand: Any, show_progress: bool, keep_loans: bool = False
+) -> Any:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from aryl.sim import simulate
 
     inference = demand if demand is not None else False
+    opts = {"return_idle_loans": False} if keep_loans else None
     n = len(trace.jobs)
     if not show_progress or n < 2000:
         try:
-            return simulate(trace, policy=policy, config=cfg, inference=inference)
+            return simulate(trace, policy=policy, config=cfg, inference=inference,
+                            policy_options=opts)
         except InvalidInputError as exc:
             raise click.ClickException(str(exc)) from exc
     with Progress(
@@ -117,7 +124,8 @@ def _run(trace: Any, policy: str, cfg: Any, demand: Any, show_progress: bool) ->
             bar.update(task, completed=done)
 
         try:
-            return simulate(trace, policy=policy, config=cfg, inference=inference, progress=cb)
+            return simulate(trace, policy=policy, config=cfg, inference=inference, progress=cb,
+                            policy_options=opts)
         except InvalidInputError as exc:
             raise click.ClickException(str(exc)) from exc
 
@@ -169,7 +177,8 @@ def _counts_table(s: dict[str, Any]) -> Table:
               f"{s['n_preemptions']:,} ({s['n_reclaim_preemptions']:,})")
     t.add_row("scale-ins / scale-outs / moves",
               f"{s['n_scale_in']:,} / {s['n_scale_out']:,} / {s['n_moves']:,}")
-    t.add_row("loans / reclaims", f"{s['n_loans']:,} / {s['n_reclaims']:,}")
+    t.add_row("loans / reclaims / returns",
+              f"{s['n_loans']:,} / {s['n_reclaims']:,} / {s['n_loan_returns']:,}")
     t.add_row("makespan", f"{s['makespan_s'] / 86400:.2f} days")
     t.add_row("scheduler time per decision", f"{s['scheduler_ms_per_decision']:.3f} ms "
               f"({s['n_decisions']:,} decisions, {s['scheduler_time_s']:.2f} s)")
@@ -185,7 +194,7 @@ def replay_command(policy: str, **o: Any) -> None:
     if o["plot"] and not o["out"]:
         raise click.UsageError("--plot needs --out DIR")
     trace, _meta, cfg, demand = _prepare(o)
-    res = _run(trace, policy, cfg, demand, not o["no_progress"])
+    res = _run(trace, policy, cfg, demand, not o["no_progress"], o["keep_idle_loans"])
     console = Console()
     s = res.summary
     console.print(_summary_table(s))
@@ -230,7 +239,10 @@ def compare_command(policies: str, baseline: str, **o: Any) -> None:
             raise click.UsageError(f"unknown policy {p!r}; choose from {', '.join(known)}")
     run_names = names if baseline in names else [baseline, *names]
     trace, _meta, cfg, demand = _prepare(o)
-    results = {p: _run(trace, p, cfg, demand, not o["no_progress"]) for p in run_names}
+    results = {
+        p: _run(trace, p, cfg, demand, not o["no_progress"], o["keep_idle_loans"])
+        for p in run_names
+    }
     b = results[baseline].summary
     t = Table(title=f"aryl compare ({len(trace.jobs):,} jobs, ratios vs {baseline})")
     for c in ("policy", "mean QD (s)", "p95 QD (s)", "mean JCT (s)", "p95 JCT (s)", "usage",
@@ -263,6 +275,7 @@ def compare_command(policies: str, baseline: str, **o: Any) -> None:
             "n_scale_out": s["n_scale_out"],
             "n_loans": s["n_loans"],
             "n_reclaims": s["n_reclaims"],
+            "n_loan_returns": s["n_loan_returns"],
             "scheduler_ms_per_decision": s["scheduler_ms_per_decision"],
         }
         rows.append(row)

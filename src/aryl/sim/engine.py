@@ -132,10 +132,12 @@ class Engine:
         self.free = [S] * self.n_train + [0] * self.n_inf
         self.cap = [S] * self.n_train + [0] * self.n_inf
         self.jobs_on: list[dict[int, int]] = [{} for _ in range(n_srv)]
-        self.inf_state = [SERVING] * self.n_inf
         self.n_loaned = 0
         self.needed = 0
         self.inference = inference if (inference is not None and self.n_inf > 0) else None
+        # without a demand series nothing is ever needed: every inference server is
+        # idle (loanable), as documented for ``simulate(inference=False)``
+        self.inf_state = [SERVING if self.inference is not None else IDLE] * self.n_inf
         # static job columns (Python lists for fast scalar access)
         self.submit: list[float] = table.submit_time_s.tolist()
         self.gpw: list[int] = table.gpus_per_worker.tolist()
