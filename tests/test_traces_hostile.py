@@ -313,3 +313,35 @@ def test_round_trip_csv_parquet_csv_keeps_data_and_origin(tmp_path: Path) -> Non
     assert third.meta["origin"]["format"] == "philly"
     assert third.meta["origin"]["source"] == str(tmp_path / "p.csv")
     assert [h["format"] for h in third.meta["history"]] == ["philly", "canonical"]
+
+
+@pytest.mark.parametrize("window", [("a", "b"), 5, (1,), (1, 2, 3), b"1,2"])
+def test_window_argument_types(tmp_path: Path, window: object) -> None:
+    with pytest.raises(InvalidInputError, match="window"):
+        load_trace(_w(tmp_path, "i.csv", H + "a,1,2,1\nb,30,4,2\n"), window=window)  # type: ignore[arg-type]
+
+
+def test_window_as_list(tmp_path: Path) -> None:
+    trace = load_trace(_w(tmp_path, "i.csv", H + "a,1,2,1\nb,30,4,2\n"), window=[5, 40])  # type: ignore[arg-type]
+    assert trace.jobs["job_id"].tolist() == ["b"]
+
+
+@pytest.mark.parametrize(("kw", "word"), [
+    ({"gpus_per_server": 2.5}, "gpus_per_server"),
+    ({"max_gpus": True}, "max_gpus"),
+    ({"allow_multi_server": "no"}, "allow_multi_server"),
+])
+def test_loader_argument_types(tmp_path: Path, kw: dict[str, object], word: str) -> None:
+    with pytest.raises(InvalidInputError, match=word):
+        load_trace(_w(tmp_path, "i.csv", H + "a,1,2,1\n"), **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("source", [None, 5, ""])
+def test_source_argument(source: object) -> None:
+    with pytest.raises(InvalidInputError, match="source"):
+        load_trace(source)  # type: ignore[arg-type]
+
+
+def test_source_is_a_directory(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="directory"):
+        load_trace(tmp_path)

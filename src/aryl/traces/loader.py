@@ -96,6 +96,18 @@ def load_trace(
     """
     check_on_invalid(on_invalid)
     check_tz(tz)
+    for arg, value in (("gpus_per_server", gpus_per_server), ("max_gpus", max_gpus)):
+        if value is not None and (isinstance(value, bool)
+                                  or not isinstance(value, int | np.integer)):
+            raise InvalidInputError(f"{arg} must be an integer, got {value!r}")
+    if not isinstance(allow_multi_server, bool | np.bool_):
+        raise InvalidInputError(
+            f"allow_multi_server must be True or False, got {allow_multi_server!r}"
+        )
+    if not isinstance(source, str | os.PathLike) or not os.fspath(source):
+        raise InvalidInputError(
+            f"source: expected a path or a preset name ({sorted(PRESETS)}), got {source!r}"
+        )
     if int(gpus_per_server) < 1:
         raise InvalidInputError(f"gpus_per_server must be >= 1, got {gpus_per_server}")
     if max_gpus is not None and int(max_gpus) < 1:
@@ -135,9 +147,9 @@ def load_trace(
         columns, fmt, more, meta = read_file(path, format=format, on_invalid=on_invalid,
                                              opts=opts)
         _merge_counts(dropped, more)
-    for option, value, wanted in (("node_list", node_list, "alibaba2023"),
+    for option, given, wanted in (("node_list", node_list, "alibaba2023"),
                                   ("pai_job_table", pai_job_table, "pai2020")):
-        if value is not None and fmt != wanted:
+        if given is not None and fmt != wanted:
             raise InvalidInputError(
                 f"{option}: only used with the {wanted!r} format; {name!r} is {fmt!r}"
             )

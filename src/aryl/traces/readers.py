@@ -622,6 +622,8 @@ def read_file(
     dropped : dict of str to int
     meta : dict
     """
+    if path.is_dir():
+        raise InvalidInputError(f"source: {str(path)!r} is a directory, not a trace file")
     if not path.is_file():
         raise InvalidInputError(f"source: no such file or preset {str(path)!r}")
     header = _read_header(path)

@@ -20,6 +20,7 @@ Window specs
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -83,7 +84,7 @@ def _bound(text: str, tz: str | None) -> float:
 
 
 def parse_window(
-    spec: str | tuple[float, float], submit_time_s: np.ndarray, *, tz: str | None = None
+    spec: str | Sequence[float], submit_time_s: np.ndarray, *, tz: str | None = None
 ) -> tuple[float, float, dict[str, Any]]:
     """Resolve a window spec to ``(start_s, end_s, meta)``.
 
@@ -92,9 +93,21 @@ def parse_window(
     InvalidInputError
         If the spec does not parse, a bound is not finite, or ``end <= start``.
     """
+    if not isinstance(spec, str):
+        try:
+            pair = [float(x) for x in spec]
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(
+                f"window: expected a string or a (start_s, end_s) pair of numbers, got {spec!r}"
+            ) from exc
+        if len(pair) != 2:
+            raise InvalidInputError(
+                f"window: expected a (start_s, end_s) pair, got {len(pair)} values"
+            )
+        spec = (pair[0], pair[1])
     meta: dict[str, Any] = {"spec": spec if isinstance(spec, str) else list(spec)}
     if isinstance(spec, tuple):
-        start, end = float(spec[0]), float(spec[1])
+        start, end = spec
     else:
         match = _BUSIEST.match(spec.strip())
         if match:
