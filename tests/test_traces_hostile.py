@@ -345,3 +345,11 @@ def test_source_argument(source: object) -> None:
 def test_source_is_a_directory(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="directory"):
         load_trace(tmp_path)
+
+
+@pytest.mark.parametrize("n_bins", [0, -1, 2.5, True])
+def test_offered_load_bins(n_bins: object) -> None:
+    from aryl.traces.summary import offered_load
+
+    with pytest.raises(InvalidInputError, match="n_bins"):
+        offered_load(load_trace("itp-c10"), n_bins)  # type: ignore[arg-type]

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from aryl.errors import InvalidInputError
 from aryl.traces.schema import Trace
 
 __all__ = ["gpu_histogram", "offered_load", "summarize"]
@@ -33,15 +34,28 @@ def offered_load(trace: Trace, n_bins: int = 12) -> pd.DataFrame:
     at its traced size from its submit time (no queuing), divided by the bin
     length.  Bins split ``[first submit, last submit]`` evenly.
 
+    Parameters
+    ----------
+    trace : Trace
+    n_bins : int, default 12
+        Number of bins (>= 1).
+
     Returns
     -------
     pandas.DataFrame
         ``start_s``, ``end_s``, ``gpus`` (float64), one row per bin.
 
+    Raises
+    ------
+    InvalidInputError
+        If ``n_bins`` is not an integer >= 1.
+
     Notes
     -----
     O(n_jobs * n_bins) memory-light: one pass per bin.
     """
+    if isinstance(n_bins, bool) or not isinstance(n_bins, int | np.integer) or n_bins < 1:
+        raise InvalidInputError(f"n_bins must be an integer >= 1, got {n_bins!r}")
     jobs = trace.jobs
     if len(jobs) == 0:
         return pd.DataFrame({"start_s": [], "end_s": [], "gpus": []}, dtype=np.float64)
