@@ -353,3 +353,39 @@ def test_offered_load_bins(n_bins: object) -> None:
 
     with pytest.raises(InvalidInputError, match="n_bins"):
         offered_load(load_trace("itp-c10"), n_bins)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ inference CSV
+
+
+def _demand(path: Path):  # type: ignore[no-untyped-def]
+    from aryl.traces.inference import load_inference
+
+    return load_inference(path, n_servers=16, span_s=1.0)
+
+
+def test_inference_csv_line_numbers_count_comments_and_blanks(tmp_path: Path) -> None:
+    path = _w(tmp_path, "d.csv", "# made by hand\ntime_s,servers_needed\n\n0,1\n1800,x\n")
+    with pytest.raises(TraceFormatError) as info:
+        _demand(path)
+    assert (info.value.line, info.value.column) == (5, "servers_needed")
+
+
+def test_inference_csv_extra_field_is_not_shifted(tmp_path: Path) -> None:
+    # pandas used to read "0,1,5" as index 0, time_s 1, servers_needed 5
+    path = _w(tmp_path, "d.csv", "time_s,servers_needed\n0,1,5\n1800,2,6\n")
+    with pytest.raises(TraceFormatError) as info:
+        _demand(path)
+    assert info.value.line == 2
+
+
+def test_inference_csv_not_utf8(tmp_path: Path) -> None:
+    with pytest.raises(TraceFormatError) as info:
+        _demand(_w(tmp_path, "d.csv", b"time_s,servers_needed\n0,1\n9,caf\xe9\n"))
+    assert info.value.line == 3
+
+
+def test_inference_csv_good(tmp_path: Path) -> None:
+    demand = _demand(_w(tmp_path, "d.csv", "time_s,servers_needed\r\n0,1\r\n1800,2,\r\n"))
+    assert demand.times_s.tolist() == [0.0, 1800.0]
+    assert demand.servers_needed.tolist() == [1, 2]

@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from aryl.errors import InvalidInputError, TraceFormatError
+from aryl.traces.readers import read_raw
 from aryl.traces.validate import RowChecker, check_seed
 
 __all__ = ["InferenceDemand", "bundled_profile", "load_inference", "servers_needed_at"]
@@ -133,14 +134,14 @@ def _scale(load: np.ndarray, n_servers: int, peak_utilisation: float) -> np.ndar
 
 
 def _read_csv_demand(path: Path, n_servers: int) -> tuple[np.ndarray, np.ndarray]:
-    raw = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False, comment="#")
-    raw.columns = [str(c).strip() for c in raw.columns]
+    # strict reader: real file lines (comments and blank lines counted), no
+    # column shift on extra fields, clear errors for non-UTF-8 bytes
+    raw, lines, label = read_raw(path, comment="#")
     for col in ("time_s", "servers_needed"):
         if col not in raw.columns:
             raise TraceFormatError("inference CSV lacks a column", path=str(path), line=1,
                                    column=col)
-    lines = np.arange(2, len(raw) + 2, dtype=np.int64)
-    ck = RowChecker(str(path), lines, "raise")
+    ck = RowChecker(str(path), lines, "raise", line_label=label)
     times = ck.number(raw["time_s"], "time_s")
     need = ck.integer(raw["servers_needed"], "servers_needed")
     with np.errstate(invalid="ignore"):

@@ -183,7 +183,7 @@ def _read_header(path: Path) -> list[str]:
 
 
 def _csv_records(
-    path: Path, names: tuple[str, ...] | None
+    path: Path, names: tuple[str, ...] | None, comment: str | None = None
 ) -> tuple[list[str], list[list[str]], list[int]]:
     """Parse a CSV file strictly with :mod:`csv`.
 
@@ -202,6 +202,8 @@ def _csv_records(
     try:
         for row in reader:
             start, end = end + 1, reader.line_num
+            if comment and row and row[0].lstrip().startswith(comment):
+                continue
             if not "".join(row).strip():
                 if header is None and row:
                     header = [c.strip() for c in row]
@@ -236,13 +238,14 @@ def _csv_records(
 
 
 def read_raw(
-    path: Path, *, names: tuple[str, ...] | None = None
+    path: Path, *, names: tuple[str, ...] | None = None, comment: str | None = None
 ) -> tuple[pd.DataFrame, np.ndarray, str]:
     """Read a CSV (optionally gzip) or Parquet file without interpreting cells.
 
     CSV cells are read as text (no NA conversion, so a blank stays blank);
     wholly blank lines are removed; trailing blank fields are ignored.
-    ``names`` reads a header-less CSV.
+    ``names`` reads a header-less CSV; ``comment`` (e.g. ``"#"``) skips whole
+    lines starting with it.
 
     Returns
     -------
@@ -270,7 +273,7 @@ def read_raw(
         raw = _read_parquet(path)
         raw.columns = [str(c).strip() for c in raw.columns]
         return raw.reset_index(drop=True), np.arange(2, len(raw) + 2, dtype=np.int64), "row"
-    header, records, lines = _csv_records(path, names)
+    header, records, lines = _csv_records(path, names, comment)
     columns = list(zip(*records, strict=True)) if records else [() for _ in header]
     raw = pd.DataFrame({i: pd.Series(col, dtype=object) for i, col in enumerate(columns)})
     raw.columns = header
