@@ -503,3 +503,20 @@ def test_unchecked_jct_table_equals_the_kernel_builder() -> None:
             v1, w1 = _table_unchecked(rem, cur, base, mx, g, alpha, pause)
             np.testing.assert_array_equal(v0, v1)  # NaN where absent, bit-identical elsewhere
             np.testing.assert_array_equal(w0, w1)
+
+
+def test_checker_catches_drift_of_the_policy_bookkeeping(monkeypatch: pytest.MonkeyPatch) -> None:
+    from aryl.policies.aryl import ArylPolicy
+    from aryl.sim.check import InvariantError
+
+    rows = [
+        dict(job_id="E", submit_time_s=0, duration_s=5000, gpus=8, gpus_per_worker=1,
+             min_workers=4, max_workers=16),
+    ]
+    demand = InferenceDemand(np.array([0.0, 500.0]), np.array([0, 1]), n_servers=1)
+    kw = dict(n_training_servers=1, n_inference_servers=1, loan_reserve_servers=0,
+              inference=demand)
+    run(rows, "aryl", **kw)  # consistent: passes
+    monkeypatch.setattr(ArylPolicy, "on_placement", lambda self, j: None)
+    with pytest.raises(InvariantError, match="drifted"):
+        run(rows, "aryl", **kw)

@@ -171,6 +171,45 @@ class ArylPolicy(SjfPolicy):
         self._groups_extra = [grp for grp in (held, tr, offered) if grp]
         self._held = held
 
+    def check_state(self) -> None:
+        """Recompute the incremental bookkeeping from the view; raise if it drifted.
+
+        Called by the invariant checker after every pass (``SimConfig(check=True)``).
+        O(running jobs x servers per job + servers).
+
+        Raises
+        ------
+        AssertionError
+            The extras per job or per server, or the jobs below their maximum,
+            differ from a recomputation over the running jobs.
+        """
+        v = self.view
+        ex_srv = [0] * len(v.free)
+        ex_job: dict[int, Placement] = {}
+        below: set[int] = set()
+        for j in v.running:
+            place = v.placement[j]
+            if place is None:
+                raise AssertionError(f"running job {j} has no placement")
+            if v.workers[j] > v.base_workers[j]:
+                _, e = split_placement(place, v.base_workers[j])
+                for s, k in e.items():
+                    ex_srv[s] += k * v.gpw[j]
+                ex_job[j] = e
+            if self._scalable(j) and v.workers[j] < v.max_workers[j]:
+                below.add(j)
+            if self._scalable(j) and (j not in self._el or j not in self._rank):
+                raise AssertionError(f"job {j} missing from the elastic set")
+        # explicit raises: the check must also hold under ``python -O``
+        if ex_srv != self._ex_srv:
+            raise AssertionError("extra GPUs per server drifted")
+        if ex_job != self._ex_job:
+            raise AssertionError("extras per job drifted")
+        if below != set(self._below):
+            raise AssertionError("jobs below their maximum drifted")
+        if not set(self._el) <= set(v.running):
+            raise AssertionError("elastic set holds a job not running")
+
     # base phase hooks: the list passed around is the truly free GPUs; the
     # scratch (free + GPUs of the current extras) is built only when needed
     def _capacity_view(self) -> tuple[list[int], int]:

@@ -3,7 +3,9 @@
 After every scheduling pass: no server over-committed and its free GPUs equal
 capacity minus placements; no placement on an inference server that is not on
 loan; no loaned server left without a training worker when the policy
-returns idle loans; every running job at or above its base and at or below its maximum, its
+returns idle loans; the policy's own incremental bookkeeping (``check_state``,
+if it has one) matches a recomputation; every running job at or above its base
+and at or below its maximum, its
 worker count equal to its placement; the busy-GPU counter equal to the sum of
 placements.  After a reclaim: the loaned servers no longer exceed what the
 inference side allows (servers returned by their deadline).  At the end: every
@@ -83,6 +85,12 @@ class Checker:
             raise InvariantError(
                 f"{e.n_loaned} servers on loan while inference needs {e.needed} of {e.n_inf}"
             )
+        self_check = getattr(e.policy, "check_state", None)
+        if self_check is not None:
+            try:
+                self_check()
+            except AssertionError as exc:
+                raise InvariantError(f"policy {e.policy_name}: {exc}") from exc
         if e.reclaim_deadline_misses:
             raise InvariantError("a reclaim returned fewer servers than asked by the deadline")
 
