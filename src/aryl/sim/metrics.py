@@ -45,7 +45,7 @@ class SimResult:
         fixed step (the value holding at each step time).
     events : DataFrame
         Event log ``time_s, job_id, event, workers`` (empty if not recorded);
-        loan/reclaim rows have ``job_id`` "" and the server id in ``workers``.
+        loan/loan_return/reclaim rows have ``job_id`` "" and the server id in ``workers``.
     """
 
     jobs: pd.DataFrame
