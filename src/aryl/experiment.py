@@ -136,13 +136,21 @@ class RunSpec:
     elastic_fraction: float = 0.5
     peak_utilisation: float = 0.9
     config: tuple[tuple[str, Any], ...] = ()
+    policy_options: tuple[tuple[str, Any], ...] = ()
     seed: int = 0
     keep_series: bool = False
 
     @property
+    def variant(self) -> str:
+        """Policy name plus its non-default knobs (``aryl keep-idle-loans``)."""
+        names = {("return_idle_loans", False): "keep-idle-loans"}
+        opts = [names.get((k, v), f"{k}={v}") for k, v in self.policy_options]
+        return " ".join([self.policy, *opts])
+
+    @property
     def label(self) -> str:
         extra = f" {self.sweep}={self.value:g}" if self.sweep else ""
-        return f"{self.trace.label} {self.policy}{extra}"
+        return f"{self.trace.label} {self.variant}{extra}"
 
 
 def size_cluster(
@@ -292,6 +300,12 @@ def paper_plan(
     reclaim_policies = ["random", "fewest-jobs", "most-idle"] if not quick else ["random"]
     for pol, cfg in ablations:
         runs.append(RunSpec("ablation", "", math.nan, main, pol, config=cfg))
+    # aryl holding on to idle loaned servers (the pre-0.1 behaviour): fewer
+    # preemptions per reclaim, but idle loans count against cluster usage
+    runs.append(
+        RunSpec("ablation", "", math.nan, main, "aryl",
+                policy_options=(("return_idle_loans", False),))
+    )
     for rp in reclaim_policies:
         runs.append(
             RunSpec("ablation", "reclaim_policy", math.nan, main, "aryl",
@@ -363,6 +377,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         policy=spec.policy,
         config=cfg,
         inference=_inference(cfg.n_inference_servers, spec.peak_utilisation, spec.seed),
+        policy_options=dict(spec.policy_options) or None,
     )
     wall = time.perf_counter() - t0
     s = res.summary
@@ -377,6 +392,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         "value": spec.value,
         "trace": spec.trace.label,
         "policy": spec.policy,
+        "variant": spec.variant,
         "reclaim_policy": cfg.reclaim_policy,
         "elastic_fraction": spec.elastic_fraction,
         "peak_utilisation": spec.peak_utilisation,
@@ -401,6 +417,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         "n_scale_out": s["n_scale_out"],
         "n_loans": s["n_loans"],
         "n_reclaims": s["n_reclaims"],
+        "n_loan_returns": s.get("n_loan_returns", 0),
         "scheduler_ms_per_decision": s["scheduler_ms_per_decision"],
         "wall_s": wall,
         "seed": spec.seed,
@@ -589,7 +606,7 @@ def ablation_table(runs: pd.DataFrame) -> pd.DataFrame:
     loans = table["policy"].isin(["aryl", "aryl-no-elastic"])
     return pd.DataFrame(
         {
-            "policy": table["policy"],
+            "policy": table["variant"],
             "reclaim": np.where(loans, table["reclaim_policy"], "–"),
             "qd": table["mean_queuing_delay_s"],
             "p95 qd": table["p95_queuing_delay_s"],
@@ -601,6 +618,7 @@ def ablation_table(runs: pd.DataFrame) -> pd.DataFrame:
             "preempt/1k jobs": table["preemptions_per_1000_jobs"],
             "scale-ins": table["n_scale_in"],
             "scale-outs": table["n_scale_out"],
+            "loans": table["n_loans"],
             "reclaims": table["n_reclaims"],
         }
     )
