@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import functools
 import heapq
+import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -29,7 +31,12 @@ import pytest
 
 from aryl.sim import SimConfig, simulate
 
-PHILLY = "/work/shared/traces/philly-pollux/philly.csv"
+REPO = Path(__file__).resolve().parents[1]
+# The Philly table is not bundled (no licence to redistribute): the project's shared
+# copy beside the repository, or $ARYL_PHILLY_CSV.
+PHILLY = os.environ.get(
+    "ARYL_PHILLY_CSV", str(REPO.parent / "shared" / "traces" / "philly-pollux" / "philly.csv")
+)
 
 
 @functools.cache
