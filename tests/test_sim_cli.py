@@ -60,8 +60,15 @@ def test_compare_prints_ratios_against_fifo(trace_csv: Path, tmp_path: Path) -> 
     fifo = json.loads((out / "fifo" / "summary.json").read_text())
     aryl = json.loads((out / "aryl" / "summary.json").read_text())
     expected = fifo["queuing_delay_s"]["mean"] / aryl["queuing_delay_s"]["mean"]
-    assert table.loc[0, "queuing_delay_ratio"] == f"{expected:.2f}x"
+    assert table.loc[0, "queuing_delay_ratio"] == pytest.approx(expected)
+    assert table.loc[0, "usage_gain"] == pytest.approx(
+        aryl["cluster_usage"] / fifo["cluster_usage"] - 1
+    )
+    assert table.loc[1, "share_jobs_waited"] == pytest.approx(
+        json.loads((out / "sjf" / "summary.json").read_text())["share_jobs_waited"]
+    )
     assert "QD ratio" in res.output
+    assert f"{expected:.2f}x" in res.output  # formatted for the terminal only
 
 
 def test_bad_arguments_are_reported(trace_csv: Path) -> None:

@@ -36,7 +36,8 @@ and pauses progress for ``rescale_pause_s``.  Checkpoints are taken every
 ``checkpoint_interval_s`` of progress time after each (re)start or rescale.
 
 A job whose base demand can never fit the training cluster (or whose worker is
-larger than a server) is reported as infeasible at arrival, with a warning; it
+larger than a server) is reported as infeasible at arrival (one summary warning
+per run with the count, the ids at debug level); it
 is never queued, so it triggers no reclaim, scale-in or preemption.
 
 Determinism: no wall-clock, no hashing of strings, no unordered iteration
@@ -203,7 +204,7 @@ class Engine:
         self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
         self.events: list[tuple[float, int, str, int]] | None = [] if config.record_events else None
-        self.ts: list[tuple[float, int, int, int, int]] = []
+        self.ts: list[tuple[float, int, int, int, int, int]] = []
         self.progress = progress
         self.n_open = 0
         self.n_infeasible = 0
@@ -436,7 +437,7 @@ class Engine:
             self.state[j] = INFEASIBLE
             self.n_infeasible += 1
             self.n_open -= 1
-            log.warning(
+            log.debug(
                 "job %s (%d workers x %d GPUs) can never fit the training cluster "
                 "(%d servers x %d GPUs); reported as infeasible",
                 self.table.job_id[j],
@@ -655,7 +656,14 @@ class Engine:
             self.now = t
 
     def _record(self) -> None:
-        row = (self.now, self.policy.n_queued(), self.busy, self.n_loaned, len(self.running))
+        row = (
+            self.now,
+            self.policy.n_queued(),
+            self.busy,
+            self.n_loaned,
+            len(self.running),
+            self.needed,
+        )
         ts = self.ts
         if ts:
             last = ts[-1]
@@ -740,6 +748,19 @@ class Engine:
                 self.progress(n - self.n_open, n, self.now)
         if self.progress is not None:
             self.progress(n - self.n_open, n, self.now)
+        if self.n_infeasible:
+            # one summary line; the ids are logged at debug level at arrival
+            first = [
+                str(self.table.job_id[j]) for j in range(n) if self.state[j] == INFEASIBLE
+            ][:5]
+            log.warning(
+                "%d job(s) can never fit the training cluster (%d servers x %d GPUs); "
+                "reported as infeasible (status 'infeasible' in the jobs table), e.g. %s",
+                self.n_infeasible,
+                self.n_train,
+                self.gpus_per_server,
+                ", ".join(first),
+            )
         if self.checker is not None:
             self.checker.at_end()
         # close the per-job GPU-second accounting of jobs still running

@@ -9,6 +9,9 @@
 * Inference utilisation = time-average of serving servers / inference servers;
   ``with_loans`` counts loaned servers as used.
 * Percentiles use numpy's default (linear) interpolation over finished jobs.
+* ``share_jobs_waited``: share of finished jobs with a queuing delay > 0 (most
+  jobs usually start at arrival, so p50/p95 of the delay can be 0 while the
+  mean is not); ``share_jobs_waited_total``: the same for ``wait_s``.
 """
 
 from __future__ import annotations
@@ -34,15 +37,18 @@ class SimResult:
     ----------
     jobs : DataFrame
         One row per job in simulation order (arrival, then input row):
-        ``job_id, submit_time_s, gpus, gpus_per_worker, min_workers,
-        max_workers, elastic, status`` (finished / unfinished / infeasible),
+        ``job_id, submit_time_s, duration_s`` (traced, at the traced size),
+        ``gpus, gpus_per_worker, min_workers, max_workers, elastic, alpha``
+        (throughput parameter), ``status`` (finished / unfinished / infeasible),
         ``first_start_s, finish_s, queuing_delay_s, wait_s, jct_s,
         n_preemptions, n_scale_in, n_scale_out, n_moves, gpu_s``.
     summary : dict
         JSON-serialisable: measures, config, policy, seed, trace meta.
     timeseries : DataFrame
-        ``time_s, queue_length, busy_gpus, loaned_servers, running_jobs`` at a
-        fixed step (the value holding at each step time).
+        ``time_s, queue_length, busy_gpus`` (training jobs, on training and
+        loaned servers), ``loaned_servers, running_jobs,
+        inference_servers_needed`` (inference demand) at a fixed step (the
+        value holding at each step time).
     events : DataFrame
         Event log ``time_s, job_id, event, workers`` (empty if not recorded);
         loan/loan_return/reclaim rows have ``job_id`` "" and the server id in ``workers``.
@@ -77,6 +83,11 @@ def _stats(x: np.ndarray) -> dict[str, float | None]:
     }
 
 
+def _share_positive(x: np.ndarray) -> float | None:
+    """Share of the entries that are > 0 (None when empty)."""
+    return float(np.count_nonzero(x > 0) / x.size) if x.size else None
+
+
 def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
     """Assemble a :class:`SimResult` from a finished engine run. O(n_jobs + n_events)."""
     from aryl.sim.engine import DONE, INFEASIBLE
@@ -96,11 +107,13 @@ def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
         {
             "job_id": t.job_id.astype(str),
             "submit_time_s": sub,
+            "duration_s": t.duration_s,
             "gpus": t.gpus,
             "gpus_per_worker": t.gpus_per_worker,
             "min_workers": t.min_workers,
             "max_workers": t.max_workers,
             "elastic": t.elastic,
+            "alpha": t.alpha,
             "status": status,
             "first_start_s": first,
             "finish_s": fin,
@@ -131,6 +144,8 @@ def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
         "queuing_delay_s": _stats((first - sub)[done]),
         "jct_s": _stats((fin - sub)[done]),
         "wait_s": _stats(wait[done]),
+        "share_jobs_waited": _share_positive((first - sub)[done]),
+        "share_jobs_waited_total": _share_positive(wait[done]),
         "cluster_usage": (eng.busy_int / eng.cap_int) if eng.cap_int > 0 else None,
         "training_usage_no_loans": (
             eng.busy_int / (span * cfg.n_training_servers * cfg.gpus_per_server)
@@ -161,7 +176,7 @@ def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
         "trace": meta,
     }
     # time series at a fixed step: the value holding at each step time
-    rows = np.asarray(eng.ts, dtype=np.float64).reshape(-1, 5)
+    rows = np.asarray(eng.ts, dtype=np.float64).reshape(-1, 6)
     step = cfg.timeseries_step_s
     if span > 0 and math.isfinite(span):
         grid = eng.t0 + step * np.arange(math.floor(span / step) + 1, dtype=np.float64)
@@ -176,6 +191,7 @@ def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
             "busy_gpus": rows[idx, 2].astype(np.int64),
             "loaned_servers": rows[idx, 3].astype(np.int64),
             "running_jobs": rows[idx, 4].astype(np.int64),
+            "inference_servers_needed": rows[idx, 5].astype(np.int64),
         }
     )
     if eng.events is not None and eng.events:
