@@ -121,7 +121,7 @@ def test_sensitivity_load_sweep_has_its_own_fifo(quick_run: tuple[Path, str]) ->
     out, _ = quick_run
     runs = pd.read_csv(out / "runs.csv")
     sens = pd.read_csv(out / "sensitivity.csv")
-    load = sens[sens["sweep"] == "training_servers_x"].iloc[0]
+    load = sens[(sens["sweep"] == "training_servers_x") & ~sens["default"]].iloc[0]
     r = runs[(runs["sweep"] == "training_servers_x") & np.isclose(runs["value"], load["value"])]
     fifo = r[r["policy"] == "fifo"].iloc[0]
     aryl = r[r["policy"] == "aryl"].iloc[0]
@@ -129,6 +129,18 @@ def test_sensitivity_load_sweep_has_its_own_fifo(quick_run: tuple[Path, str]) ->
     expected = fifo["mean_queuing_delay_s"] / aryl["mean_queuing_delay_s"]
     if math.isfinite(expected):
         assert load["qd ratio"] == pytest.approx(expected, rel=1e-12)
+
+
+def test_each_sweep_passes_through_the_headline_run(quick_run: tuple[Path, str]) -> None:
+    out, _ = quick_run
+    runs = pd.read_csv(out / "runs.csv")
+    sens = pd.read_csv(out / "sensitivity.csv")
+    head = runs[(runs["section"] == "headline") & (runs["policy"] == "aryl")].iloc[0]
+    defaults = sens[sens["default"]]
+    assert set(defaults["sweep"]) == set(sens["sweep"])
+    assert (defaults["aryl qd"] == head["mean_queuing_delay_s"]).all()
+    ef = defaults[defaults["sweep"] == "elastic_fraction"].iloc[0]
+    assert ef["value"] == 0.5
 
 
 def test_bad_arguments_are_clear_errors(tmp_path: Path) -> None:

@@ -624,44 +624,77 @@ def ablation_table(runs: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _default_value(sweep: str, run: pd.Series) -> float:
+    """The value a sweep's parameter has in the headline run."""
+    from aryl.sim import SimConfig
+
+    cfg = SimConfig()
+    return {
+        "elastic_fraction": float(run["elastic_fraction"]),
+        "inference_ratio": run["n_inference_servers"] / run["n_training_servers"],
+        "peak_utilisation": float(run["peak_utilisation"]),
+        "checkpoint_interval_s": cfg.checkpoint_interval_s,
+        "rescale_pause_s": cfg.rescale_pause_s,
+        "training_servers_x": 1.0,
+    }[sweep]
+
+
 def sensitivity_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Each sweep's aryl runs, with ratios against the fifo run of the same cluster."""
+    """Each sweep's aryl runs, with ratios against the fifo run of the same cluster.
+
+    Each sweep also lists the headline ``aryl`` run at the parameter's default
+    (``default`` column True), so a sweep reads as a curve through it.
+    """
     main = runs[runs["section"] == "headline"].iloc[0]["trace"]
     head = runs[(runs["section"] == "headline") & (runs["trace"] == main)]
     fifo_default = head[head["policy"] == "fifo"].iloc[0]
+    aryl_default = head[head["policy"] == "aryl"].iloc[0]
     sens = runs[runs["section"] == "sensitivity"]
     rows = []
-    for _, r in sens[sens["policy"] != "fifo"].iterrows():
-        if r["sweep"] == "training_servers_x":
-            f = sens[(sens["sweep"] == "training_servers_x") & (sens["value"] == r["value"])
-                     & (sens["policy"] == "fifo")].iloc[0]
-        else:
-            f = fifo_default
-        rows.append(
-            {
-                "sweep": r["sweep"],
-                "value": r["value"],
-                "servers": f"{r['n_training_servers']}+{r['n_inference_servers']}",
-                "aryl qd": r["mean_queuing_delay_s"],
-                "aryl JCT": r["mean_jct_s"],
-                "qd ratio": _ratio(f["mean_queuing_delay_s"], r["mean_queuing_delay_s"]),
-                "JCT ratio": _ratio(f["mean_jct_s"], r["mean_jct_s"]),
-                "usage": r["cluster_usage"],
-                "preempt/1k jobs": r["preemptions_per_1000_jobs"],
-                "mean loaned": r["mean_loaned_servers"],
-            }
-        )
-    return pd.DataFrame(rows)
+    for sweep in dict.fromkeys(sens["sweep"]):
+        points = [(r, False) for _, r in sens[(sens["sweep"] == sweep)
+                                              & (sens["policy"] != "fifo")].iterrows()]
+        points.append((aryl_default, True))
+        for r, is_default in points:
+            value = _default_value(sweep, r) if is_default else float(r["value"])
+            if sweep == "training_servers_x" and not is_default:
+                f = sens[(sens["sweep"] == sweep) & (sens["value"] == r["value"])
+                         & (sens["policy"] == "fifo")].iloc[0]
+            else:
+                f = fifo_default
+            rows.append(
+                {
+                    "sweep": sweep,
+                    "value": value,
+                    "default": is_default,
+                    "servers": f"{r['n_training_servers']}+{r['n_inference_servers']}",
+                    "aryl qd": r["mean_queuing_delay_s"],
+                    "aryl JCT": r["mean_jct_s"],
+                    "qd ratio": _ratio(f["mean_queuing_delay_s"], r["mean_queuing_delay_s"]),
+                    "JCT ratio": _ratio(f["mean_jct_s"], r["mean_jct_s"]),
+                    "usage": r["cluster_usage"],
+                    "preempt/1k jobs": r["preemptions_per_1000_jobs"],
+                    "mean loaned": r["mean_loaned_servers"],
+                }
+            )
+    table = pd.DataFrame(rows)
+    if len(table):
+        order = {sw: i for i, sw in enumerate(dict.fromkeys(table["sweep"]))}
+        table = table.sort_values(
+            ["sweep", "value"], key=lambda c: c.map(order) if c.name == "sweep" else c,
+            kind="stable",
+        ).reset_index(drop=True)
+    return table
 
 
 def _fmt(v: Any) -> str:
     """Number format shared by the CLI tables and results.md."""
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "–"
+    if isinstance(v, (bool, np.bool_)):
+        return "yes" if v else ""
     if isinstance(v, (int, float, np.integer, np.floating)) and v == 0:
         return "0"
-    if isinstance(v, (bool, np.bool_)):
-        return str(v)
     if isinstance(v, (int, np.integer)):
         return f"{int(v):,}"
     if isinstance(v, (float, np.floating)):
@@ -700,32 +733,40 @@ def _figures(rows: list[dict[str, Any]], sens: pd.DataFrame, out: Path) -> list[
     if series:
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
         for r in series:
-            for ax, key, title in (
-                (axes[0], "_queuing_delay_s", "queuing delay"),
-                (axes[1], "_jct_s", "JCT"),
-            ):
-                x = np.sort(np.maximum(r[key], 1.0))
-                ax.plot(x, np.arange(1, x.size + 1) / max(1, x.size), label=r["policy"])
-                ax.set_xscale("log")
-                ax.set_xlabel(f"{title} (s, log)")
-                ax.set_ylabel("CDF")
-                ax.grid(alpha=0.3)
-        axes[0].legend()
+            qd = np.sort(r["_queuing_delay_s"])
+            zero = float((qd <= 0).mean()) if qd.size else 0.0
+            cdf = np.arange(1, qd.size + 1) / max(1, qd.size)
+            axes[0].step(qd, cdf, where="post",
+                         label=f"{r['policy']} ({100 * zero:.0f}% start at once)")
+            jct = np.sort(r["_jct_s"])
+            axes[1].plot(jct, np.arange(1, jct.size + 1) / max(1, jct.size), label=r["policy"])
+        # symlog: zero delays (most jobs under aryl) sit at 0, the tail on a log scale
+        axes[0].set_xscale("symlog", linthresh=10.0)
+        axes[0].set_xlabel("queuing delay (s; linear below 10 s, log above)")
+        axes[1].set_xscale("log")
+        axes[1].set_xlabel("JCT (s, log)")
+        for ax in axes:
+            ax.set_ylabel("CDF")
+            ax.grid(alpha=0.3)
+            ax.legend(loc="lower right", fontsize=8)
         fig.suptitle(f"{series[0]['trace']}: fifo vs aryl")
         _png(fig, out / "cdf_delay_jct.png")
         plt.close(fig)
         names.append("cdf_delay_jct.png")
         fig, axes = plt.subplots(2, 1, figsize=(10, 5), sharex=True)
+        train_gpus = int(series[0]["n_training_servers"]) * GPUS_PER_SERVER
         for r in series:
             ts = r["_timeseries"]
             days = (ts["time_s"] - ts["time_s"].iloc[0]) / 86400.0
             axes[0].plot(days, ts["busy_gpus"], lw=0.6, label=r["policy"])
             if r["policy"] == "aryl":
                 axes[1].plot(days, ts["loaned_servers"], lw=0.6, color="C1")
-        axes[0].set_ylabel("busy training GPUs")
-        axes[0].legend()
+        axes[0].axhline(train_gpus, color="k", lw=0.8, ls="--",
+                        label=f"training GPUs ({train_gpus})")
+        axes[0].set_ylabel("busy GPUs\n(training + loaned)")
+        axes[0].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
         axes[1].set_ylabel("loaned servers (aryl)")
-        axes[1].set_xlabel("days")
+        axes[1].set_xlabel("days since the first arrival")
         _png(fig, out / "busy_gpus_loans.png")
         plt.close(fig)
         names.append("busy_gpus_loans.png")
@@ -736,6 +777,9 @@ def _figures(rows: list[dict[str, Any]], sens: pd.DataFrame, out: Path) -> list[
             d = sens[sens["sweep"] == sw].sort_values("value")
             ax.plot(d["value"], d["qd ratio"], "o-", label="queuing delay")
             ax.plot(d["value"], d["JCT ratio"], "s-", label="JCT")
+            dd = d[d["default"]]
+            ax.plot(dd["value"], dd["qd ratio"], "o", mfc="none", mec="k", ms=11,
+                    label="default")
             ax.axhline(1.0, color="grey", lw=0.8)
             ax.set_title(sw, fontsize=9)
             ax.set_yscale("log")
