@@ -20,7 +20,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from aryl.errors import InvalidInputError
+from aryl.errors import InvalidInputError, TraceFormatError
 from aryl.sim.config import DEFAULT_INFERENCE_SERVERS, DEFAULT_TRAINING_SERVERS
 
 DEFAULT_TRACE = "itp-c07"
@@ -106,7 +106,9 @@ def _load(o: dict[str, Any], console: Console) -> Any:
         trace = load_trace(o["trace"], window=o["window"], gpus_per_server=o["gpus_per_server"],
                            on_invalid="drop" if drop else "raise")
     except InvalidInputError as exc:
-        hint = "" if drop else " (use --drop-invalid to skip bad rows)"
+        # a bad data row (not the header, not the file as a whole) can be dropped
+        row_error = isinstance(exc, TraceFormatError) and (exc.line or 0) > 1
+        hint = " (use --drop-invalid to skip bad rows)" if row_error and not drop else ""
         raise click.ClickException(f"{exc}{hint}") from exc
     if drop:
         dropped = {k: int(v) for k, v in trace.dropped.items() if v}
