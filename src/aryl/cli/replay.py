@@ -5,7 +5,12 @@
 inference profile, on the default cluster (docs/simulator.md), and prints the
 summary.  ``aryl compare --policies fifo,aryl`` runs several policies on the
 same input and prints one table with ratios against ``fifo`` (the paper's
-"1.53x lower mean queuing delay / +26.9% usage" form).
+"1.53x lower mean queuing delay / +26.9% usage" form; ratios are
+baseline / policy, ``compare.csv`` stores them as numbers).
+
+``--out DIR`` writes ``DIR/manifest.json`` listing the files of the run; a
+re-run into the same directory deletes the files the previous manifest lists
+and this run does not write, and never touches files no manifest lists.
 """
 
 from __future__ import annotations
