@@ -149,11 +149,12 @@ def plot_results(results: Mapping[str, SimResult], out_dir: str | Path) -> list[
             continue
         c = colours[k % len(colours)]
         days = _days(ts)
-        ax.plot(days, ts["busy_gpus"], label=f"{name}: busy", linewidth=0.7, color=c)
+        ax.plot(days, ts["busy_gpus"], label=f"{name}: busy", linewidth=0.7, color=c, alpha=0.85)
         loaned = ts["loaned_servers"].to_numpy(dtype=np.float64)
         if loaned.max(initial=0.0) > 0:
-            ax.step(days, cap + gps * loaned, where="post", linewidth=0.6, linestyle=":",
-                    color=c, label=f"{name}: training + loaned GPUs")
+            ax.step(days, cap + gps * loaned, where="post", linewidth=1.2, linestyle=":",
+                    color="black" if len(results) == 1 else c, alpha=0.8,
+                    label=f"{name}: training + loaned GPUs")
     if cap:
         ax.axhline(cap, color="black", linestyle="--", linewidth=1.0,
                    label=f"training GPUs ({cap:,})")
