@@ -51,6 +51,7 @@ _LAZY: dict[str, str] = {
     "load_trace": "aryl.traces",
     "simulate": "aryl.sim",
     "SimConfig": "aryl.sim",
+    "SimResult": "aryl.sim",
 }
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "ReclaimReason",
     "ReclaimRequest",
     "SimConfig",
+    "SimResult",
     "TraceFormatError",
     "__version__",
     "load_trace",
@@ -96,7 +98,7 @@ if TYPE_CHECKING:  # pragma: no cover
         ReclaimRequest,
         reclaim,
     )
-    from aryl.sim import SimConfig, simulate
+    from aryl.sim import SimConfig, SimResult, simulate
     from aryl.traces import load_trace
 
 
