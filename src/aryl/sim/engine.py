@@ -371,6 +371,10 @@ class Engine:
         self._account(j, now)
         old_w = self.workers[j]
         self._remove(j)
+        self._place_resized(j, old_w, place, now)
+
+    def _place_resized(self, j: int, old_w: int, place: Placement, now: float) -> None:
+        """Put a resized job (already removed) on ``place``: counts, pause, checkpoint."""
         w = self._add(j, place)
         self.placement[j] = dict(place)
         self.workers[j] = w
@@ -386,6 +390,7 @@ class Engine:
             self.n_move[j] += 1
             what = "move"
         self._set_speed(j, w)
+        # a rescale saves a checkpoint and pauses progress for rescale_pause_s
         lt = max(self.last_t[j], now + self.config.rescale_pause_s)
         self.last_t[j] = lt
         self.ckpt_rem[j] = self.rem[j]
@@ -607,27 +612,7 @@ class Engine:
                 olds.append((j, self.workers[j], place, reason))
                 self._remove(j)
             for j, old_w, place, _reason in olds:
-                w = self._add(j, place)
-                self.placement[j] = dict(place)
-                self.workers[j] = w
-                if self._on_place is not None:
-                    self._on_place(j)
-                if w > old_w:
-                    self.n_scale_out[j] += 1
-                    what = "scale_out"
-                elif w < old_w:
-                    self.n_scale_in[j] += 1
-                    what = "scale_in"
-                else:
-                    self.n_move[j] += 1
-                    what = "move"
-                self._set_speed(j, w)
-                lt = max(self.last_t[j], now + self.config.rescale_pause_s)
-                self.last_t[j] = lt
-                self.ckpt_rem[j] = self.rem[j]
-                self.next_ckpt[j] = lt + self.config.checkpoint_interval_s
-                self._schedule_finish(j)
-                self._log(j, what, w)
+                self._place_resized(j, old_w, place, now)
         for j, place, reason in d.starts:
             self._start(j, place, reason)
 
