@@ -63,7 +63,7 @@ def experiment_command() -> None:
     default=None,
     help="Path of the Philly job table (philly.csv, not bundled); adds its busiest 15 days.",
 )
-@click.option("--quick", is_flag=True, help="Small plan on itp-c10 (a smoke run, ~1 min).")
+@click.option("--quick", is_flag=True, help="Small plan on itp-c10 (a smoke run, a few seconds).")
 @click.option(
     "-j",
     "--jobs",
