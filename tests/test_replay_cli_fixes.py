@@ -53,16 +53,19 @@ def test_infeasible_jobs_give_one_warning_with_the_count(
     trace_csv: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.DEBUG, logger="aryl.sim.engine"):
+        # one training server of 1 GPU: the 30 jobs of 2, 4 or 8 GPUs can never fit
         r = CliRunner().invoke(main, ["replay", "--trace", str(trace_csv), "--policy", "fifo",
-                                      "--training-servers", "0", "--inference-servers", "2"])
+                                      "--training-servers", "1", "--gpus-per-server", "1",
+                                      "--inference-servers", "2"])
     assert r.exit_code == 0, r.output
     recs = [x for x in caplog.records if "never fit" in x.getMessage()]
     warnings = [x for x in recs if x.levelno == logging.WARNING]
     debugs = [x for x in recs if x.levelno == logging.DEBUG]
     assert len(warnings) == 1
-    assert warnings[0].getMessage().startswith("40 job(s) can never fit")
-    assert sorted(x.args[0] for x in debugs) == sorted(f"j{i}" for i in range(40))  # type: ignore[index]
-    assert "40 job(s) can never fit" in r.output
+    assert warnings[0].getMessage().startswith("30 job(s) can never fit")
+    expected = sorted(f"j{i}" for i in range(40) if i % 4 != 0)
+    assert sorted(x.args[0] for x in debugs) == expected  # type: ignore[index]
+    assert "30 job(s) can never fit" in r.output
 
 
 # 3 --------------------------------------------------- share of jobs that waited

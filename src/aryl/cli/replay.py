@@ -29,6 +29,10 @@ from aryl.errors import InvalidInputError, TraceFormatError
 from aryl.sim.config import DEFAULT_INFERENCE_SERVERS, DEFAULT_TRAINING_SERVERS
 
 DEFAULT_TRACE = "itp-c07"
+# Choices for click (checked against the registries in tests/test_replay_cli_fixes.py).
+POLICIES = ("aryl", "aryl-no-elastic", "aryl-no-loan", "elastic-greedy", "fifo", "sjf",
+            "tiresias")
+RECLAIM_POLICIES = ("aryl", "random", "fewest-jobs", "most-idle", "exact")
 
 __all__ = ["compare_command", "replay_command"]
 
@@ -37,9 +41,12 @@ _AUTO = "auto"
 
 
 class _ServersType(click.ParamType):
-    """A server count >= 0, or ``auto``."""
+    """A server count >= ``minimum``, or ``auto``."""
 
     name = "N|auto"
+
+    def __init__(self, minimum: int) -> None:
+        self.minimum = minimum
 
     def convert(self, value: Any, param: Any, ctx: Any) -> int | str:
         if isinstance(value, int) and not isinstance(value, bool):
@@ -51,12 +58,9 @@ class _ServersType(click.ParamType):
                 n = int(str(value))
             except ValueError:
                 self.fail(f"{value!r} is not a whole number or 'auto'", param, ctx)
-        if n < 0:
-            self.fail(f"{n} must be >= 0", param, ctx)
+        if n < self.minimum:
+            self.fail(f"{n} must be >= {self.minimum}", param, ctx)
         return n
-
-
-_SERVERS = _ServersType()
 
 
 def _common(func: Any) -> Any:
@@ -68,22 +72,23 @@ def _common(func: Any) -> Any:
         click.option("--inference", default="bundled", show_default=True,
                      help="Inference demand: 'bundled' (daily profile), 'diurnal', 'none' "
                           "or a CSV time_s,servers_needed."),
-        click.option("--training-servers", type=_SERVERS, default=None,
+        click.option("--training-servers", type=_ServersType(1), default=None,
                      help=f"Training servers (8 GPUs each by default) or 'auto' (sized "
                           f"from the trace, see docs/simulator.md).  [default: "
                           f"{DEFAULT_TRAINING_SERVERS}]"),
-        click.option("--inference-servers", type=_SERVERS, default=None,
+        click.option("--inference-servers", type=_ServersType(0), default=None,
                      help=f"Inference servers or 'auto' (16/46 of the training servers, "
                           f"at least 4).  [default: {DEFAULT_INFERENCE_SERVERS}]"),
         click.option("--drop-invalid", is_flag=True,
                      help="Drop bad trace rows (counted by kind) instead of failing."),
-        click.option("--gpus-per-server", type=int, default=8, show_default=True),
-        click.option("--elastic-fraction", type=float, default=0.5, show_default=True,
+        click.option("--gpus-per-server", type=click.IntRange(min=1), default=8, show_default=True),
+        click.option("--elastic-fraction", type=click.FloatRange(0.0, 1.0), default=0.5,
+                     show_default=True,
                      help="Fraction of jobs made elastic when the trace has no scaling columns."),
-        click.option("--seed", type=int, default=0, show_default=True,
+        click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
                      help="Seed of the elastic synthesis and random choices."),
-        click.option("--reclaim-policy", default="aryl", show_default=True,
-                     help="aryl, random, fewest-jobs, most-idle, exact."),
+        click.option("--reclaim-policy", type=click.Choice(RECLAIM_POLICIES), default="aryl",
+                     show_default=True, help="Which loaned servers a reclaim returns."),
         click.option("--backend", type=click.Choice(["native", "reference"]), default="native",
                      show_default=True, help="Kernel implementation."),
         click.option("--horizon", type=float, default=None,
@@ -114,7 +119,8 @@ def _load(o: dict[str, Any], console: Console) -> Any:
         # a bad data row (not the header, not the file as a whole) can be dropped
         row_error = isinstance(exc, TraceFormatError) and (exc.line or 0) > 1
         hint = " (use --drop-invalid to skip bad rows)" if row_error and not drop else ""
-        raise click.ClickException(f"{exc}{hint}") from exc
+        where = "" if isinstance(exc, TraceFormatError) else "--trace/--window: "
+        raise click.ClickException(f"{where}{exc}{hint}") from exc
     if drop:
         dropped = {k: int(v) for k, v in trace.dropped.items() if v}
         if dropped:
@@ -139,6 +145,8 @@ def _sizes(o: dict[str, Any], jobs: Any, console: Console) -> tuple[int, int]:
             n_train = auto_train
         if n_inf == _AUTO:
             n_inf = auto_inf
+        n_train = DEFAULT_TRAINING_SERVERS if n_train is None else n_train
+        n_inf = DEFAULT_INFERENCE_SERVERS if n_inf is None else n_inf
         console.print(f"auto-sized cluster: {n_train} training + {n_inf} inference servers "
                       f"(largest training cluster on which strict fifo's mean queuing delay "
                       f"is still >= 4,000 s)")
@@ -167,8 +175,11 @@ def _prepare(o: dict[str, Any], console: Console) -> tuple[Any, dict[str, Any], 
     try:
         trace = synthesize_elastic(trace, elastic_fraction=o["elastic_fraction"], seed=o["seed"],
                                    gpus_per_server=o["gpus_per_server"])
-        jobs = trace.jobs
-        n_train, n_inf = _sizes(o, jobs, console)
+    except InvalidInputError as exc:
+        raise click.ClickException(f"elastic synthesis: {exc}") from exc
+    jobs = trace.jobs
+    n_train, n_inf = _sizes(o, jobs, console)
+    try:
         t0 = float(jobs["submit_time_s"].iloc[0]) if len(jobs) else 0.0
         span = float(jobs["submit_time_s"].iloc[-1] - t0) if len(jobs) else 0.0
         cfg = SimConfig(
@@ -181,9 +192,21 @@ def _prepare(o: dict[str, Any], console: Console) -> tuple[Any, dict[str, Any], 
             horizon_s=None if horizon is None else t0 + horizon,
             check=o["check"],
         )
+    except InvalidInputError as exc:
+        # SimConfig names its field (gpus_per_server, ...): say the option instead
+        msg = str(exc)
+        field = msg.split(":", 1)[0]
+        if field.isidentifier():
+            msg = f"--{field.replace('_', '-')}{msg[len(field):]}"
+        raise click.ClickException(msg) from exc
+    try:
         demand = load_inference_spec(o["inference"], cfg.n_inference_servers, t0, span, o["seed"])
     except InvalidInputError as exc:
-        raise click.ClickException(str(exc)) from exc
+        msg = str(exc)
+        if msg.startswith("spec:"):  # the library does not know the CLI's 'none'
+            msg = ("expected 'bundled', 'diurnal', 'none' or a CSV of time_s,servers_needed, "
+                   f"got {o['inference']!r}")
+        raise click.ClickException(f"--inference: {msg}") from exc
     meta = dict(trace.meta)
     meta.setdefault("source", trace.source)
     return trace, meta, cfg, demand
@@ -289,6 +312,17 @@ def _write_manifest(out: Path, paths: list[Path], command: str) -> Path:
     return atomic_write_text(mpath, json.dumps({"command": command, "files": rel}, indent=2))
 
 
+def _describe(trace: Any, cfg: Any, o: dict[str, Any]) -> str:
+    """One line saying what is replayed: trace, jobs, cluster, elastic share, seed."""
+    from rich.markup import escape
+
+    label = escape(str(o["trace"])) + (f" (window {escape(o['window'])})" if o["window"] else "")
+    return (f"{label}: {len(trace.jobs):,} jobs on {cfg.n_training_servers} training + "
+            f"{cfg.n_inference_servers} inference servers ({cfg.gpus_per_server} GPUs each), "
+            f"{100 * o['elastic_fraction']:.0f}% of jobs elastic, inference demand "
+            f"{escape(str(o['inference']))}, seed {cfg.seed}")
+
+
 def _summary_table(s: dict[str, Any]) -> Table:
     t = Table(title=f"aryl replay: policy {s['policy']}", show_header=True)
     t.add_column("measure")
@@ -327,8 +361,8 @@ def _counts_table(s: dict[str, Any]) -> Table:
 
 
 @click.command(name="replay")
-@click.option("--policy", default="aryl", show_default=True,
-              help="fifo, sjf, tiresias, aryl, aryl-no-loan, aryl-no-elastic, elastic-greedy.")
+@click.option("--policy", type=click.Choice(POLICIES), default="aryl", show_default=True,
+              help="Scheduling policy (docs/simulator.md).")
 @_common
 def replay_command(policy: str, **o: Any) -> None:
     """Replay a trace under one policy and print the summary."""
@@ -336,6 +370,7 @@ def replay_command(policy: str, **o: Any) -> None:
         raise click.UsageError("--plot needs --out DIR")
     console = Console()
     trace, _meta, cfg, demand = _prepare(o, console)
+    console.print(_describe(trace, cfg, o))
     res = _run(trace, policy, cfg, demand, not o["no_progress"], o["keep_idle_loans"], console)
     s = res.summary
     console.print(_summary_table(s))
@@ -400,6 +435,7 @@ def compare_command(policies: str, baseline: str, **o: Any) -> None:
     # wide enough for the table when the output is a file or a pipe
     console = Console(width=None if sys.stdout.isatty() else 160)
     trace, _meta, cfg, demand = _prepare(o, console)
+    console.print(_describe(trace, cfg, o))
     results = {
         p: _run(trace, p, cfg, demand, not o["no_progress"], o["keep_idle_loans"], console)
         for p in run_names
@@ -417,7 +453,7 @@ def compare_command(policies: str, baseline: str, **o: Any) -> None:
               "ms/decision"):
         t2.add_column(c, justify="left" if c == "policy" else "right")
     rows = []
-    for p in names:
+    for p in run_names:
         s = results[p].summary
         qd, jct, wait = s["queuing_delay_s"], s["jct_s"], s["wait_s"]
         gain = (
