@@ -334,7 +334,8 @@ def paper_plan(
     sweep("rescale_pause_s", [0.0, 120.0],
           lambda v: base("rescale_pause_s", v, config=(("rescale_pause_s", v),)))
     # load: a smaller or larger training cluster, with fifo as its own baseline
-    for scale in [0.9, 1.1, 1.25][: 1 if quick else None]:
+    # (quick: 0.75, so that the tiny itp-c10 cluster really shrinks)
+    for scale in [0.75] if quick else [0.9, 1.1, 1.25]:
         n_train = max(1, round(main.n_training_servers * scale))
         tr = dataclasses.replace(main, n_training_servers=n_train)
         for pol in ("fifo", "aryl"):
@@ -604,9 +605,14 @@ def ablation_table(runs: pd.DataFrame) -> pd.DataFrame:
     fifo = head[head["policy"] == "fifo"].iloc[0]
     table = pd.concat([head, runs[runs["section"] == "ablation"]], ignore_index=True)
     loans = table["policy"].isin(["aryl", "aryl-no-elastic"])
+    # name each run by what differs: the policy variant, and a non-default reclaim policy
+    other_reclaim = loans & (table["reclaim_policy"] != "aryl")
+    label = table["variant"].where(
+        ~other_reclaim, table["variant"] + " (reclaim " + table["reclaim_policy"] + ")"
+    )
     return pd.DataFrame(
         {
-            "policy": table["variant"],
+            "policy": label,
             "reclaim": np.where(loans, table["reclaim_policy"], "–"),
             "qd": table["mean_queuing_delay_s"],
             "p95 qd": table["p95_queuing_delay_s"],

@@ -72,7 +72,8 @@ def trace_command() -> None:
 def inspect_command(trace: str, fmt: str | None, window: str | None, tz: str | None,
                     drop_invalid: bool, gpus_per_server: int, max_gpus: int | None,
                     no_multi_server: bool, node_list: str | None, bins: int) -> None:
-    """Summarise TRACE: jobs, span, GPU sizes, durations, offered load, drops."""
+    """Summarise TRACE (a path or preset; default itp-c07): jobs, span, GPU sizes,
+    durations, offered load, drops."""
     from aryl.traces.summary import gpu_histogram, offered_load, summarize
 
     t = _load(trace, fmt, window, tz, drop_invalid, gpus_per_server, max_gpus,
