@@ -373,8 +373,8 @@ class ArylPolicy(SjfPolicy):
 
         n = len(cand)
         bw, wk = v.base_workers, v.workers
-        rem = v.remaining_work_many(cand)
         ci = np.fromiter(cand, dtype=np.int64, count=n)
+        rem = v.remaining_work_many(ci if n >= 8 else cand)
         if self._np_static is None:
             self._np_static = (
                 np.asarray(bw, dtype=np.int64),

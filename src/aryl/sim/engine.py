@@ -51,7 +51,6 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -177,6 +176,14 @@ class Engine:
         self.restarted = [False] * n
         self.running: dict[int, None] = {}
         self.paused_until = self.last_t
+        # numpy mirrors of rem / last_t / speed / (state == RUNNING) for the vectorised
+        # remaining_work_many (gathers by index instead of converting Python lists);
+        # every write to those four lists is followed by a mirror write
+        self._rem_a = table.duration_s.astype(np.float64)
+        self._lt_a = np.zeros(n, dtype=np.float64)
+        self._sp_a = np.zeros(n, dtype=np.float64)
+        self._run_a = np.zeros(n, dtype=bool)
+        self._tt_a = np.array(self._t_traced, dtype=np.float64)
         # clock and accounting
         t0 = config.start_time_s
         if t0 is None:
@@ -246,8 +253,18 @@ class Engine:
                 self.ckpt_rem[j] = max(0.0, r - (c - lt) * sp)
                 self.next_ckpt[j] = c + iv
             r -= (now - lt) * sp
-            self.rem[j] = r if r > 0.0 else 0.0
+            r = r if r > 0.0 else 0.0
+            self.rem[j] = r
             self.last_t[j] = now
+            self._rem_a[j] = r
+            self._lt_a[j] = now
+
+    def _sync(self, j: int) -> None:
+        """Copy job ``j``'s rem / last_t / speed / running flag to the numpy mirrors."""
+        self._rem_a[j] = self.rem[j]
+        self._lt_a[j] = self.last_t[j]
+        self._sp_a[j] = self.speed[j]
+        self._run_a[j] = self.state[j] == RUNNING
 
     def remaining_work(self, j: int) -> float:
         """Remaining work of job ``j`` now, in single-worker seconds."""
@@ -255,24 +272,29 @@ class Engine:
             self._advance(j, self.now)
         return self.rem[j] * self._t_traced[j]
 
-    def remaining_work_many(self, jobs: list[int]) -> np.ndarray:
-        """Remaining work of several jobs now, single-worker seconds (float64, no mutation)."""
+    def remaining_work_many(self, jobs: list[int] | np.ndarray) -> np.ndarray:
+        """Remaining work of several jobs now, single-worker seconds (float64, no mutation).
+
+        ``jobs``: job indices, a list or an int64 array.  O(len(jobs)).
+        """
         now = self.now
         R, L, SP, TT, ST = self.rem, self.last_t, self.speed, self._t_traced, self.state
         if len(jobs) < 8:
+            if isinstance(jobs, np.ndarray):
+                jobs = jobs.tolist()
             out = [
                 (max(0.0, R[j] - (now - L[j]) * SP[j]) if ST[j] == RUNNING and now > L[j] else R[j])
                 * TT[j]
                 for j in jobs
             ]
             return np.array(out, dtype=np.float64)
-        # same float64 operations, elementwise (gathers by itemgetter run in C)
-        get = itemgetter(*jobs)
-        r = np.array(get(R), dtype=np.float64)
-        lt = np.array(get(L), dtype=np.float64)
-        go = (np.array(get(ST)) == RUNNING) & (now > lt)
-        left = np.maximum(0.0, r - (now - lt) * np.array(get(SP), dtype=np.float64))
-        out_a: np.ndarray = np.where(go, left, r) * np.array(get(TT), dtype=np.float64)
+        # same float64 operations, elementwise, on the numpy mirrors
+        ci = np.asarray(jobs, dtype=np.int64)
+        r = self._rem_a[ci]
+        lt = self._lt_a[ci]
+        go = self._run_a[ci] & (now > lt)
+        left = np.maximum(0.0, r - (now - lt) * self._sp_a[ci])
+        out_a: np.ndarray = np.where(go, left, r) * self._tt_a[ci]
         return out_a
 
     def remaining_time(self, j: int, workers: int) -> float:
@@ -362,6 +384,7 @@ class Engine:
         self.last_t[j] = lt
         self.ckpt_rem[j] = self.rem[j]
         self.next_ckpt[j] = lt + self.config.checkpoint_interval_s
+        self._sync(j)
         self._schedule_finish(j)
         self._log(j, "start", w)
 
@@ -395,6 +418,7 @@ class Engine:
         self.last_t[j] = lt
         self.ckpt_rem[j] = self.rem[j]
         self.next_ckpt[j] = lt + self.config.checkpoint_interval_s
+        self._sync(j)
         self._schedule_finish(j)
         self._log(j, what, w)
 
@@ -413,6 +437,7 @@ class Engine:
         self.n_preempt[j] += 1
         self.restarted[j] = True
         self.queued_since[j] = now
+        self._sync(j)
         self._log(j, "preempt", 0)
         self.policy.enqueue(j)
 
@@ -429,6 +454,7 @@ class Engine:
         self.state[j] = DONE
         self.finish_t[j] = now
         self.fin_seq[j] = -1
+        self._sync(j)
         self.n_open -= 1
         self._log(j, "finish", 0)
         self.policy.on_finish(j)
