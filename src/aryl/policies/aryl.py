@@ -397,8 +397,11 @@ class ArylPolicy(SjfPolicy):
         if kk is None:
             return False
         k = kk
-        # --- place extras: best-fit decreasing, keep existing ones first
-        order = np.lexsort((ci, -(k * g))).tolist()
+        # --- place extras: best-fit decreasing, keep existing ones first.  Only
+        # the jobs given extras (k > 0) take part: they sort first in ``order``
+        # (key -(k g) < 0), and a job absent from ``new_extra`` gets none.
+        n_pos = int(np.count_nonzero(k))
+        order = np.lexsort((ci, -(k * g)))[:n_pos].tolist()
         k_l = k.tolist()
         g_l = g.tolist()
         groups_extra = self._groups_extra
@@ -410,8 +413,6 @@ class ArylPolicy(SjfPolicy):
             j = cand[i]
             kept: Placement = {}
             new_extra[j] = kept
-            if not want:
-                continue
             old = get_old(j)
             if old:
                 gi = g_l[i]
@@ -464,7 +465,12 @@ class ArylPolicy(SjfPolicy):
                     merged[s] = merged.get(s, 0) + c
                 idx = start_index[j]
                 d.starts[idx] = (j, merged, d.starts[idx][2])
-        for j in cand[:n_run]:
+        # A running job can change only if it is given extras or has some now
+        # (workers above base: exactly the jobs in ``extras_now``); visit those in
+        # candidate order, the order of the resizes in the decision.
+        touched = np.flatnonzero((k[:n_run] > 0) | (cur[:n_run] > base[:n_run])).tolist()
+        for i in touched:
+            j = cand[i]
             ex = new_extra.get(j, {})
             old = extras_now.get(j, {})
             if ex == old:
