@@ -299,24 +299,13 @@ class ArylPolicy(SjfPolicy):
                 # MCKP optimum (every class at its own best value).
                 self._set_groups(loaned)
                 wk, mw, bw, gw = v.workers, v.max_workers, v.base_workers, v.gpw
-                fast = list(real)
-                sub: list[int] = []
-                ex_sub: dict[int, Placement] = {}
                 upper = 0  # GPUs the candidates could take at most
-                cap = left
+                cap = left  # free GPUs + GPUs of the extras of the jobs below their max
                 below = self._below
-                if len(below) > 1:
-                    below = dict.fromkeys(sorted(below, key=self._rank.__getitem__))
-                for j in below:  # the jobs below their maximum, in _el order
-                    sub.append(j)
-                    upper += (mw[j] - bw[j]) * gw[j]
-                    if wk[j] > bw[j]:
-                        _, e = self._split_of(j)
-                        g = gw[j]
-                        for s, k in e.items():
-                            fast[s] += k * g
-                            cap += k * g
-                        ex_sub[j] = e
+                for j in below:
+                    g = gw[j]
+                    upper += (mw[j] - bw[j]) * g
+                    cap += (wk[j] - bw[j]) * g  # its extra workers (0 at base)
                 for j, _, _ in d.starts:
                     if self._scalable(j):
                         upper += (mw[j] - bw[j]) * gw[j]
@@ -324,6 +313,19 @@ class ArylPolicy(SjfPolicy):
                 # usually fails, so go to the solver directly (both are optimal; only
                 # the choice among equally good solutions may differ).
                 if upper <= cap:
+                    fast = list(real)
+                    sub: list[int] = []
+                    ex_sub: dict[int, Placement] = {}
+                    if len(below) > 1:
+                        below = dict.fromkeys(sorted(below, key=self._rank.__getitem__))
+                    for j in below:  # the jobs below their maximum, in _el order
+                        sub.append(j)
+                        if wk[j] > bw[j]:
+                            _, e = self._split_of(j)
+                            g = gw[j]
+                            for s, k in e.items():
+                                fast[s] += k * g
+                            ex_sub[j] = e
                     done = self._elastic_phase(d, fast, sub, ex_sub, unconstrained_only=True)
                 if done:
                     free = fast
