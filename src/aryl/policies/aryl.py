@@ -326,14 +326,20 @@ class ArylPolicy(SjfPolicy):
                             for s, k in e.items():
                                 fast[s] += k * g
                             ex_sub[j] = e
-                    done = self._elastic_phase(d, fast, sub, ex_sub, unconstrained_only=True)
+                    done = self._elastic_phase(
+                        d, fast, sub, ex_sub, unconstrained_only=True, free_wo_extras=real
+                    )
                 if done:
                     free = fast
             if not done:
                 if not phase1:
                     self._capacity_view()
                 free = self._build_scratch()
-                self._elastic_phase(d, free, list(self._el), self._extras)
+                # not displaced: the scratch is exactly real + every current extra
+                self._elastic_phase(
+                    d, free, list(self._el), self._extras,
+                    free_wo_extras=None if displaced else self._real,
+                )
             assert free is not None
             # inference servers not on loan have no free GPUs (capacity 0), so the
             # free GPUs of training + loaned servers are the whole list's sum
@@ -354,12 +360,16 @@ class ArylPolicy(SjfPolicy):
         cand: list[int],
         extras_now: dict[int, Placement],
         unconstrained_only: bool = False,
+        free_wo_extras: list[int] | None = None,
     ) -> bool:
         """Phase 2 over running jobs ``cand`` (+ elastic starts in ``d``) on ``free``.
 
         ``free`` counts the GPUs of the extras in ``extras_now`` as free.  With
         ``unconstrained_only``, gives up (returns False, nothing changed) unless
-        every job's best option fits at once.
+        every job's best option fits at once.  ``free_wo_extras`` (read only):
+        when given, ``free`` is exactly this list plus the GPUs of every extra in
+        ``extras_now`` (no base worker was placed on an extra's GPUs), which
+        lets the keep pass skip the jobs whose extras do not change.
         """
         v = self.view
         new = [(j, p) for j, p, _ in d.starts if self._scalable(j)]
@@ -403,38 +413,23 @@ class ArylPolicy(SjfPolicy):
         # the jobs given extras (k > 0) take part: they sort first in ``order``
         # (key -(k g) < 0), and a job absent from ``new_extra`` gets none.
         n_pos = int(np.count_nonzero(k))
-        order = np.lexsort((ci, -(k * g)))[:n_pos].tolist()
+        order_a = np.lexsort((ci, -(k * g)))[:n_pos]
         k_l = k.tolist()
         g_l = g.tolist()
         groups_extra = self._groups_extra
         new_extra: dict[int, Placement] = {}
-        # keep pass
-        get_old = extras_now.get
-        for i in order:
-            want = k_l[i]
-            j = cand[i]
-            kept: Placement = {}
-            new_extra[j] = kept
-            old = get_old(j)
-            if old:
-                gi = g_l[i]
-                # old is in ascending server id order (split_placement): walk it
-                # backwards, so loaned servers (the highest ids) come first
-                for s in reversed(old):
-                    t = old[s]  # min(old[s], want, free[s] // gi)
-                    if t > want:
-                        t = want
-                    room = free[s] // gi
-                    if t > room:
-                        t = room
-                    if t > 0:
-                        kept[s] = t
-                        free[s] -= t * gi
-                        want -= t
-                        if not want:
-                            break
-                k_l[i] = want  # still to place
-        # place the rest
+        if free_wo_extras is not None:
+            order, touched = self._keep_exact(
+                free, free_wo_extras, cand, extras_now, k, cur - base, order_a, n_run,
+                k_l, g_l, new_extra,
+            )
+        else:
+            order = order_a.tolist()
+            self._keep(free, cand, extras_now, order, k_l, g_l, new_extra)
+            # A running job can change only if it is given extras or has some now
+            # (workers above base: exactly the jobs in ``extras_now``)
+            touched = np.flatnonzero((k[:n_run] > 0) | (cur[:n_run] > base[:n_run])).tolist()
+        # place the rest (k_l: workers still to place)
         for i in order:
             want = k_l[i]
             if not want:
@@ -467,10 +462,8 @@ class ArylPolicy(SjfPolicy):
                     merged[s] = merged.get(s, 0) + c
                 idx = start_index[j]
                 d.starts[idx] = (j, merged, d.starts[idx][2])
-        # A running job can change only if it is given extras or has some now
-        # (workers above base: exactly the jobs in ``extras_now``); visit those in
-        # candidate order, the order of the resizes in the decision.
-        touched = np.flatnonzero((k[:n_run] > 0) | (cur[:n_run] > base[:n_run])).tolist()
+        # the running jobs that may change, in candidate order (the order of the
+        # resizes in the decision)
         for i in touched:
             j = cand[i]
             ex = new_extra.get(j, {})
@@ -487,6 +480,109 @@ class ArylPolicy(SjfPolicy):
             )
             d.resizes.append((j, newp, reason))
         return True
+
+    @staticmethod
+    def _keep(
+        free: list[int],
+        cand: list[int],
+        extras_now: dict[int, Placement],
+        order: list[int],
+        k_l: list[int],
+        g_l: list[int],
+        new_extra: dict[int, Placement],
+    ) -> None:
+        """Keep pass: each job in ``order`` keeps up to ``k_l[i]`` of its extras.
+
+        Takes the kept GPUs from ``free``, records them in ``new_extra`` and
+        leaves in ``k_l[i]`` the workers still to place.
+        """
+        get_old = extras_now.get
+        for i in order:
+            want = k_l[i]
+            j = cand[i]
+            kept: Placement = {}
+            new_extra[j] = kept
+            old = get_old(j)
+            if old:
+                gi = g_l[i]
+                # old is in ascending server id order (split_placement): walk it
+                # backwards, so loaned servers (the highest ids) come first
+                for s in reversed(old):
+                    t = old[s]  # min(old[s], want, free[s] // gi)
+                    if t > want:
+                        t = want
+                    room = free[s] // gi
+                    if t > room:
+                        t = room
+                    if t > 0:
+                        kept[s] = t
+                        free[s] -= t * gi
+                        want -= t
+                        if not want:
+                            break
+                k_l[i] = want  # still to place
+
+    @staticmethod
+    def _keep_exact(
+        free: list[int],
+        free_wo_extras: list[int],
+        cand: list[int],
+        extras_now: dict[int, Placement],
+        k: np.ndarray,
+        ext: np.ndarray,
+        order_a: np.ndarray,
+        n_run: int,
+        k_l: list[int],
+        g_l: list[int],
+        new_extra: dict[int, Placement],
+    ) -> tuple[list[int], list[int]]:
+        """The keep pass of :meth:`_keep` when ``free`` = ``free_wo_extras`` + all extras.
+
+        Then every current extra still has room where it is (the others only
+        take back their own extras), so job ``i`` keeps ``min(k[i], ext[i])``
+        of its ``ext[i]`` extra workers whatever the order, and the result is
+        that of :meth:`_keep` computed from the few jobs whose count changes:
+        start from ``free_wo_extras`` (all extras kept) and give back what the
+        shrinking jobs drop.  A job whose count is unchanged keeps exactly its
+        extras and gets no entry in ``new_extra`` (no resize).
+
+        Returns
+        -------
+        (order, touched)
+            The growing jobs in ``order_a`` order (workers still to place in
+            ``k_l``), and the running jobs whose count changes, ascending.
+        """
+        free[:] = free_wo_extras
+        for i in np.flatnonzero(k < ext).tolist():  # shrinking: same walk as _keep
+            want = k_l[i]
+            j = cand[i]
+            gi = g_l[i]
+            old = extras_now[j]
+            kept: Placement = {}
+            for s in reversed(old):
+                t = old[s]
+                if t > want:
+                    t = want
+                if t > 0:
+                    kept[s] = t
+                    want -= t
+                    if not want:
+                        break
+            for s, c in old.items():
+                back = c - kept.get(s, 0)
+                if back:
+                    free[s] += back * gi
+            new_extra[j] = kept
+        grow = k > ext
+        order = order_a[grow[order_a]].tolist()
+        ext_l = ext.tolist()
+        for i in order:  # growing: keep every extra (in _keep's visiting order)
+            j = cand[i]
+            had = extras_now.get(j)
+            new_extra[j] = dict(reversed(had.items())) if had else {}
+            k_l[i] -= ext_l[i]
+        touched = np.flatnonzero(k[:n_run] != ext[:n_run]).tolist()
+        return order, touched
 
     def wants_loan(self) -> bool:
         if self.lst:
