@@ -106,8 +106,9 @@ def mckp_extras(
     res = solve_mckp(
         values, weights, int(capacity), backend=backend, validate=False  # type: ignore[arg-type]
     )
-    choice = np.asarray(res.choice, dtype=np.int64)
-    return np.where(choice >= 0, choice + 1, 0).astype(np.int64)
+    # option index c (c + 1 extra workers) or -1 (none): c + 1 extra workers either way
+    extra: np.ndarray = np.asarray(res.choice, dtype=np.int64) + 1
+    return extra
 
 
 def _table(
