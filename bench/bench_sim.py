@@ -146,8 +146,17 @@ def _profile_split(jobs: pd.DataFrame, policy: str, cfg: SimConfig) -> dict[str,
 def main(argv: list[str]) -> None:
     import resource
 
+    if "-h" in argv or "--help" in argv:
+        print("usage: python bench/bench_sim.py [--profile]\n\n"
+              "fifo and aryl on itp-c07, the full Philly table and its busiest 15 days\n"
+              "(Philly rows need $ARYL_PHILLY_CSV or ../shared/traces beside the repo);\n"
+              "--profile adds the kernel-vs-engine split of aryl's time.")
+        return
     profile = "--profile" in argv
     cases = [("itp-c07", 46), ("philly", 96), ("philly-busiest-15d", 80)]
+    if not Path(PHILLY).exists():
+        print(f"Philly table not found at {PHILLY} (set ARYL_PHILLY_CSV): itp-c07 only")
+        cases = cases[:1]
     rows = []
     for name, n_train in cases:
         jobs = _load(name)

@@ -169,6 +169,9 @@ def plot_results(results: Mapping[str, SimResult], out_dir: str | Path) -> list[
     # loaned servers over the inference demand: whole run and a zoom
     fig, axes = plt.subplots(2, 1, figsize=(9, 6))
     z0, z1 = _zoom_window(results)
+    any_loans = any(
+        len(r.timeseries) and r.timeseries["loaned_servers"].max() > 0 for r in results.values()
+    )
     for ax, zoom in zip(axes, (False, True), strict=True):
         drawn_demand = False
         for k, (name, res) in enumerate(results.items()):
@@ -189,7 +192,8 @@ def plot_results(results: Mapping[str, SimResult], out_dir: str | Path) -> list[
         ax.grid(alpha=0.3)
         if zoom:
             ax.set_xlim(z0, z1)
-            ax.set_title(f"zoom: days {z0:.1f}-{z1:.1f} (the {ZOOM_DAYS:g} days with most loans)",
+            what = "most loans" if any_loans else "no loans at all"
+            ax.set_title(f"zoom: days {z0:.1f}-{z1:.1f} (the {ZOOM_DAYS:g} days with {what})",
                          fontsize=10)
             ax.set_xlabel("days since start")
         else:
