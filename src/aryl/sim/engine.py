@@ -642,6 +642,21 @@ class Engine:
         for j, place, reason in d.starts:
             self._start(j, place, reason)
 
+    def _handle(self, kind: int, seq: int, p: int) -> bool:
+        """Apply one finish, demand-change or reclaim-deadline event.
+
+        Returns whether the state changed (a stale finish event does nothing).
+        """
+        if kind == FINISH:
+            if self.fin_seq[p] != seq:
+                return False
+            self._finish(p)
+        elif kind == DEMAND:
+            self._demand(p)
+        else:
+            self._reclaim_deadline()
+        return True
+
     def _pass(self, changed: bool) -> None:
         ev_mark = len(self.events) if self.events is not None else 0
         if self.policy.loans and self._loan():
@@ -721,16 +736,7 @@ class Engine:
             # finishes, demand changes, reclaim deadlines
             while heap and heap[0][0] <= t and heap[0][1] < ARRIVAL:
                 _, kind, seq, _, p = pop(heap)
-                if kind == FINISH:
-                    if self.fin_seq[p] == seq:
-                        self._finish(p)
-                        changed = True
-                elif kind == DEMAND:
-                    self._demand(p)
-                    changed = True
-                else:
-                    self._reclaim_deadline()
-                    changed = True
+                changed |= self._handle(kind, seq, p)
             while ptr < n and sub[ptr] <= t:
                 self._arrive(ptr)
                 ptr += 1
@@ -741,16 +747,8 @@ class Engine:
                     ticked = True
                     if self.n_open > 0:
                         self._push(t + tick, TICK, 0)
-                elif kind == FINISH:  # pushed at t by this very pass (zero work)
-                    if self.fin_seq[p] == seq:
-                        self._finish(p)
-                        changed = True
-                elif kind == DEMAND:
-                    self._demand(p)
-                    changed = True
-                else:
-                    self._reclaim_deadline()
-                    changed = True
+                else:  # e.g. a finish pushed at t by this very pass (zero work)
+                    changed |= self._handle(kind, seq, p)
             if changed or ticked:
                 self._pass(changed)
                 self._record()
