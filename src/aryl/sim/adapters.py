@@ -122,17 +122,16 @@ def _table(
 ) -> tuple[np.ndarray, np.ndarray]:
     # The kernel takes one scalar pause; jobs starting now are charged none.
     p = float(pause.max()) if pause.size else 0.0
+    values, weights = _table_unchecked(rem, cur, base, mx, g, alpha, p)
+    values = np.asarray(values, dtype=np.float64)
     zero = pause == 0
-    if p == 0 or zero.all() or not zero.any():
-        values, weights = _table_unchecked(rem, cur, base, mx, g, alpha, p)
-        return np.asarray(values, dtype=np.float64), np.asarray(weights, dtype=np.int64)
-    # Jobs starting now have current == base, so every option k >= 1 carries the
-    # pause and option 0 does not: their pause-free values are the values + p.
-    assert np.all(cur[zero] == base[zero])
-    v1, w1 = _table_unchecked(rem, cur, base, mx, g, alpha, p)
-    values = np.array(v1, dtype=np.float64)
-    values[zero] += p
-    return values, np.asarray(w1, dtype=np.int64)
+    if p > 0 and zero.any():
+        # Jobs starting now have current == base, so every option k >= 1 carries the
+        # pause and option 0 does not: their pause-free values are the values + p.
+        assert np.all(cur[zero] == base[zero])
+        values = values.copy()
+        values[zero] += p
+    return values, np.asarray(weights, dtype=np.int64)
 
 
 def _table_unchecked(
