@@ -143,6 +143,18 @@ def test_each_sweep_passes_through_the_headline_run(quick_run: tuple[Path, str])
     assert ef["value"] == 0.5
 
 
+def test_bad_philly_table_names_the_row_and_writes_nothing(tmp_path: Path) -> None:
+    bad = tmp_path / "philly.csv"
+    bad.write_text("timestamp,duration,num_gpus,gpu_time,cluster\n"
+                   "2017-10-09 07:01:55,-5,1,66.0,x\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["experiment", "paper", "--quick", "--philly", str(bad),
+                                       "--out", str(out)])
+    assert result.exit_code == 1
+    assert "line 2, column 'duration': duration is negative" in result.output
+    assert not out.exists()
+
+
 def test_bad_arguments_are_clear_errors(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["experiment", "paper", "--philly", str(tmp_path / "no.csv")])
     assert result.exit_code == 2

@@ -836,8 +836,8 @@ def run_paper(
     if n_procs < 1:
         raise InvalidInputError("n_procs: must be >= 1")
     out = Path(out_dir)
+    plan = paper_plan(quick=quick, philly=philly)  # reads and sizes every trace first
     out.mkdir(parents=True, exist_ok=True)
-    plan = paper_plan(quick=quick, philly=philly)
     t0 = time.perf_counter()
     rows = _run_all(plan, n_procs, progress)
     runs = pd.DataFrame([{k: v for k, v in r.items() if not k.startswith("_")} for r in rows])
