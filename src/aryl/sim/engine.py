@@ -1,5 +1,13 @@
 """The discrete-event engine of the Aryl simulator.
 
+The simulator is one client of :func:`aryl.schedule`: it keeps the cluster in a
+:class:`~aryl.scheduling.ClusterState`, turns the trace and the inference
+demand into events, calls the scheduling pass and applies its plan
+(:meth:`~aryl.scheduling.SchedulePlan.apply`, with the engine's accounting as
+the observer).  Every decision — starts, resizes, preemptions, which idle
+inference servers to borrow, which loans to return, which servers a reclaim
+gives back — is the pass's.
+
 Events
 ------
 A heap of lean tuples ``(time_s, priority, seq, kind, payload)``; arrivals are
@@ -8,16 +16,13 @@ order).  Events at the same time are processed in this fixed order:
 
 1. job finishes (priority 0),
 2. inference demand changes (1) — a rise above the servers not on loan asks
-   for servers back; with a grace period of 0 s they are reclaimed at once,
+   for servers back, due at once with a grace period of 0 s,
 3. reclaim deadlines (2),
 4. job arrivals (3), in arrival order then input row order,
 5. periodic ticks (4),
 
-then **one** scheduling pass (offer the loanable idle inference servers if the
-policy loans, then ``policy.schedule``, then settle the loans: offered servers
-that got a worker become loans, and loaned servers without a training worker
-go back to the inference pool when the policy's ``return_idle_loans`` is on).
-Ties inside a priority go by ``seq`` (push order).
+then **one** scheduling pass (reclaim if due, offers, the policy, loans
+settled).  Ties inside a priority go by ``seq`` (push order).
 
 Finish events are invalidated lazily: each job remembers the ``seq`` of its live
 finish event, and a rescale or preemption pushes a new one, so stale entries are
@@ -28,17 +33,16 @@ relative 1e-9 raises :class:`RuntimeError` (a bug); smaller float drift is
 clamped to the clock.  The run ends when every feasible job has finished, or at
 ``SimConfig.horizon_s`` (unfinished jobs are listed in the results).
 
-Job lifecycle: queued -> running (rescaled any number of times) -> finished;
-a preemption requeues the job with its original arrival time, its remaining
+Job lifecycle (:mod:`aryl.scheduling.state`): queued -> running (rescaled any
+number of times) -> finished; a preemption requeues the job, its remaining
 work set back to the last checkpoint; the next start pays ``restart_cost_s``
 before progress resumes.  A rescale (or a move of workers) saves a checkpoint
-and pauses progress for ``rescale_pause_s``.  Checkpoints are taken every
-``checkpoint_interval_s`` of progress time after each (re)start or rescale.
+and pauses progress for ``rescale_pause_s``.
 
 A job whose base demand can never fit the training cluster (or whose worker is
 larger than a server) is reported as infeasible at arrival (one summary warning
-per run with the count, the ids at debug level); it
-is never queued, so it triggers no reclaim, scale-in or preemption.
+per run with the count, the ids at debug level); it is never queued, so it
+triggers no reclaim, scale-in or preemption.
 
 Determinism: no wall-clock, no hashing of strings, no unordered iteration
 (dicts keep insertion order); the same inputs and seed give identical results.
@@ -55,7 +59,8 @@ from typing import Any
 
 import numpy as np
 
-from aryl.policies.base import Decision, Placement, Policy, Reason, make_policy, policy_class
+from aryl.scheduling import ClusterState, Reason, SchedulerConfig, make_policy, schedule
+from aryl.scheduling.state import DONE, INFEASIBLE, PENDING, QUEUED, RUNNING, SERVING, IDLE
 from aryl.sim.config import SimConfig
 from aryl.sim.jobs import JobTable
 
@@ -65,13 +70,9 @@ __all__ = ["Engine", "InferenceSchedule"]
 
 FINISH, DEMAND, RECLAIM, ARRIVAL, TICK = 0, 1, 2, 3, 4
 
-# job states
-PENDING, QUEUED, RUNNING, DONE, INFEASIBLE = 0, 1, 2, 3, 4
-
-# inference server states
-SERVING, IDLE, LOANED = 0, 1, 2
-
 _EPS = 1e-9
+
+__all__ += ["DONE", "INFEASIBLE", "PENDING", "QUEUED", "RUNNING"]
 
 
 class InferenceSchedule:
@@ -102,11 +103,22 @@ class InferenceSchedule:
         return c * self.period_s + self.offsets_s[i], self.servers_needed[i]
 
 
-class Engine:
-    """One replay: state, event loop and decision application.
+def scheduler_config(config: SimConfig) -> SchedulerConfig:
+    """The scheduling pass's knobs taken from a simulator configuration."""
+    return SchedulerConfig(
+        rescale_pause_s=float(config.rescale_pause_s),
+        checkpoint_interval_s=float(config.checkpoint_interval_s),
+        restart_cost_s=float(config.restart_cost_s),
+        loan_reserve_servers=int(config.loan_reserve_servers),
+        starvation_bound_s=float(config.starvation_bound_s),
+        reclaim_policy=config.reclaim_policy,
+        seed=int(config.seed),
+        backend=config.backend,
+    )
 
-    The engine is the :class:`~aryl.policies.base.SimView` the policy reads.
-    """
+
+class Engine:
+    """One replay: the cluster state, the event loop and the accounting of plans."""
 
     def __init__(
         self,
@@ -120,48 +132,46 @@ class Engine:
         self.table = table
         self.config = config
         self.policy_name = policy
-        cls = policy_class(policy)
+        self.policy = make_policy(policy, dict(policy_options or {}))
         n = table.n_jobs
         S = config.gpus_per_server
         self.gpus_per_server = S
         self.n_train = config.n_training_servers
         self.n_inf = config.n_inference_servers
-        n_srv = self.n_train + self.n_inf
-        self.training_servers = list(range(self.n_train))
-        # server state
-        self.free = [S] * self.n_train + [0] * self.n_inf
-        self.cap = [S] * self.n_train + [0] * self.n_inf
-        self.jobs_on: list[dict[int, int]] = [{} for _ in range(n_srv)]
-        self.n_loaned = 0
-        self.needed = 0
         self.inference = inference if (inference is not None and self.n_inf > 0) else None
         # without a demand series nothing is ever needed: every inference server is
         # idle (loanable), as documented for ``simulate(inference=False)``
-        self.inf_state = [SERVING if self.inference is not None else IDLE] * self.n_inf
-        # static job columns (Python lists for fast scalar access)
-        self.submit: list[float] = table.submit_time_s.tolist()
-        self.gpw: list[int] = table.gpus_per_worker.tolist()
-        self.traced_workers: list[int] = table.traced_workers.tolist()
-        self.alpha: list[float] = table.alpha.tolist()
-        use_elastic = cls.elastic
-        el = table.elastic & use_elastic
-        self.elastic: list[bool] = el.tolist()
-        self.base_workers: list[int] = np.where(
-            el, table.min_workers, table.traced_workers
-        ).tolist()
-        self.max_workers: list[int] = np.where(el, table.max_workers, table.traced_workers).tolist()
-        a = table.alpha
-        tw = table.traced_workers.astype(np.float64)
-        self._t_traced: list[float] = (tw / (1.0 + a * (tw - 1.0))).tolist()
-        # mutable job state
-        self.state = [PENDING] * n
-        self.rem: list[float] = table.duration_s.tolist()  # traced seconds
-        self.speed = [0.0] * n
-        self.last_t = [0.0] * n  # progress accrues from here (in the future while paused)
-        self.ckpt_rem = list(self.rem)
-        self.next_ckpt = [math.inf] * n
-        self.workers = [0] * n
-        self.placement: list[Placement | None] = [None] * n
+        st = ClusterState(config=scheduler_config(config))
+        for i in range(self.n_train):
+            st.add_server(f"t{i}", role="training", gpus=S)
+        inf_status = SERVING if self.inference is not None else IDLE
+        for i in range(self.n_inf):
+            st.add_server(f"i{i}", role="inference", gpus=S, status=inf_status)
+        ids = table.job_id.tolist()
+        sub = table.submit_time_s.tolist()
+        gpw = table.gpus_per_worker.tolist()
+        traced = table.traced_workers.tolist()
+        dur = table.duration_s.tolist()
+        mn = table.min_workers.tolist()
+        mx = table.max_workers.tolist()
+        el = table.elastic.tolist()
+        al = table.alpha.tolist()
+        for j in range(n):
+            st.add_job(
+                ids[j], arrival_s=sub[j], gpus_per_worker=gpw[j], ref_workers=traced[j],
+                remaining_s=dur[j], min_workers=mn[j], max_workers=mx[j], elastic=el[j],
+                alpha=al[j],
+            )
+        self.state = st
+        self.submit: list[float] = sub
+        pol = self.policy
+        # the size each job runs with at least under this policy (infeasibility, checks)
+        self.base_workers: list[int] = [pol.base_workers(st, j) for j in range(n)]
+        self.max_workers: list[int] = [
+            st.max_workers[j] if (pol.elastic and st.elastic[j]) else st.ref_workers[j]
+            for j in range(n)
+        ]
+        # per-job results
         self.fin_seq = [-1] * n
         self.first_start = [math.nan] * n
         self.finish_t = [math.nan] * n
@@ -169,21 +179,7 @@ class Engine:
         self.n_scale_in = [0] * n
         self.n_scale_out = [0] * n
         self.n_move = [0] * n
-        self.gpu_s = [0.0] * n
-        self.alloc_t = [0.0] * n
         self.wait_s = [0.0] * n
-        self.queued_since = [0.0] * n
-        self.restarted = [False] * n
-        self.running: dict[int, None] = {}
-        self.paused_until = self.last_t
-        # numpy mirrors of rem / last_t / speed / (state == RUNNING) for the vectorised
-        # remaining_work_many (gathers by index instead of converting Python lists);
-        # every write to those four lists is followed by a mirror write
-        self._rem_a = table.duration_s.astype(np.float64)
-        self._lt_a = np.zeros(n, dtype=np.float64)
-        self._sp_a = np.zeros(n, dtype=np.float64)
-        self._run_a = np.zeros(n, dtype=bool)
-        self._tt_a = np.array(self._t_traced, dtype=np.float64)
         # clock and accounting
         t0 = config.start_time_s
         if t0 is None:
@@ -194,18 +190,17 @@ class Engine:
             raise InvalidInputError("start_time_s: must not be after the first arrival")
         self.t0 = float(t0)
         self.now = self.t0
-        self.busy = 0
-        self.base_busy = 0  # GPUs of the base workers of running jobs (busy - extras)
+        st.now_s = self.t0
         self.busy_int = 0.0
         self.cap_int = 0.0
         self.loan_int = 0.0
         self.serving_int = 0.0
         self.n_loans = 0
         self.n_loan_returns = 0
-        self.tentative: list[int] = []  # servers offered to the current pass, not yet counted
         self.n_reclaims = 0
         self.n_reclaim_preempt = 0
         self.reclaim_deadline_misses = 0
+        self.reclaim_due = False
         self.sched_time_s = 0.0
         self.n_decisions = 0
         self.heap: list[tuple[float, int, int, int, int]] = []
@@ -215,101 +210,12 @@ class Engine:
         self.progress = progress
         self.n_open = 0
         self.n_infeasible = 0
-        self.pending_reclaim = 0
-        self.policy: Policy = make_policy(policy, self, dict(policy_options or {}))
-        self.return_loans = bool(self.policy.loans and self.policy.return_idle_loans)
-        # placement-change hook, only for policies that override it
-        self._on_place: Callable[[int], None] | None = (
-            self.policy.on_placement
-            if type(self.policy).on_placement is not Policy.on_placement
-            else None
-        )
         self.checker: Any = None
         self.reclaim_log: list[Any] | None = None
         if config.check:
             from aryl.sim.check import Checker
 
             self.checker = Checker(self)
-
-    # ----------------------------------------------------------------- view
-    def loaned_servers(self) -> list[int]:
-        """Ids of the inference servers on loan (including offered ones), ascending."""
-        base = self.n_train
-        return [base + i for i, st in enumerate(self.inf_state) if st == LOANED]
-
-    def offered_servers(self) -> list[int]:
-        """Loaned servers offered to the current pass only (returned if unused), ascending."""
-        return self.tentative
-
-    def _advance(self, j: int, now: float) -> None:
-        lt = self.last_t[j]
-        if now > lt:
-            sp = self.speed[j]
-            r = self.rem[j]
-            nc = self.next_ckpt[j]
-            if now >= nc:
-                iv = self.config.checkpoint_interval_s
-                c = nc + math.floor((now - nc) / iv) * iv
-                self.ckpt_rem[j] = max(0.0, r - (c - lt) * sp)
-                self.next_ckpt[j] = c + iv
-            r -= (now - lt) * sp
-            r = r if r > 0.0 else 0.0
-            self.rem[j] = r
-            self.last_t[j] = now
-            self._rem_a[j] = r
-            self._lt_a[j] = now
-
-    def _sync(self, j: int) -> None:
-        """Copy job ``j``'s rem / last_t / speed / running flag to the numpy mirrors."""
-        self._rem_a[j] = self.rem[j]
-        self._lt_a[j] = self.last_t[j]
-        self._sp_a[j] = self.speed[j]
-        self._run_a[j] = self.state[j] == RUNNING
-
-    def remaining_work(self, j: int) -> float:
-        """Remaining work of job ``j`` now, in single-worker seconds."""
-        if self.state[j] == RUNNING:
-            self._advance(j, self.now)
-        return self.rem[j] * self._t_traced[j]
-
-    def remaining_work_many(self, jobs: list[int] | np.ndarray) -> np.ndarray:
-        """Remaining work of several jobs now, single-worker seconds (float64, no mutation).
-
-        ``jobs``: job indices, a list or an int64 array.  O(len(jobs)).
-        """
-        now = self.now
-        R, L, SP, TT, ST = self.rem, self.last_t, self.speed, self._t_traced, self.state
-        if len(jobs) < 8:
-            if isinstance(jobs, np.ndarray):
-                jobs = jobs.tolist()
-            out = [
-                (max(0.0, R[j] - (now - L[j]) * SP[j]) if ST[j] == RUNNING and now > L[j] else R[j])
-                * TT[j]
-                for j in jobs
-            ]
-            return np.array(out, dtype=np.float64)
-        # same float64 operations, elementwise, on the numpy mirrors
-        ci = np.asarray(jobs, dtype=np.int64)
-        r = self._rem_a[ci]
-        lt = self._lt_a[ci]
-        go = self._run_a[ci] & (now > lt)
-        left = np.maximum(0.0, r - (now - lt) * self._sp_a[ci])
-        out_a: np.ndarray = np.where(go, left, r) * self._tt_a[ci]
-        return out_a
-
-    def remaining_time(self, j: int, workers: int) -> float:
-        """Seconds job ``j`` still needs at ``workers`` workers (no overheads)."""
-        if self.state[j] == RUNNING:
-            self._advance(j, self.now)
-        a = self.alpha[j]
-        return self.rem[j] * self._t_traced[j] * (1.0 + a * (workers - 1)) / workers
-
-    def attained_gpu_s(self, j: int) -> float:
-        """GPU-seconds allocated to job ``j`` so far."""
-        g = self.gpu_s[j]
-        if self.state[j] == RUNNING:
-            g += self.workers[j] * self.gpw[j] * (self.now - self.alloc_t[j])
-        return g
 
     # --------------------------------------------------------------- events
     def _push(self, t: float, kind: int, payload: int) -> int:
@@ -323,149 +229,79 @@ class Engine:
             self.events.append((self.now, j, what, w))
 
     def _schedule_finish(self, j: int) -> None:
-        sp = self.speed[j]
-        t = self.last_t[j] + self.rem[j] / sp
+        st = self.state
+        t = st.progress_at_s[j] + st.remaining_s[j] / st.speed[j]
         self.fin_seq[j] = self._push(t, FINISH, j)
 
-    # ----------------------------------------------------------- placement
-    def _account(self, j: int, now: float) -> None:
-        self.gpu_s[j] += self.workers[j] * self.gpw[j] * (now - self.alloc_t[j])
-        self.alloc_t[j] = now
+    # ------------------------------------------------ plan observer (accounting)
+    def before_job_change(self, j: int) -> None:
+        pass
 
-    def _add(self, j: int, place: Placement) -> int:
-        g = self.gpw[j]
-        w = 0
-        for s, k in place.items():
-            self.free[s] -= k * g
-            on = self.jobs_on[s]
-            on[j] = on.get(j, 0) + k
-            w += k
-        self.busy += w * g
-        return w
-
-    def _remove(self, j: int) -> None:
-        place = self.placement[j]
-        if not place:
-            return
-        g = self.gpw[j]
-        for s, k in place.items():
-            self.free[s] += k * g
-            del self.jobs_on[s][j]
-        self.busy -= self.workers[j] * g
-        self.placement[j] = None
-        self.workers[j] = 0
-        if self._on_place is not None:
-            self._on_place(j)
-
-    def _set_speed(self, j: int, w: int) -> None:
-        tw = self.traced_workers[j]
-        if w == tw:
-            self.speed[j] = 1.0
-        else:
-            a = self.alpha[j]
-            self.speed[j] = (w / (1.0 + a * (w - 1))) / self._t_traced[j]
-
-    def _start(self, j: int, place: Placement, reason: Reason) -> None:
+    def job_started(self, j: int, reason: Reason) -> None:
         now = self.now
-        w = self._add(j, place)
-        self.placement[j] = dict(place)
-        self.workers[j] = w
-        if self._on_place is not None:
-            self._on_place(j)
-        self.state[j] = RUNNING
-        self.running[j] = None
-        self.base_busy += self.base_workers[j] * self.gpw[j]
-        self.alloc_t[j] = now
-        self._set_speed(j, w)
         if math.isnan(self.first_start[j]):
             self.first_start[j] = now
-        self.wait_s[j] += now - self.queued_since[j]
-        lt = now + (self.config.restart_cost_s if self.restarted[j] else 0.0)
-        self.last_t[j] = lt
-        self.ckpt_rem[j] = self.rem[j]
-        self.next_ckpt[j] = lt + self.config.checkpoint_interval_s
-        self._sync(j)
+        self.wait_s[j] += now - self.state.queued_since_s[j]
         self._schedule_finish(j)
-        self._log(j, "start", w)
+        self._log(j, "start", self.state.workers[j])
 
-    def _resize(self, j: int, place: Placement, reason: Reason) -> None:
-        now = self.now
-        self._advance(j, now)
-        self._account(j, now)
-        old_w = self.workers[j]
-        self._remove(j)
-        self._place_resized(j, old_w, place, now)
-
-    def _place_resized(self, j: int, old_w: int, place: Placement, now: float) -> None:
-        """Put a resized job (already removed) on ``place``: counts, pause, checkpoint."""
-        w = self._add(j, place)
-        self.placement[j] = dict(place)
-        self.workers[j] = w
-        if self._on_place is not None:
-            self._on_place(j)
-        if w > old_w:
+    def job_resized(self, j: int, old_workers: int, reason: Reason) -> None:
+        w = self.state.workers[j]
+        if w > old_workers:
             self.n_scale_out[j] += 1
             what = "scale_out"
-        elif w < old_w:
+        elif w < old_workers:
             self.n_scale_in[j] += 1
             what = "scale_in"
         else:
             self.n_move[j] += 1
             what = "move"
-        self._set_speed(j, w)
-        # a rescale saves a checkpoint and pauses progress for rescale_pause_s
-        lt = max(self.last_t[j], now + self.config.rescale_pause_s)
-        self.last_t[j] = lt
-        self.ckpt_rem[j] = self.rem[j]
-        self.next_ckpt[j] = lt + self.config.checkpoint_interval_s
-        self._sync(j)
         self._schedule_finish(j)
         self._log(j, what, w)
 
-    def _preempt(self, j: int, reason: Reason) -> None:
-        now = self.now
-        self._advance(j, now)
-        self._account(j, now)
-        self._remove(j)
-        del self.running[j]
-        self.base_busy -= self.base_workers[j] * self.gpw[j]
-        self.rem[j] = self.ckpt_rem[j]
-        self.last_t[j] = now
-        self.next_ckpt[j] = math.inf
-        self.state[j] = QUEUED
+    def job_preempted(self, j: int, reason: Reason) -> None:
         self.fin_seq[j] = -1
         self.n_preempt[j] += 1
-        self.restarted[j] = True
-        self.queued_since[j] = now
-        self._sync(j)
+        if reason == Reason.RECLAIM_PREEMPT:
+            self.n_reclaim_preempt += 1
         self._log(j, "preempt", 0)
-        self.policy.enqueue(j)
 
+    def server_lent(self, s: int, reason: Reason) -> None:
+        self.n_loans += 1
+        if self.events is not None:
+            self.events.append((self.now, -1, "loan", s))
+
+    def server_returned(self, s: int, reason: Reason) -> None:
+        if reason == Reason.RECLAIMED:
+            self.n_reclaims += 1
+            what = "reclaim"
+        else:
+            self.n_loan_returns += 1
+            what = "loan_return"
+        if self.events is not None:
+            self.events.append((self.now, -1, what, s))
+
+    # ----------------------------------------------------------- lifecycle
     def _finish(self, j: int) -> None:
         now = self.now
-        self._advance(j, now)
-        if self.rem[j] > 1e-6 * max(1.0, self.table.duration_s[j]):
-            raise RuntimeError(f"job {j} finished with {self.rem[j]} s of work left")
-        self.rem[j] = 0.0
-        self._account(j, now)
-        self._remove(j)
-        del self.running[j]
-        self.base_busy -= self.base_workers[j] * self.gpw[j]
-        self.state[j] = DONE
+        st = self.state
+        st.advance(j, now)
+        if st.remaining_s[j] > 1e-6 * max(1.0, self.table.duration_s[j]):
+            raise RuntimeError(f"job {j} finished with {st.remaining_s[j]} s of work left")
+        st.finish(j, now)
         self.finish_t[j] = now
         self.fin_seq[j] = -1
-        self._sync(j)
         self.n_open -= 1
         self._log(j, "finish", 0)
-        self.policy.on_finish(j)
 
     def _arrive(self, j: int) -> None:
         base = self.base_workers[j]
-        g = self.gpw[j]
+        st = self.state
+        g = st.gpus_per_worker[j]
         S = self.gpus_per_server
-        self.queued_since[j] = self.now
         if g > S or base * g > self.n_train * S:
-            self.state[j] = INFEASIBLE
+            st.status[j] = INFEASIBLE
+            st.queued_since_s[j] = self.now
             self.n_infeasible += 1
             self.n_open -= 1
             log.debug(
@@ -479,169 +315,27 @@ class Engine:
             )
             self._log(j, "infeasible", 0)
             return
-        self.state[j] = QUEUED
+        st.enqueue(j, self.now)
         self._log(j, "arrive", 0)
-        self.policy.enqueue(j)
 
-    # ------------------------------------------------------- loan / reclaim
-    def _not_loaned(self) -> int:
-        return self.n_inf - self.n_loaned
-
-    def _set_serving(self) -> None:
-        # The lowest-id servers not on loan serve; the others are idle.
-        left = self.needed
-        for i, st in enumerate(self.inf_state):
-            if st == LOANED:
-                continue
-            if left > 0:
-                self.inf_state[i] = SERVING
-                left -= 1
-            else:
-                self.inf_state[i] = IDLE
-
-    def _loan(self) -> bool:
-        loanable = self._not_loaned() - self.needed - self.config.loan_reserve_servers
-        if loanable <= 0 or not self.policy.wants_loan():
-            return False
-        S = self.gpus_per_server
-        tentative = self.return_loans
-        # Loan the highest-id idle servers.
-        for i in range(self.n_inf - 1, -1, -1):
-            if loanable == 0:
-                break
-            if self.inf_state[i] == IDLE:
-                s = self.n_train + i
-                self.inf_state[i] = LOANED
-                self.cap[s] = S
-                self.free[s] = S
-                self.n_loaned += 1
-                loanable -= 1
-                if tentative:
-                    self.tentative.append(s)  # counted by _settle_loans if used
-                else:
-                    self.n_loans += 1
-                    if self.events is not None:
-                        self.events.append((self.now, -1, "loan", s))
-        if tentative:
-            self.tentative.reverse()  # ascending server id
-        return True
-
-    def _unloan(self, s: int) -> None:
-        i = s - self.n_train
-        self.inf_state[i] = IDLE
-        self.cap[s] = 0
-        self.free[s] = 0
-        self.n_loaned -= 1
-
-    def _settle_loans(self, ev_mark: int) -> None:
-        """After a pass: keep the offered servers that got work, give back empty loans.
-
-        Offered (tentative) servers the pass did not use go back silently (they
-        were never counted as loaned and no time passed); used ones count as
-        loans, logged at the start of the pass.  Loaned servers with no training
-        worker go back to the inference pool as idle (``n_loan_returns``).
-        """
-        jobs_on = self.jobs_on
-        tentative = self.tentative
-        if tentative:
-            used_new = []
-            for s in tentative:
-                if jobs_on[s]:
-                    used_new.append(s)
-                    self.n_loans += 1
-                else:
-                    self._unloan(s)  # back to idle, as before the offer
-            if used_new and self.events is not None:
-                now = self.now
-                self.events[ev_mark:ev_mark] = [(now, -1, "loan", s) for s in used_new]
-            fresh = set(tentative)
-            self.tentative = []
-        else:
-            fresh = set()
-        returned = False
-        base = self.n_train
-        for i, st in enumerate(self.inf_state):
-            if st == LOANED:
-                s = base + i
-                if not jobs_on[s] and s not in fresh:
-                    self._unloan(s)
-                    self.n_loan_returns += 1
-                    returned = True
-                    if self.events is not None:
-                        self.events.append((self.now, -1, "loan_return", s))
-        if returned and self.inference is not None:
-            self._set_serving()
-
+    # ------------------------------------------------------- demand / reclaim
     def _demand(self, k: int) -> None:
         assert self.inference is not None
+        st = self.state
         _, value = self.inference.at(k)
-        self.needed = min(max(0, value), self.n_inf)
+        needed = min(max(0, value), self.n_inf)
         off, _ = self.inference.at(k + 1)
         if math.isfinite(off):
             self._push(self.t0 + off, DEMAND, k + 1)
-        deficit = self.needed - self._not_loaned()
-        if deficit > 0:
+        st.servers_needed = needed
+        if needed - st.not_loaned() > 0:
             if self.config.reclaim_grace_s > 0:
                 self._push(self.now + self.config.reclaim_grace_s, RECLAIM, 0)
             else:
-                self._reclaim(deficit)
-        self._set_serving()
-
-    def _reclaim_deadline(self) -> None:
-        deficit = self.needed - self._not_loaned()
-        if deficit > 0:
-            self._reclaim(deficit)
-            self._set_serving()
-
-    def _reclaim(self, n: int) -> None:
-        from aryl.sim.adapters import plan_reclaim
-
-        n = min(n, self.n_loaned)
-        if n <= 0:
-            return
-        servers, preempted = plan_reclaim(self, n)
-        if len(servers) < n:
-            self.reclaim_deadline_misses += 1
-        returned = set(servers)
-        affected: dict[int, None] = {}
-        for s in servers:
-            for j in self.jobs_on[s]:
-                affected[j] = None
-        for j in affected:
-            place = self.placement[j]
-            assert place is not None
-            left = {s: k for s, k in place.items() if s not in returned}
-            w = sum(left.values())
-            if j in preempted or w < self.base_workers[j]:
-                self._preempt(j, Reason.RECLAIM_PREEMPT)
-                self.n_reclaim_preempt += 1
-            else:
-                self._resize(j, left, Reason.RECLAIM_SCALE_IN)
-        for s in servers:
-            assert not self.jobs_on[s], "reclaimed server still hosts jobs"
-            self._unloan(s)
-            self.n_reclaims += 1
-            if self.events is not None:
-                self.events.append((self.now, -1, "reclaim", s))
+                self.reclaim_due = True
+        st.set_serving()
 
     # ------------------------------------------------------------ the pass
-    def _apply(self, d: Decision) -> None:
-        for j, reason in d.preempts:
-            self._preempt(j, reason)
-        if d.resizes:
-            # removals first so the additions never over-commit a server
-            now = self.now
-            olds: list[tuple[int, int, Placement, Reason]] = []
-            for j, place, reason in d.resizes:
-                self._advance(j, now)
-                self._account(j, now)
-                olds.append((j, self.workers[j], place, reason))
-                self._remove(j)
-            for j, old_w, place, _reason in olds:
-                self._place_resized(j, old_w, place, now)
-        for j, place, reason in d.starts:
-            self._start(j, place, reason)
-
     def _handle(self, kind: int, seq: int, p: int) -> bool:
         """Apply one finish, demand-change or reclaim-deadline event.
 
@@ -654,41 +348,50 @@ class Engine:
         elif kind == DEMAND:
             self._demand(p)
         else:
-            self._reclaim_deadline()
+            self.reclaim_due = True
         return True
 
-    def _pass(self, changed: bool) -> None:
-        ev_mark = len(self.events) if self.events is not None else 0
-        if self.policy.loans and self._loan():
-            changed = True
+    def _pass(self) -> None:
+        st = self.state
+        st.now_s = self.now
+        st.reclaim_deadline_s = self.now if self.reclaim_due else math.inf
+        if self.reclaim_log is not None and self.reclaim_due:
+            from aryl.scheduling.kernels import reclaim_request
+
+            n = min(st.reclaim_deficit(), st.n_loaned)
+            if n > 0:
+                self.reclaim_log.append(reclaim_request(st, n, self.policy.elastic))
         t = time.perf_counter()
-        d = self.policy.schedule(changed)
+        plan = schedule(st, policy=self.policy)
         self.sched_time_s += time.perf_counter() - t
         self.n_decisions += 1
-        if d:
-            self._apply(d)
-        if self.return_loans and self.n_loaned:
-            self._settle_loans(ev_mark)
+        if plan.reclaim_shortfall:
+            self.reclaim_deadline_misses += 1
+        plan.apply(st, inplace=True, observer=self)
+        st.reclaim_deadline_s = math.inf
+        self.reclaim_due = False
         if self.checker is not None:
             self.checker.after_pass()
 
     def _advance_clock(self, t: float) -> None:
         dt = t - self.now
         if dt > 0:
-            self.busy_int += self.busy * dt
-            self.cap_int += (self.n_train + self.n_loaned) * self.gpus_per_server * dt
-            self.loan_int += self.n_loaned * dt
-            self.serving_int += self.needed * dt
+            st = self.state
+            self.busy_int += st.busy * dt
+            self.cap_int += (self.n_train + st.n_loaned) * self.gpus_per_server * dt
+            self.loan_int += st.n_loaned * dt
+            self.serving_int += st.servers_needed * dt
             self.now = t
 
     def _record(self) -> None:
+        st = self.state
         row = (
             self.now,
-            self.policy.n_queued(),
-            self.busy,
-            self.n_loaned,
-            len(self.running),
-            self.needed,
+            len(st.queued),
+            st.busy,
+            st.n_loaned,
+            len(st.running),
+            st.servers_needed,
         )
         ts = self.ts
         if ts:
@@ -750,17 +453,18 @@ class Engine:
                 else:  # e.g. a finish pushed at t by this very pass (zero work)
                     changed |= self._handle(kind, seq, p)
             if changed or ticked:
-                self._pass(changed)
+                self._pass()
                 self._record()
             n_iter += 1
             if self.progress is not None and n_iter % 2048 == 0:
                 self.progress(n - self.n_open, n, self.now)
         if self.progress is not None:
             self.progress(n - self.n_open, n, self.now)
+        st = self.state
         if self.n_infeasible:
             # one summary line; the ids are logged at debug level at arrival
             first = [
-                str(self.table.job_id[j]) for j in range(n) if self.state[j] == INFEASIBLE
+                str(self.table.job_id[j]) for j in range(n) if st.status[j] == INFEASIBLE
             ][:5]
             log.warning(
                 "%d job(s) can never fit the training cluster (%d servers x %d GPUs); "
@@ -773,6 +477,6 @@ class Engine:
         if self.checker is not None:
             self.checker.at_end()
         # close the per-job GPU-second accounting of jobs still running
-        for j in self.running:
-            self._advance(j, self.now)
-            self._account(j, self.now)
+        for j in st.running:
+            st.advance(j, self.now)
+            st.close_attained(j, self.now)

@@ -93,7 +93,8 @@ def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
     from aryl.sim.engine import DONE, INFEASIBLE
 
     t = eng.table
-    state = np.asarray(eng.state, dtype=np.int64)
+    st = eng.state
+    state = np.asarray(st.status, dtype=np.int64)
     status = np.where(
         state == DONE, "finished", np.where(state == INFEASIBLE, "infeasible", "unfinished")
     )
@@ -124,7 +125,7 @@ def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
             "n_scale_in": np.asarray(eng.n_scale_in, dtype=np.int64),
             "n_scale_out": np.asarray(eng.n_scale_out, dtype=np.int64),
             "n_moves": np.asarray(eng.n_move, dtype=np.int64),
-            "gpu_s": np.asarray(eng.gpu_s, dtype=np.float64),
+            "gpu_s": np.asarray(st.attained_gpu_s, dtype=np.float64),
         }
     )
     done = state == DONE

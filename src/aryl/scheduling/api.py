@@ -1,0 +1,179 @@
+"""``aryl.schedule``: one scheduling pass, state in, plan out.
+
+The pass, for every policy (the policy decides step 3 only):
+
+1. **Reclaim** (when ``state.reclaim_deadline_s <= state.now_s`` and the
+   inference side lacks servers): choose which loaned servers go back with the
+   reclaim kernel (``config.reclaim_policy``, default Aryl's cost greedy
+   [Aryl]); jobs there shrink or are preempted.  Later steps see the state
+   after the reclaim.
+2. **Offer** (loaning policies, when a job waits or an elastic job could grow):
+   the idle inference servers above ``config.loan_reserve_servers``, highest
+   index first, are offered to this pass.
+3. **Decide**: the policy's starts, resizes and preemptions.
+4. **Settle loans**: offered servers that got a worker are borrowed; loaned
+   servers left without training work are returned (option
+   ``return_idle_loans``, default on; off: every offered server is borrowed
+   and kept until reclaimed).
+
+Deterministic and pure: the same state gives the same plan; nothing is
+remembered between calls (the state's queue indexes are caches of its own
+content).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aryl.scheduling.kernels import plan_reclaim
+from aryl.scheduling.plan import Reason, SchedulePlan
+from aryl.scheduling.policy import PassContext, Policy, make_policy
+from aryl.scheduling.state import IDLE, ClusterState, Placement
+
+__all__ = ["schedule"]
+
+
+def schedule(
+    state: ClusterState,
+    *,
+    policy: str | Policy = "aryl",
+    options: dict[str, Any] | None = None,
+) -> SchedulePlan:
+    """One scheduling pass of ``policy`` over ``state``.
+
+    Parameters
+    ----------
+    state : ClusterState
+        The cluster now (not modified).
+    policy : str or Policy
+        ``aryl`` (default), ``aryl-no-loan``, ``aryl-no-elastic``,
+        ``elastic-greedy``, ``fifo``, ``sjf``, ``tiresias``; or a policy object
+        from :func:`aryl.scheduling.make_policy`.
+    options : dict, optional
+        Policy options (``return_idle_loans``; ``starvation_bound_s`` for the
+        SJF-based policies; ``las_thresholds_gpu_s`` for ``tiresias``).
+
+    Returns
+    -------
+    SchedulePlan
+        Starts, resizes, preemptions, servers to borrow and to return, each with
+        a :class:`~aryl.scheduling.Reason`; apply it with
+        :meth:`SchedulePlan.apply`.
+
+    Raises
+    ------
+    InvalidInputError
+        Unknown policy or option.
+
+    Notes
+    -----
+    Cost: the policy's pass (``aryl``: O(q log q) for the queue order the first
+    time, then O(started x servers) placement, plus the MCKP over the elastic
+    jobs when capacity changed) plus O(loaned servers x jobs on them) to settle
+    loans; a reclaim copies the state (O(jobs)).
+    """
+    pol = policy if isinstance(policy, Policy) else make_policy(policy, options)
+    st = state
+    plan = SchedulePlan(now_s=st.now_s, elastic_memo=st.elastic_memo)
+    # 1. reclaim
+    if st.n_loaned and st.reclaim_deadline_s <= st.now_s:
+        n = min(st.reclaim_deficit(), st.n_loaned)
+        if n > 0:
+            _reclaim(st, pol, n, plan)
+            st = plan.apply(st)
+    # 2. offer idle inference servers
+    cfg = st.config
+    offered: list[int] = []
+    if pol.loans:
+        loanable = st.not_loaned() - st.servers_needed - cfg.loan_reserve_servers
+        if loanable > 0 and pol.wants_loan(st):
+            status = st.server_status
+            for s in reversed(st.inference_servers()):
+                if loanable == 0:
+                    break
+                if status[s] == IDLE:
+                    offered.append(s)
+                    loanable -= 1
+            offered.reverse()
+    gpus = st.server_gpus
+    loaned = st.loaned_servers()
+    if offered:
+        free = list(st.free)
+        for s in offered:
+            free[s] = gpus[s]
+        loaned = sorted(loaned + offered)
+    else:
+        free = st.free
+    capacity = sum(gpus[s] for s in st.training_servers) + sum(gpus[s] for s in loaned)
+    keep_all = pol.loans and not pol.return_idle_loans
+    if keep_all and offered:
+        # every offered server is borrowed now and kept until reclaimed
+        plan.borrowed_servers.extend((s, Reason.LOAN_KEPT) for s in reversed(offered))
+        ctx = PassContext(free=free, loaned=loaned, offered=[], capacity_gpus=capacity)
+    else:
+        ctx = PassContext(free=free, loaned=loaned, offered=offered, capacity_gpus=capacity)
+    # 3. the policy
+    pol.decide(st, ctx, plan)
+    # 4. settle loans
+    if pol.loans and pol.return_idle_loans and loaned:
+        _settle(st, plan, loaned, offered)
+    return plan
+
+
+def _reclaim(st: ClusterState, pol: Policy, n: int, plan: SchedulePlan) -> None:
+    """Step 1: return ``n`` loaned servers; jobs there shrink or are preempted."""
+    servers, preempted = plan_reclaim(st, n, pol.elastic)
+    plan.reclaim_shortfall = n - len(servers)
+    returned = set(servers)
+    affected: dict[int, None] = {}
+    jobs_on = st.jobs_on
+    for s in servers:
+        for j in jobs_on[s]:
+            affected[j] = None
+    for j in affected:
+        place = st.placement[j]
+        assert place is not None
+        left = {s: k for s, k in place.items() if s not in returned}
+        w = sum(left.values())
+        if j in preempted or w < pol.base_workers(st, j):
+            plan.reclaim_actions.append((j, None, Reason.RECLAIM_PREEMPT))
+        else:
+            plan.reclaim_actions.append((j, left, Reason.RECLAIM_SCALE_IN))
+    plan.reclaimed_servers.extend(servers)
+
+
+def _settle(st: ClusterState, plan: SchedulePlan, loaned: list[int], offered: list[int]) -> None:
+    """Step 4: borrow the offered servers the plan uses; return loans left empty."""
+    after: dict[int, set[int]] = {s: set(st.jobs_on[s]) for s in loaned}
+    placement = st.placement
+
+    def drop(j: int) -> None:
+        old = placement[j]
+        if old:
+            for s in old:
+                if s in after:
+                    after[s].discard(j)
+
+    def add(j: int, place: Placement) -> None:
+        for s in place:
+            if s in after:
+                after[s].add(j)
+
+    for j, _ in plan.preemptions:
+        drop(j)
+    for j, place, _ in plan.resizes:
+        drop(j)
+    for j, place, _ in plan.resizes:
+        add(j, place)
+    starting: set[int] = set()
+    for j, place, _ in plan.starts:
+        add(j, place)
+        starting.update(s for s in place if s in after)
+    for s in offered:
+        if after[s]:
+            reason = Reason.LOAN_FOR_BASE if s in starting else Reason.LOAN_FOR_EXTRA
+            plan.borrowed_servers.append((s, reason))
+    fresh = set(offered)
+    for s in loaned:
+        if s not in fresh and not after[s]:
+            plan.returned_servers.append((s, Reason.IDLE_LOAN))

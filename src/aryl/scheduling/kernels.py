@@ -1,0 +1,230 @@
+"""The scheduling pass's only calls into the kernels (``aryl.elastic``, ``aryl.reclaiming``).
+
+* :func:`mckp_extras` — phase 2 of [Aryl]: the JCT-reduction table
+  (``aryl.elastic``) and the exact MCKP (``aryl.elastic.solve_mckp``), or the
+  marginal-gain greedy of the ``elastic-greedy`` peer (:func:`_greedy`, the
+  only solver implemented here).
+* :func:`plan_reclaim` — the loaned servers' placements as an
+  ``aryl.reclaiming.ReclaimRequest`` (struct of arrays) and the reclaim kernel.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+import numpy as np
+
+from aryl.scheduling.state import ClusterState
+
+__all__ = ["mckp_extras", "plan_reclaim", "reclaim_request"]
+
+
+def mckp_extras(
+    rem_work: np.ndarray,
+    cur_workers: np.ndarray,
+    base: np.ndarray,
+    max_workers: np.ndarray,
+    gpw: np.ndarray,
+    alpha: np.ndarray,
+    pause_s: np.ndarray,
+    capacity: int,
+    *,
+    backend: str,
+    solver: str = "mckp",
+    unconstrained_only: bool = False,
+) -> np.ndarray | None:
+    """Extra workers (above base) per job by the MCKP of [Aryl] §3 phase 2.
+
+    Parameters
+    ----------
+    rem_work : float64 (n,)
+        Remaining work, single-worker seconds.
+    cur_workers, base, max_workers, gpw : int64 (n,)
+        ``cur_workers`` = workers today (``base`` for a job starting now).
+    alpha : float64 (n,)
+    pause_s : float64 (n,)
+        Rescale pause charged when the size differs from today's (0 for a job
+        starting now).
+    capacity : int
+        GPUs to distribute.
+    solver : {"mckp", "greedy"}
+        ``greedy``: marginal-gain per GPU, one worker at a time (Optimus/AFS
+        style peer).
+    unconstrained_only : bool
+        Return each job's own best option (largest positive value; ties: fewer
+        extra workers) if their weights fit ``capacity`` together — then it is
+        the MCKP optimum — and ``None`` otherwise, without calling the solver.
+
+    Returns
+    -------
+    ndarray of int64 (n,) or None
+        Extra workers ``k >= 0`` per job.
+    """
+    n = rem_work.shape[0]
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    values, weights = _table(rem_work, cur_workers, base, max_workers, gpw, alpha, pause_s)
+    if unconstrained_only:
+        if values.shape[1] == 0:
+            return np.zeros(n, dtype=np.int64)
+        vals = np.where(np.isnan(values), -np.inf, values)
+        best = np.argmax(vals, axis=1)
+        rows = np.arange(n)
+        ok = vals[rows, best] > 0
+        if int(weights[rows, best][ok].sum()) > capacity:
+            return None
+        return np.where(ok, best + 1, 0).astype(np.int64)
+    if solver == "greedy":
+        return _greedy(values, weights, capacity)
+    from aryl.elastic import solve_mckp
+
+    res = solve_mckp(
+        values, weights, int(capacity), backend=backend, validate=False  # type: ignore[arg-type]
+    )
+    # option index c (c + 1 extra workers) or -1 (none): c + 1 extra workers either way
+    extra: np.ndarray = np.asarray(res.choice, dtype=np.int64) + 1
+    return extra
+
+
+def _table(
+    rem: np.ndarray,
+    cur: np.ndarray,
+    base: np.ndarray,
+    mx: np.ndarray,
+    g: np.ndarray,
+    alpha: np.ndarray,
+    pause: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    # The kernel takes one scalar pause; jobs starting now are charged none.
+    p = float(pause.max()) if pause.size else 0.0
+    values, weights = _table_unchecked(rem, cur, base, mx, g, alpha, p)
+    values = np.asarray(values, dtype=np.float64)
+    zero = pause == 0
+    if p > 0 and zero.any():
+        # Jobs starting now have current == base, so every option k >= 1 carries the
+        # pause and option 0 does not: their pause-free values are the values + p.
+        assert np.all(cur[zero] == base[zero])
+        values = values.copy()
+        values[zero] += p
+    return values, np.asarray(weights, dtype=np.int64)
+
+
+def _table_unchecked(
+    rem: np.ndarray,
+    cur: np.ndarray,
+    base: np.ndarray,
+    mx: np.ndarray,
+    g: np.ndarray,
+    alpha: np.ndarray,
+    pause: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``aryl.elastic.jct_reduction_table`` without its input validation.
+
+    The simulator's job columns are validated when the trace is loaded and its
+    arrays are already int64/float64, so the ~20 checking reductions per call
+    (a third of the phase-2 kernel time) are skipped; the arithmetic is the
+    kernel's own (``throughput`` + ``_table_from_throughput``), so the values
+    are bit-identical (tested).  Falls back to the public function if the
+    kernel module no longer has the private builder.
+    """
+    from aryl import elastic as el
+
+    build = getattr(el, "_table_from_throughput", None)
+    if build is None:  # pragma: no cover - kernel refactored
+        return el.jct_reduction_table(rem, cur, base, mx, g, alpha, pause)
+    extra = mx - base
+    n_cols = int(extra.max()) if extra.size else 0
+    w = base[:, None] + np.arange(n_cols + 1, dtype=np.int64)[None, :]
+    tput = el.throughput(w, alpha[:, None])
+    values, weights = build(rem, cur, base, extra, g, tput, float(pause))
+    return values, weights
+
+
+def _greedy(values: np.ndarray, weights: np.ndarray, capacity: int) -> np.ndarray:
+    n, m = values.shape
+    ext = np.zeros(n, dtype=np.int64)
+    vals = np.nan_to_num(values, nan=-np.inf)
+    heap: list[tuple[float, int]] = []
+    g = np.where(m > 0, weights[:, 0] if m else 1, 1)
+    for i in range(n):
+        if m and vals[i, 0] > 0:
+            heap.append((-vals[i, 0] / g[i], i))
+    heapq.heapify(heap)
+    cap = capacity
+    while heap:
+        _, i = heapq.heappop(heap)
+        if g[i] > cap:
+            continue
+        cap -= int(g[i])
+        ext[i] += 1
+        k = int(ext[i])
+        if k < m and np.isfinite(vals[i, k]):
+            gain = vals[i, k] - vals[i, k - 1]
+            if gain > 0:
+                heapq.heappush(heap, (-gain / g[i], i))
+    return ext
+
+
+def reclaim_request(st: ClusterState, n: int, elastic_policy: bool) -> Any:
+    """The ``aryl.reclaiming.ReclaimRequest`` for returning ``n`` loaned servers.
+
+    Struct of arrays over the loaned servers and the jobs placed on them (job ids
+    are job indexes).  A job may shed workers down to its base (``min_workers``)
+    only when the policy runs it elastically (``elastic_policy`` and the job is
+    elastic); otherwise its base is its whole size.
+    """
+    from aryl.reclaiming import ReclaimRequest
+
+    loaned = st.loaned_servers()
+    jobs: dict[int, None] = {}
+    jobs_on = st.jobs_on
+    for s in loaned:
+        for j in jobs_on[s]:
+            jobs[j] = None
+    job_list = list(jobs)
+    index = {j: i for i, j in enumerate(job_list)}
+    p_job: list[int] = []
+    p_srv: list[int] = []
+    p_w: list[int] = []
+    for s in loaned:
+        for j, k in jobs_on[s].items():
+            p_job.append(index[j])
+            p_srv.append(s)
+            p_w.append(k)
+    el = [elastic_policy and st.elastic[j] for j in job_list]
+    mn = st.min_workers
+    wk = st.workers
+    i64 = np.int64
+    return ReclaimRequest(
+        server_id=np.asarray(loaned, dtype=i64),
+        server_gpus=np.asarray([st.server_gpus[s] for s in loaned], dtype=i64),
+        placement_job=np.asarray(p_job, dtype=i64),
+        placement_server=np.asarray(p_srv, dtype=i64),
+        placement_workers=np.asarray(p_w, dtype=i64),
+        job_id=np.asarray(job_list, dtype=i64),
+        job_workers=np.asarray([wk[j] for j in job_list], dtype=i64),
+        job_gpus_per_worker=np.asarray([st.gpus_per_worker[j] for j in job_list], dtype=i64),
+        job_min_workers=np.asarray(
+            [mn[j] if e else wk[j] for j, e in zip(job_list, el, strict=True)], dtype=i64
+        ),
+        job_elastic=np.asarray(el, dtype=bool),
+        job_preemptible=np.ones(len(job_list), dtype=bool),
+        n_servers=int(n),
+    )
+
+
+def plan_reclaim(st: ClusterState, n: int, elastic_policy: bool) -> tuple[list[int], set[int]]:
+    """Choose ``n`` loaned servers to return: ``(servers, preempted job indexes)``.
+
+    The request of :func:`reclaim_request` through ``aryl.reclaiming.reclaim``
+    with the state's ``reclaim_policy``, ``seed`` and ``backend``.
+    """
+    from aryl.reclaiming import reclaim
+
+    req = reclaim_request(st, n, elastic_policy)
+    cfg = st.config
+    plan = reclaim(req, policy=cfg.reclaim_policy, seed=cfg.seed, backend=cfg.backend)
+    servers = [int(s) for s in np.asarray(plan.servers).tolist()]
+    preempted = {int(j) for j in np.asarray(plan.preempted_jobs).tolist()}
+    return servers, preempted

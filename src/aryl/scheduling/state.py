@@ -1,0 +1,809 @@
+"""The cluster state one scheduling pass reads: servers, jobs, loans, configuration.
+
+:class:`ClusterState` is everything :func:`aryl.schedule` needs to decide, and
+nothing it must remember between calls: a cluster manager (or the simulator)
+keeps one, feeds it arrivals, finishes and inference demand, calls
+:func:`aryl.schedule` and applies the returned plan
+(:meth:`aryl.scheduling.SchedulePlan.apply`).  What must persist between passes
+(attained service, checkpoints, when a server was last reclaimed, the elastic
+phase's capacity memo) is a field of the state.
+
+Storage
+-------
+Struct of arrays: one Python list per field, indexed by a dense *server index*
+``0 .. n_servers-1`` or *job index* ``0 .. n_jobs-1`` (lists, not ndarrays: the
+pass reads single elements, which lists do several times faster).  External
+names (``server_id``, ``job_id``) are strings and appear only at the edges
+(JSON, plans printed for people).  Finished jobs may stay in the lists with
+status ``DONE``; the pass reads only :attr:`ClusterState.queued` and
+:attr:`ClusterState.running`.
+
+Derived indexes (``free``, ``jobs_on``, ``busy`` and the elastic-extras
+bookkeeping) are functions of the placements, maintained by the mutators below
+and recomputed by :meth:`ClusterState.rebuild_indexes`; :meth:`check_indexes`
+verifies them (the simulator's invariant checker calls it).
+
+Progress model (documented in docs/model.md)
+--------------------------------------------
+A job's work is measured in seconds *at its reference size* (its traced worker
+count, ``ref_workers``): ``remaining_s`` is the time it still needs at that size.
+At ``w`` workers it runs at ``speed = T(w) / T(ref)`` reference seconds per
+second, ``T(w) = w / (1 + alpha (w - 1))``; a job at its reference size has speed
+exactly 1, so a rigid job's run time is exactly its traced duration.
+``remaining_s`` is exact as of ``progress_at_s``, which lies in the future while
+a job pauses (a rescale pause, a restart cost).  A checkpoint is taken at every
+(re)start and rescale and then every ``checkpoint_interval_s`` of progress time;
+a preemption rolls ``remaining_s`` back to the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, insort
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from aryl.errors import InvalidInputError
+
+__all__ = [
+    "DONE",
+    "IDLE",
+    "INFERENCE",
+    "LOANED",
+    "PENDING",
+    "QUEUED",
+    "RUNNING",
+    "SERVING",
+    "TRAINING",
+    "ClusterState",
+    "Placement",
+    "SchedulerConfig",
+    "split_placement",
+]
+
+Placement = dict[int, int]
+"""server index -> workers of one job on that server (ascending server index)."""
+
+# job status
+PENDING, QUEUED, RUNNING, DONE, INFEASIBLE = 0, 1, 2, 3, 4
+JOB_STATUS_NAMES = ("pending", "queued", "running", "done", "infeasible")
+
+# server status: a training server is always TRAINING; an inference server is
+# SERVING (inference needs it), IDLE (may be lent) or LOANED (lent to training)
+TRAINING, SERVING, IDLE, LOANED = 0, 1, 2, 3
+SERVER_STATUS_NAMES = ("training", "serving", "idle", "loaned")
+INFERENCE = "inference"
+ROLES = ("training", "inference")
+
+RECLAIM_POLICIES = ("aryl", "random", "fewest-jobs", "most-idle", "exact")
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """The knobs a scheduling pass reads (a subset of :class:`aryl.sim.SimConfig`).
+
+    Attributes
+    ----------
+    rescale_pause_s : float
+        Progress pause of a job whose size or placement changes (>= 0 s).
+    checkpoint_interval_s : float
+        Progress time between periodic checkpoints (> 0 s).
+    restart_cost_s : float
+        Pause before a preempted job makes progress again when it restarts (>= 0 s).
+    loan_reserve_servers : int
+        Idle inference servers never lent (>= 0).
+    starvation_bound_s : float
+        Queue age (since first arrival) after which a job is started first and
+        blocks backfill (>= 0 s; ``inf`` turns the guard off).
+    reclaim_policy : str
+        Which loaned servers a reclaim returns: ``aryl`` (cost greedy),
+        ``random``, ``fewest-jobs``, ``most-idle``, ``exact``.
+    seed : int
+        Seed of the ``random`` reclaim policy.
+    backend : {"native", "reference"}
+        Kernel implementation (MCKP, reclaim).
+    """
+
+    rescale_pause_s: float = 30.0
+    checkpoint_interval_s: float = 1800.0
+    restart_cost_s: float = 60.0
+    loan_reserve_servers: int = 1
+    starvation_bound_s: float = 4 * 3600.0
+    reclaim_policy: str = "aryl"
+    seed: int = 0
+    backend: str = "native"
+
+    def __post_init__(self) -> None:
+        for name in ("rescale_pause_s", "restart_cost_s"):
+            _finite_at_least(f"config.{name}", getattr(self, name), 0.0)
+        _finite_at_least("config.checkpoint_interval_s", self.checkpoint_interval_s, 0.0)
+        if not self.checkpoint_interval_s > 0:
+            raise InvalidInputError("config.checkpoint_interval_s: must be > 0")
+        v = self.starvation_bound_s
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+            raise InvalidInputError(
+                f"config.starvation_bound_s: must be a number >= 0 (inf allowed), got {v!r}"
+            )
+        _int_at_least("config.loan_reserve_servers", self.loan_reserve_servers, 0)
+        _int_at_least("config.seed", self.seed, 0)
+        if self.reclaim_policy not in RECLAIM_POLICIES:
+            raise InvalidInputError(
+                f"config.reclaim_policy: unknown {self.reclaim_policy!r}; "
+                f"choose from {list(RECLAIM_POLICIES)}"
+            )
+        if self.backend not in ("native", "reference"):
+            raise InvalidInputError(
+                f"config.backend: must be 'native' or 'reference', got {self.backend!r}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable dict of every field."""
+        return asdict(self)
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+
+def _finite_at_least(name: str, v: Any, lo: float) -> None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < lo:
+        raise InvalidInputError(f"{name}: must be a finite number >= {lo:g}, got {v!r}")
+
+
+def _int_at_least(name: str, v: Any, lo: int) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        raise InvalidInputError(f"{name}: must be an integer >= {lo}, got {v!r}")
+
+
+def throughput_1(w: int, alpha: float) -> float:
+    """``T(w) = w / (1 + alpha (w - 1))`` for one job (the engine's arithmetic order)."""
+    return w / (1.0 + alpha * (w - 1))
+
+
+def split_placement(place: Placement, base: int) -> tuple[Placement, Placement]:
+    """Split a placement into its base part and its extra part.
+
+    The base part is the first ``base`` workers in ascending server index (so
+    training servers, which have the lowest indexes, hold the base first); the
+    rest are extra workers.  O(len(place) log len(place)).
+    """
+    b: Placement = {}
+    e: Placement = {}
+    left = base
+    for s in sorted(place):
+        k = place[s]
+        take = k if k < left else left
+        if take:
+            b[s] = take
+            left -= take
+        if k - take:
+            e[s] = k - take
+    return b, e
+
+
+class ClusterState:
+    """Servers, jobs, loans and configuration of one cluster at time ``now_s``.
+
+    Build one with :meth:`ClusterState.empty` plus :meth:`add_server` /
+    :meth:`add_job`, or from JSON (:func:`aryl.scheduling.state_from_json`).
+    Every list attribute is indexed by server index or job index.
+
+    Servers
+    -------
+    ``server_id`` (str), ``server_pool`` (str), ``server_gpu_type`` (str),
+    ``server_gpus`` (int), ``server_status`` (``TRAINING``, ``SERVING``,
+    ``IDLE``, ``LOANED``), ``server_reclaimed_s`` (float: when an inference
+    server was last reclaimed from training, ``-inf`` never).
+    ``training_servers``: indexes of training servers, ascending (they come
+    before every inference server).
+
+    Jobs
+    ----
+    ``job_id`` (str), ``arrival_s``, ``gpus_per_worker``, ``min_workers``,
+    ``max_workers``, ``ref_workers`` (the traced size), ``elastic`` (bool),
+    ``alpha`` (throughput curve), ``status``, ``workers``, ``placement``
+    (``Placement`` or None), ``remaining_s``, ``progress_at_s``, ``speed``,
+    ``checkpoint_remaining_s``, ``next_checkpoint_s``, ``restarted`` (the next
+    start pays the restart cost), ``queued_since_s`` (when it last entered the
+    queue), ``attained_gpu_s`` + ``attained_at_s`` (GPU-seconds allocated up
+    to ``attained_at_s``; a running job accrues ``workers x gpus_per_worker``
+    per second after it).  ``queued`` and ``running``: dicts used as ordered
+    sets of job indexes; ``running`` is in start order (the elastic phase's
+    tie order).
+
+    Inference
+    ---------
+    ``servers_needed``: inference servers the inference side needs now;
+    ``reclaim_deadline_s``: by when the servers it lacks must be returned
+    (``inf`` when nothing is asked).
+    """
+
+    __slots__ = (
+        "alpha",
+        "arrival_s",
+        "attained_at_s",
+        "attained_gpu_s",
+        "base_busy",
+        "busy",
+        "checkpoint_remaining_s",
+        "config",
+        "elastic",
+        "elastic_memo",
+        "ex_job",
+        "ex_srv",
+        "free",
+        "gpus_per_worker",
+        "job_id",
+        "jobs_on",
+        "max_workers",
+        "min_workers",
+        "n_loaned",
+        "next_checkpoint_s",
+        "np_static",
+        "now_s",
+        "placement",
+        "progress_at_s",
+        "queued",
+        "queued_since_s",
+        "reclaim_deadline_s",
+        "ref_throughput",
+        "ref_workers",
+        "remaining_s",
+        "restarted",
+        "running",
+        "below",
+        "elastic_running",
+        "qidx",
+        "server_gpu_type",
+        "server_gpus",
+        "server_id",
+        "server_pool",
+        "server_reclaimed_s",
+        "server_status",
+        "servers_needed",
+        "speed",
+        "status",
+        "training_servers",
+        "workers",
+    )
+
+    def __init__(self, now_s: float = 0.0, config: SchedulerConfig | None = None) -> None:
+        self.now_s = float(now_s)
+        self.config = config if config is not None else SchedulerConfig()
+        # servers
+        self.server_id: list[str] = []
+        self.server_pool: list[str] = []
+        self.server_gpu_type: list[str] = []
+        self.server_gpus: list[int] = []
+        self.server_status: list[int] = []
+        self.server_reclaimed_s: list[float] = []
+        self.training_servers: list[int] = []
+        self.free: list[int] = []
+        self.jobs_on: list[dict[int, int]] = []
+        self.n_loaned = 0
+        # inference side
+        self.servers_needed = 0
+        self.reclaim_deadline_s = math.inf
+        # jobs
+        self.job_id: list[str] = []
+        self.arrival_s: list[float] = []
+        self.gpus_per_worker: list[int] = []
+        self.min_workers: list[int] = []
+        self.max_workers: list[int] = []
+        self.ref_workers: list[int] = []
+        self.elastic: list[bool] = []
+        self.alpha: list[float] = []
+        self.ref_throughput: list[float] = []
+        self.status: list[int] = []
+        self.workers: list[int] = []
+        self.placement: list[Placement | None] = []
+        self.remaining_s: list[float] = []
+        self.progress_at_s: list[float] = []
+        self.speed: list[float] = []
+        self.checkpoint_remaining_s: list[float] = []
+        self.next_checkpoint_s: list[float] = []
+        self.restarted: list[bool] = []
+        self.queued_since_s: list[float] = []
+        self.attained_gpu_s: list[float] = []
+        self.attained_at_s: list[float] = []
+        self.queued: dict[int, None] = {}
+        self.running: dict[int, None] = {}
+        # derived: busy GPUs; GPUs of base workers of running jobs; elastic extras
+        self.busy = 0
+        self.base_busy = 0
+        self.ex_srv: list[int] = []  # GPUs of extra workers per server
+        self.ex_job: dict[int, Placement] = {}  # running elastic job -> its extra part
+        self.below: dict[int, None] = {}  # running scalable jobs below their maximum
+        self.elastic_running: dict[int, None] = {}  # running scalable jobs, start order
+        # queue indexes: name -> (key function, sorted [(key, job)], job -> key); built
+        # on first use by sorted_queue, then kept by enqueue / start
+        self.qidx: dict[str, tuple[Any, list[tuple[Any, int]], dict[int, Any]]] = {}
+        # the elastic phase's memo: (free GPUs left after the last pass, servers on
+        # loan or offered in it); (-1, -1) = no memo, the phase runs
+        self.elastic_memo: tuple[int, int] = (-1, -1)
+        self.np_static: tuple[Any, ...] | None = None
+
+    # ------------------------------------------------------------ building
+    @property
+    def n_servers(self) -> int:
+        return len(self.server_id)
+
+    @property
+    def n_jobs(self) -> int:
+        return len(self.job_id)
+
+    def add_server(
+        self,
+        server_id: str,
+        *,
+        role: str,
+        gpus: int,
+        pool: str | None = None,
+        gpu_type: str = "default",
+        status: int | None = None,
+        reclaimed_s: float = -math.inf,
+    ) -> int:
+        """Append a server; returns its index.
+
+        Training servers must all come before the first inference server.
+
+        Raises
+        ------
+        InvalidInputError
+            Unknown role, GPUs < 1, a training server after an inference server,
+            a status that does not fit the role.
+        """
+        i = self.n_servers
+        where = f"servers[{i}] ({server_id!r})"
+        if role not in ROLES:
+            raise InvalidInputError(f"{where}.role: must be one of {list(ROLES)}, got {role!r}")
+        _int_at_least(f"{where}.gpus", gpus, 1)
+        if role == "training":
+            if self.n_servers > len(self.training_servers):
+                raise InvalidInputError(
+                    f"{where}: training servers must come before every inference server"
+                )
+            st = TRAINING if status is None else status
+            if st != TRAINING:
+                raise InvalidInputError(f"{where}.status: a training server has status 'training'")
+        else:
+            st = IDLE if status is None else status
+            if st not in (SERVING, IDLE, LOANED):
+                raise InvalidInputError(
+                    f"{where}.status: an inference server is 'serving', 'idle' or 'loaned'"
+                )
+        self.server_id.append(str(server_id))
+        self.server_pool.append(pool if pool is not None else role)
+        self.server_gpu_type.append(str(gpu_type))
+        self.server_gpus.append(int(gpus))
+        self.server_status.append(st)
+        self.server_reclaimed_s.append(float(reclaimed_s))
+        if st == TRAINING:
+            self.training_servers.append(i)
+        cap = gpus if st in (TRAINING, LOANED) else 0
+        self.free.append(cap)
+        self.jobs_on.append({})
+        self.ex_srv.append(0)
+        if st == LOANED:
+            self.n_loaned += 1
+        return i
+
+    def add_job(
+        self,
+        job_id: str,
+        *,
+        arrival_s: float,
+        gpus_per_worker: int,
+        ref_workers: int,
+        remaining_s: float,
+        min_workers: int | None = None,
+        max_workers: int | None = None,
+        elastic: bool = False,
+        alpha: float = 0.05,
+        status: int = PENDING,
+    ) -> int:
+        """Append a job (status ``PENDING`` unless given); returns its index.
+
+        ``remaining_s`` is the time left at ``ref_workers`` workers.  Rigid jobs
+        default to ``min_workers = max_workers = ref_workers``.  Queue it with
+        :meth:`enqueue`; a running job is added with :meth:`add_running`.
+        """
+        j = self.n_jobs
+        where = f"jobs[{j}] ({job_id!r})"
+        mn = ref_workers if min_workers is None else min_workers
+        mx = ref_workers if max_workers is None else max_workers
+        _int_at_least(f"{where}.gpus_per_worker", gpus_per_worker, 1)
+        _int_at_least(f"{where}.ref_workers", ref_workers, 1)
+        _int_at_least(f"{where}.min_workers", mn, 1)
+        _int_at_least(f"{where}.max_workers", mx, 1)
+        if mx < mn:
+            raise InvalidInputError(f"{where}: max_workers {mx} < min_workers {mn}")
+        if not isinstance(elastic, bool):
+            raise InvalidInputError(f"{where}.elastic: must be true or false, got {elastic!r}")
+        if not elastic and mn != mx:
+            raise InvalidInputError(f"{where}: a rigid job needs min_workers == max_workers")
+        _finite_at_least(f"{where}.alpha", alpha, 0.0)
+        if alpha > 1:
+            raise InvalidInputError(f"{where}.alpha: must be in [0, 1], got {alpha!r}")
+        _finite_at_least(f"{where}.remaining_s", remaining_s, 0.0)
+        if isinstance(arrival_s, bool) or not isinstance(arrival_s, (int, float)) or not (
+            math.isfinite(arrival_s)
+        ):
+            raise InvalidInputError(f"{where}.arrival_s: must be a finite number")
+        self.job_id.append(str(job_id))
+        self.arrival_s.append(float(arrival_s))
+        self.gpus_per_worker.append(int(gpus_per_worker))
+        self.min_workers.append(int(mn))
+        self.max_workers.append(int(mx))
+        self.ref_workers.append(int(ref_workers))
+        self.elastic.append(bool(elastic))
+        self.alpha.append(float(alpha))
+        self.ref_throughput.append(throughput_1(ref_workers, alpha))
+        self.status.append(status)
+        self.workers.append(0)
+        self.placement.append(None)
+        rem = float(remaining_s)
+        self.remaining_s.append(rem)
+        self.progress_at_s.append(0.0)
+        self.speed.append(0.0)
+        self.checkpoint_remaining_s.append(rem)
+        self.next_checkpoint_s.append(math.inf)
+        self.restarted.append(False)
+        self.queued_since_s.append(float(arrival_s))
+        self.attained_gpu_s.append(0.0)
+        self.attained_at_s.append(0.0)
+        return j
+
+    def static_arrays(self) -> tuple[Any, Any, Any, Any]:
+        """``min_workers``, ``max_workers``, ``gpus_per_worker`` (int64) and ``alpha``
+        (float64) as ndarrays over every job (cached; rebuilt when jobs are added)."""
+        import numpy as np
+
+        c = self.np_static
+        if c is None or c[0].shape[0] != len(self.job_id):
+            c = (
+                np.asarray(self.min_workers, dtype=np.int64),
+                np.asarray(self.max_workers, dtype=np.int64),
+                np.asarray(self.gpus_per_worker, dtype=np.int64),
+                np.asarray(self.alpha, dtype=np.float64),
+            )
+            self.np_static = c
+        return c[0], c[1], c[2], c[3]
+
+    # ------------------------------------------------------------ job model
+    def speed_at(self, j: int, w: int) -> float:
+        """Progress rate of job ``j`` at ``w`` workers, reference seconds per second."""
+        if w == self.ref_workers[j]:
+            return 1.0
+        a = self.alpha[j]
+        return (w / (1.0 + a * (w - 1))) / self.ref_throughput[j]
+
+    def remaining_at(self, j: int, now: float) -> float:
+        """Reference seconds job ``j`` still needs at ``now`` (no mutation)."""
+        r = self.remaining_s[j]
+        if self.status[j] == RUNNING:
+            lt = self.progress_at_s[j]
+            if now > lt:
+                r = r - (now - lt) * self.speed[j]
+                r = r if r > 0.0 else 0.0
+        return r
+
+    def remaining_work(self, j: int, now: float | None = None) -> float:
+        """Remaining work of job ``j`` in single-worker seconds at ``now`` (default: the state's)."""
+        t = self.now_s if now is None else now
+        return self.remaining_at(j, t) * self.ref_throughput[j]
+
+    def attained_at(self, j: int, now: float | None = None) -> float:
+        """GPU-seconds allocated to job ``j`` up to ``now`` (default: the state's)."""
+        t = self.now_s if now is None else now
+        g = self.attained_gpu_s[j]
+        if self.status[j] == RUNNING:
+            g += self.workers[j] * self.gpus_per_worker[j] * (t - self.attained_at_s[j])
+        return g
+
+    def advance(self, j: int, now: float) -> None:
+        """Bring job ``j``'s progress (and checkpoint) up to ``now``. O(1)."""
+        lt = self.progress_at_s[j]
+        if now > lt:
+            sp = self.speed[j]
+            r = self.remaining_s[j]
+            nc = self.next_checkpoint_s[j]
+            if now >= nc:
+                iv = self.config.checkpoint_interval_s
+                c = nc + math.floor((now - nc) / iv) * iv
+                self.checkpoint_remaining_s[j] = max(0.0, r - (c - lt) * sp)
+                self.next_checkpoint_s[j] = c + iv
+            r -= (now - lt) * sp
+            r = r if r > 0.0 else 0.0
+            self.remaining_s[j] = r
+            self.progress_at_s[j] = now
+
+    def close_attained(self, j: int, now: float) -> None:
+        """Fold the GPU-seconds accrued since ``attained_at_s`` into ``attained_gpu_s``."""
+        self.attained_gpu_s[j] += (
+            self.workers[j] * self.gpus_per_worker[j] * (now - self.attained_at_s[j])
+        )
+        self.attained_at_s[j] = now
+
+    # ------------------------------------------------------------ mutators
+    def enqueue(self, j: int, now: float) -> None:
+        """Job ``j`` arrives (or comes back after a preemption) and waits."""
+        self.status[j] = QUEUED
+        self.queued[j] = None
+        self.queued_since_s[j] = now
+        for key, lst, keys in self.qidx.values():
+            k = key(self, j)
+            keys[j] = k
+            insort(lst, (k, j))
+
+    def _dequeue(self, j: int) -> None:
+        del self.queued[j]
+        for _, lst, keys in self.qidx.values():
+            k = keys.pop(j)
+            del lst[bisect_left(lst, (k, j))]
+
+    def sorted_queue(self, name: str, key: Any) -> list[tuple[Any, int]]:
+        """Queued jobs as ``[(key, job)]`` sorted ascending (ties: lower job index).
+
+        ``key(state, j)`` must depend only on fields that do not change while a
+        job waits (static job fields, ``remaining_s``, ``attained_gpu_s``,
+        ``arrival_s``).  The list is built on the first call for ``name``
+        (O(q log q)) and kept up to date by :meth:`enqueue` and :meth:`start`
+        afterwards (O(q) each); callers must not modify it.
+        """
+        ent = self.qidx.get(name)
+        if ent is None:
+            keys = {j: key(self, j) for j in self.queued}
+            lst = sorted((k, j) for j, k in keys.items())
+            self.qidx[name] = (key, lst, keys)
+            return lst
+        return ent[1]
+
+    def _place(self, j: int, place: Placement) -> int:
+        g = self.gpus_per_worker[j]
+        free = self.free
+        jobs_on = self.jobs_on
+        w = 0
+        for s, k in place.items():
+            free[s] -= k * g
+            on = jobs_on[s]
+            on[j] = on.get(j, 0) + k
+            w += k
+        self.busy += w * g
+        self.placement[j] = dict(place)
+        self.workers[j] = w
+        self._track_extras(j)
+        return w
+
+    def _unplace(self, j: int) -> None:
+        place = self.placement[j]
+        if not place:
+            return
+        g = self.gpus_per_worker[j]
+        free = self.free
+        jobs_on = self.jobs_on
+        for s, k in place.items():
+            free[s] += k * g
+            del jobs_on[s][j]
+        self.busy -= self.workers[j] * g
+        self.placement[j] = None
+        self.workers[j] = 0
+        self._track_extras(j)
+
+    def _track_extras(self, j: int) -> None:
+        """Keep ``ex_srv``, ``ex_job`` and ``below`` in step with job ``j``'s placement."""
+        old = self.ex_job.pop(j, None)
+        g = self.gpus_per_worker[j]
+        if old:
+            ex_srv = self.ex_srv
+            for s, k in old.items():
+                ex_srv[s] -= k * g
+        place = self.placement[j]
+        if place is None or not self.elastic[j]:
+            self.below.pop(j, None)
+            return
+        w = self.workers[j]
+        mn = self.min_workers[j]
+        if w > mn:
+            _, e = split_placement(place, mn)
+            ex_srv = self.ex_srv
+            for s, k in e.items():
+                ex_srv[s] += k * g
+            self.ex_job[j] = e
+        if w < self.max_workers[j] and self.max_workers[j] > mn:
+            self.below[j] = None
+        else:
+            self.below.pop(j, None)
+
+    def start(self, j: int, place: Placement, now: float) -> int:
+        """Start queued job ``j`` on ``place`` at ``now``; returns its workers.
+
+        Progress starts after the restart cost when the job was preempted before.
+        """
+        self._dequeue(j)
+        w = self._place(j, place)
+        self.status[j] = RUNNING
+        self.running[j] = None
+        if self.elastic[j] and self.max_workers[j] > self.min_workers[j]:
+            self.elastic_running[j] = None
+        self.base_busy += self.min_workers[j] * self.gpus_per_worker[j]
+        self.attained_at_s[j] = now
+        self.speed[j] = self.speed_at(j, w)
+        lt = now + (self.config.restart_cost_s if self.restarted[j] else 0.0)
+        self.progress_at_s[j] = lt
+        self.checkpoint_remaining_s[j] = self.remaining_s[j]
+        self.next_checkpoint_s[j] = lt + self.config.checkpoint_interval_s
+        return w
+
+    def unplace_for_resize(self, j: int, now: float) -> int:
+        """First half of a resize: progress and GPU-seconds up to ``now``, placement removed.
+
+        Returns the old worker count.  Call :meth:`place_resized` next (a plan removes
+        every resized job first, so that additions never over-commit a server).
+        """
+        self.advance(j, now)
+        self.close_attained(j, now)
+        w = self.workers[j]
+        self._unplace(j)
+        return w
+
+    def place_resized(self, j: int, place: Placement, now: float) -> int:
+        """Second half of a resize: new placement, checkpoint, rescale pause; new workers."""
+        w = self._place(j, place)
+        self.speed[j] = self.speed_at(j, w)
+        lt = max(self.progress_at_s[j], now + self.config.rescale_pause_s)
+        self.progress_at_s[j] = lt
+        self.checkpoint_remaining_s[j] = self.remaining_s[j]
+        self.next_checkpoint_s[j] = lt + self.config.checkpoint_interval_s
+        return w
+
+    def preempt(self, j: int, now: float) -> None:
+        """Kill running job ``j`` at ``now``: back to its checkpoint, requeued."""
+        self.advance(j, now)
+        self.close_attained(j, now)
+        self._unplace(j)
+        del self.running[j]
+        self.elastic_running.pop(j, None)
+        self.base_busy -= self.min_workers[j] * self.gpus_per_worker[j]
+        self.remaining_s[j] = self.checkpoint_remaining_s[j]
+        self.progress_at_s[j] = now
+        self.next_checkpoint_s[j] = math.inf
+        self.restarted[j] = True
+        self.speed[j] = 0.0
+        self.enqueue(j, now)
+
+    def finish(self, j: int, now: float) -> None:
+        """Running job ``j`` completes at ``now``."""
+        self.advance(j, now)
+        self.remaining_s[j] = 0.0
+        self.close_attained(j, now)
+        self._unplace(j)
+        del self.running[j]
+        self.elastic_running.pop(j, None)
+        self.base_busy -= self.min_workers[j] * self.gpus_per_worker[j]
+        self.status[j] = DONE
+
+    def lend(self, s: int) -> None:
+        """Inference server ``s`` goes on loan to training (its GPUs become free)."""
+        if self.server_status[s] != IDLE:
+            raise InvalidInputError(
+                f"servers[{s}] ({self.server_id[s]!r}): only an idle inference server can be lent"
+            )
+        self.server_status[s] = LOANED
+        self.free[s] = self.server_gpus[s]
+        self.n_loaned += 1
+
+    def give_back(self, s: int, *, reclaimed: bool, now: float) -> None:
+        """Loaned server ``s`` returns to the inference side (must host no training work)."""
+        if self.server_status[s] != LOANED or self.jobs_on[s]:
+            raise InvalidInputError(
+                f"servers[{s}] ({self.server_id[s]!r}): only an empty loaned server can be returned"
+            )
+        self.server_status[s] = IDLE
+        self.free[s] = 0
+        self.n_loaned -= 1
+        if reclaimed:
+            self.server_reclaimed_s[s] = now
+
+    def set_serving(self) -> None:
+        """The lowest-index inference servers not on loan serve ``servers_needed``; the
+        others are idle."""
+        left = self.servers_needed
+        st = self.server_status
+        for s in range(len(self.training_servers), self.n_servers):
+            if st[s] == LOANED:
+                continue
+            if left > 0:
+                st[s] = SERVING
+                left -= 1
+            else:
+                st[s] = IDLE
+
+    # ------------------------------------------------------------ views
+    def inference_servers(self) -> range:
+        return range(len(self.training_servers), self.n_servers)
+
+    def loaned_servers(self) -> list[int]:
+        """Indexes of servers on loan, ascending."""
+        st = self.server_status
+        return [s for s in self.inference_servers() if st[s] == LOANED]
+
+    def not_loaned(self) -> int:
+        return self.n_servers - len(self.training_servers) - self.n_loaned
+
+    def reclaim_deficit(self) -> int:
+        """Servers the inference side lacks now (>= 0)."""
+        return max(0, self.servers_needed - self.not_loaned())
+
+    # ------------------------------------------------------------ indexes
+    def rebuild_indexes(self) -> None:
+        """Recompute ``free``, ``jobs_on``, ``busy``, ``base_busy`` and the extras from
+        the placements (``base_busy`` counts ``min_workers`` of elastic jobs and all
+        workers of rigid ones).  O(n_servers + placements)."""
+        n = self.n_servers
+        self.free = [
+            self.server_gpus[s] if self.server_status[s] in (TRAINING, LOANED) else 0
+            for s in range(n)
+        ]
+        self.jobs_on = [{} for _ in range(n)]
+        self.ex_srv = [0] * n
+        self.ex_job = {}
+        self.below = {}
+        self.busy = 0
+        self.base_busy = 0
+        self.n_loaned = sum(1 for st in self.server_status if st == LOANED)
+        self.elastic_running = {
+            j: None for j in self.running
+            if self.elastic[j] and self.max_workers[j] > self.min_workers[j]
+        }
+        for j in self.running:
+            place = self.placement[j]
+            if place is None:
+                raise InvalidInputError(f"jobs[{j}] ({self.job_id[j]!r}): running with no placement")
+            self.placement[j] = None
+            self._place(j, place)
+            self.base_busy += self.min_workers[j] * self.gpus_per_worker[j]
+
+    def check_indexes(self) -> None:
+        """Raise AssertionError if a derived index differs from a recomputation.
+
+        O(n_servers + placements); restores nothing (the recomputed indexes replace
+        the old ones, which were equal if no error is raised).
+        """
+        before = (
+            list(self.free), [dict(d) for d in self.jobs_on], list(self.ex_srv),
+            dict(self.ex_job), set(self.below), self.busy, self.base_busy, self.n_loaned,
+        )
+        self.rebuild_indexes()
+        after = (
+            self.free, self.jobs_on, self.ex_srv, self.ex_job, set(self.below), self.busy,
+            self.base_busy, self.n_loaned,
+        )
+        names = ("free GPUs per server", "jobs per server", "extra GPUs per server",
+                 "extra workers per job", "jobs below their maximum", "busy GPUs",
+                 "base-worker GPUs", "loaned servers")
+        for name, a, b in zip(names, before, after, strict=True):
+            if a != b:
+                raise AssertionError(f"{name} drifted")
+
+    def copy(self) -> ClusterState:
+        """An independent copy. O(n_servers + n_jobs) list copies.
+
+        Placement dicts and the extras' dicts are shared: the mutators replace them
+        and never change one in place.
+        """
+        c = ClusterState.__new__(ClusterState)
+        for name in ClusterState.__slots__:
+            v = getattr(self, name)
+            if isinstance(v, (list, dict)):
+                v = v.copy()
+            setattr(c, name, v)
+        c.jobs_on = [d.copy() for d in self.jobs_on]
+        c.qidx = {n: (k, lst.copy(), keys.copy()) for n, (k, lst, keys) in self.qidx.items()}
+        return c
+
+    def job_index(self, ids: Iterable[str]) -> list[int]:
+        lookup = {x: i for i, x in enumerate(self.job_id)}
+        return [lookup[x] for x in ids]
+

@@ -1,0 +1,131 @@
+"""``tiresias``: discretised two-dimensional least-attained-service (2D-LAS).
+
+Tiresias (Gu et al., NSDI'19) schedules without knowing durations: a job's
+priority level is the number of thresholds its attained service (GPU-seconds,
+the "2D" of GPUs x time) has crossed; lower levels go first, FIFO (job index)
+within a level.  Thresholds default to 1 and 10 GPU-hours (option
+``las_thresholds_gpu_s``).
+
+Each pass: queued jobs in (level, index) order start when gang placement on the
+training servers finds room (backfill: a job that does not fit is skipped).
+Then, if the first job that did not fit outranks running jobs, the
+lowest-priority running jobs (highest level, latest index first) are preempted
+when that frees enough room to place it; one such preemption round per pass.
+Runs on the periodic tick too (levels grow while jobs run).  No loaning, no
+elastic scaling.  A queued job's level is that of its attained service when it
+was queued (it does not change while it waits).
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any, ClassVar
+
+from aryl.errors import InvalidInputError
+from aryl.scheduling.placement import gang_place
+from aryl.scheduling.plan import Reason, SchedulePlan
+from aryl.scheduling.policy import PassContext, Policy, register
+from aryl.scheduling.state import ClusterState, Placement
+
+__all__ = ["TiresiasPolicy"]
+
+
+@register("tiresias")
+class TiresiasPolicy(Policy):
+    """Discretised 2D-LAS with preemption, no duration knowledge."""
+
+    name = "tiresias"
+    uses_tick = True
+    options_known: ClassVar[tuple[str, ...]] = ("return_idle_loans", "las_thresholds_gpu_s")
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        super().__init__(options)
+        th = self.options.get("las_thresholds_gpu_s", (3600.0, 36000.0))
+        try:
+            self.thresholds = sorted(float(x) for x in th)
+        except (TypeError, ValueError):
+            raise InvalidInputError(
+                "policy 'tiresias': option las_thresholds_gpu_s must be a list of numbers"
+            ) from None
+        key = ",".join(repr(x) for x in self.thresholds)
+        self.queue_name = f"las:{key}"
+
+    def level(self, gpu_s: float) -> int:
+        return bisect.bisect_right(self.thresholds, gpu_s)
+
+    def _key(self, st: ClusterState, j: int) -> int:
+        return self.level(st.attained_gpu_s[j])
+
+    def decide(self, st: ClusterState, ctx: PassContext, plan: SchedulePlan) -> None:
+        if not st.queued:
+            return
+        lst = st.sorted_queue(self.queue_name, self._key)
+        servers = st.training_servers
+        S = st.server_gpus[servers[0]] if servers else 0
+        free = list(ctx.free)
+        avail = sum(free[s] for s in servers)
+        gpw = st.gpus_per_worker
+        blocked: tuple[int, int] | None = None
+        for lv, j in lst:
+            g = gpw[j]
+            w = self.base_workers(st, j)
+            place = gang_place(free, servers, w, g, S) if w * g <= avail else None
+            if place is None:
+                if blocked is None:
+                    blocked = (lv, j)
+                if avail == 0:
+                    break
+                continue
+            _take(free, place, g)
+            avail -= w * g
+            plan.starts.append(
+                (j, place, Reason.LAS_PRIORITY if blocked is None else Reason.BACKFILL)
+            )
+        if blocked is not None:
+            self._preempt_for(st, plan, free, blocked)
+
+    def _preempt_for(
+        self, st: ClusterState, plan: SchedulePlan, free: list[int], head: tuple[int, int]
+    ) -> None:
+        lv, j = head
+        g = st.gpus_per_worker[j]
+        w = self.base_workers(st, j)
+        need = w * g
+        started = {x for x, _, _ in plan.starts}
+        victims: list[tuple[int, int]] = []
+        now = st.now_s
+        for r in st.running:
+            if r in started:
+                continue
+            rl = self.level(st.attained_at(r, now))
+            if rl > lv:
+                victims.append((-rl, -r))
+        if not victims:
+            return
+        victims.sort()
+        servers = st.training_servers
+        S = st.server_gpus[servers[0]] if servers else 0
+        scratch = list(free)
+        avail = sum(scratch[s] for s in servers)
+        chosen: list[int] = []
+        for _, neg in victims:
+            r = -neg
+            place = st.placement[r]
+            assert place is not None
+            gr = st.gpus_per_worker[r]
+            for s, k in place.items():
+                scratch[s] += k * gr
+            avail += st.workers[r] * gr
+            chosen.append(r)
+            if avail >= need:
+                p = gang_place(scratch, servers, w, g, S)
+                if p is not None:
+                    for r2 in chosen:
+                        plan.preemptions.append((r2, Reason.LAS_PREEMPT))
+                    plan.starts.append((j, p, Reason.LAS_PRIORITY))
+                    return
+
+
+def _take(free: list[int], place: Placement, g: int) -> None:
+    for s, k in place.items():
+        free[s] -= k * g
