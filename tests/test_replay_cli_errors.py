@@ -13,8 +13,8 @@ from aryl.cli.replay import POLICIES, RECLAIM_POLICIES
 
 
 def test_cli_choices_match_the_registries() -> None:
-    from aryl.policies import available_policies
     from aryl.reclaiming import RECLAIM_POLICIES as registry
+    from aryl.scheduling import available_policies
 
     assert sorted(POLICIES) == sorted(available_policies())
     assert set(RECLAIM_POLICIES) == set(registry)

@@ -376,7 +376,7 @@ def test_checker_catches_an_over_committed_server() -> None:
                             gpus_per_server=8, default_alpha=0.05)
     eng = Engine(table, "fifo", SimConfig(n_training_servers=1, n_inference_servers=0), None)
     Checker(eng).after_pass()
-    eng.free[0] = -1
+    eng.state.free[0] = -1
     with pytest.raises(InvariantError, match="over-committed"):
         Checker(eng).after_pass()
 
@@ -487,7 +487,7 @@ def test_no_loan_when_nothing_waits_and_no_elastic_job_can_grow() -> None:
 
 def test_unchecked_jct_table_equals_the_kernel_builder() -> None:
     from aryl.elastic import jct_reduction_table
-    from aryl.sim.adapters import _table_unchecked
+    from aryl.scheduling.kernels import _table_unchecked
 
     rng = np.random.default_rng(3)
     for n in (1, 7, 40):
@@ -505,8 +505,8 @@ def test_unchecked_jct_table_equals_the_kernel_builder() -> None:
             np.testing.assert_array_equal(w0, w1)
 
 
-def test_checker_catches_drift_of_the_policy_bookkeeping(monkeypatch: pytest.MonkeyPatch) -> None:
-    from aryl.policies.aryl import ArylPolicy
+def test_checker_catches_drift_of_the_state_bookkeeping(monkeypatch: pytest.MonkeyPatch) -> None:
+    from aryl.scheduling.state import ClusterState
     from aryl.sim.check import InvariantError
 
     rows = [
@@ -517,6 +517,6 @@ def test_checker_catches_drift_of_the_policy_bookkeeping(monkeypatch: pytest.Mon
     kw = dict(n_training_servers=1, n_inference_servers=1, loan_reserve_servers=0,
               inference=demand)
     run(rows, "aryl", **kw)  # consistent: passes
-    monkeypatch.setattr(ArylPolicy, "on_placement", lambda self, j: None)
+    monkeypatch.setattr(ClusterState, "_track_extras", lambda self, j: None)
     with pytest.raises(InvariantError, match="drifted"):
         run(rows, "aryl", **kw)

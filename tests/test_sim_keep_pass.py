@@ -1,5 +1,5 @@
-"""The exact keep pass of the ``aryl`` phase 2 (``ArylPolicy._keep_exact``) equals the
-general one (``ArylPolicy._keep``) on every call of replays with loans and reclaims."""
+"""The exact keep pass of the ``aryl`` phase 2 (``ArylPass.keep_exact``) equals the
+general one (``ArylPass.keep``) on every call of replays with loans and reclaims."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from aryl.policies.aryl import ArylPolicy
+from aryl.scheduling.aryl import ArylPass
 from aryl.sim import SimConfig, simulate
 from aryl.traces import load_trace, synthesize_elastic
 
@@ -25,7 +25,7 @@ def trace() -> pd.DataFrame:
 def test_exact_keep_pass_matches_the_general_one(
     trace: pd.DataFrame, policy: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    exact = ArylPolicy._keep_exact
+    exact = ArylPass.keep_exact
     calls = {"n": 0, "changed": 0}
 
     def checked(
@@ -42,7 +42,7 @@ def test_exact_keep_pass_matches_the_general_one(
         assert expect == free
         ref_free, ref_k, ref_new = list(free), list(k_l), {}
         ref_order = order_a.tolist()
-        ArylPolicy._keep(ref_free, cand, extras_now, ref_order, ref_k, g_l, ref_new)
+        ArylPass.keep(ref_free, cand, extras_now, ref_order, ref_k, g_l, ref_new)
         out = exact(free, free_wo_extras, cand, extras_now, k, ext, order_a, n_run,
                     k_l, g_l, new_extra)
         order, touched = out
@@ -61,7 +61,7 @@ def test_exact_keep_pass_matches_the_general_one(
         calls["changed"] += len(touched)
         return out
 
-    monkeypatch.setattr(ArylPolicy, "_keep_exact", staticmethod(checked))
+    monkeypatch.setattr(ArylPass, "keep_exact", staticmethod(checked))
     res = simulate(trace, policy=policy, config=SimConfig(
         n_training_servers=6, n_inference_servers=4, loan_reserve_servers=0, check=True))
     assert calls["n"] > 100

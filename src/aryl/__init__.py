@@ -9,6 +9,8 @@ Public API (imported lazily, so ``import aryl`` stays cheap):
 
 * :func:`solve_mckp`, :func:`solve` — elastic allocation (MCKP), :mod:`aryl.elastic`.
 * :func:`reclaim` — choose loaned servers to return, :mod:`aryl.reclaiming`.
+* :func:`schedule` — one whole scheduling pass (state in, plan out):
+  :class:`ClusterState`, :class:`SchedulePlan`, :mod:`aryl.scheduling`.
 * :func:`load_trace` — canonical job traces, :mod:`aryl.traces`.
 * :func:`simulate` — the discrete-event simulator, :mod:`aryl.sim`.
 
@@ -48,6 +50,11 @@ _LAZY: dict[str, str] = {
     "ReclaimAction": "aryl.reclaiming",
     "ActionKind": "aryl.reclaiming",
     "ReclaimReason": "aryl.reclaiming",
+    "schedule": "aryl.scheduling",
+    "ClusterState": "aryl.scheduling",
+    "SchedulePlan": "aryl.scheduling",
+    "SchedulerConfig": "aryl.scheduling",
+    "Reason": "aryl.scheduling",
     "load_trace": "aryl.traces",
     "simulate": "aryl.sim",
     "SimConfig": "aryl.sim",
@@ -57,6 +64,7 @@ _LAZY: dict[str, str] = {
 __all__ = [
     "ActionKind",
     "ArylError",
+    "ClusterState",
     "DecisionReason",
     "ElasticDecision",
     "ElasticJob",
@@ -64,16 +72,20 @@ __all__ = [
     "ElasticRequest",
     "InvalidInputError",
     "MCKPResult",
+    "Reason",
     "ReclaimAction",
     "ReclaimPlan",
     "ReclaimReason",
     "ReclaimRequest",
+    "SchedulePlan",
+    "SchedulerConfig",
     "SimConfig",
     "SimResult",
     "TraceFormatError",
     "__version__",
     "load_trace",
     "reclaim",
+    "schedule",
     "simulate",
     "solve",
     "solve_mckp",
@@ -98,6 +110,7 @@ if TYPE_CHECKING:  # pragma: no cover
         ReclaimRequest,
         reclaim,
     )
+    from aryl.scheduling import ClusterState, Reason, SchedulePlan, SchedulerConfig, schedule
     from aryl.sim import SimConfig, SimResult, simulate
     from aryl.traces import load_trace
 

@@ -425,7 +425,7 @@ def compare_command(policies: str, baseline: str, **o: Any) -> None:
                                "each policy writes one folder, list it once")
     if o["plot"] and not o["out"]:
         raise click.UsageError("--plot needs --out DIR")
-    from aryl.policies import available_policies
+    from aryl.scheduling import available_policies
 
     known = available_policies()
     for p in [*names, baseline]:

@@ -161,7 +161,7 @@ def _settle(st: ClusterState, plan: SchedulePlan, loaned: list[int], offered: li
 
     for j, _ in plan.preemptions:
         drop(j)
-    for j, place, _ in plan.resizes:
+    for j, _, _ in plan.resizes:
         drop(j)
     for j, place, _ in plan.resizes:
         add(j, place)

@@ -1,41 +1,44 @@
 """``aryl`` and its ablations: loaning + SJF base phase + MCKP elastic phase [Aryl].
 
-One scheduling pass (ARYL.md §3):
+The policy's part of one pass (:func:`aryl.schedule` adds the reclaim, the
+offers of idle inference servers and the settling of loans around it):
 
 0. **Split** every running elastic job's placement into base workers (the first
-   ``b`` workers over its servers in ascending id order, so training servers
-   first) and extra workers (the rest).  Extras are re-decided from scratch each
-   pass, so the GPUs they hold count as available to both phases.
-1. **Base phase** (inherited from :mod:`aryl.policies.sjf`): queued jobs in SJF
-   order of estimated remaining time at their base size (ties: arrival, then
-   trace order), each placed with its base demand by best fit
-   (:func:`~aryl.policies.base.bf_place`), training servers first, loaned
-   servers when training is full; backfill with the starvation bound.
+   ``min_workers`` workers over its servers in ascending index order, so
+   training servers first) and extra workers (the rest; kept by the state as
+   ``ex_job`` / ``ex_srv``).  Extras are re-decided from scratch each pass, so
+   the GPUs they hold count as available to both phases.
+1. **Base phase** (:class:`~aryl.scheduling.sjf.SjfPass`): queued jobs in SJF
+   order of estimated remaining time at their base size (ties: lower job
+   index), each placed with its base demand by best fit
+   (:func:`~aryl.scheduling.placement.bf_place`), training servers first, then
+   servers on loan, then servers offered to this pass; backfill with the
+   starvation bound.  A base worker takes GPUs held by extras only when it fits
+   nowhere else.
 2. **Elastic phase**: the MCKP over the running and just-started elastic jobs
-   (``aryl.elastic.jct_reduction_table`` + ``solve_mckp`` through
-   :func:`aryl.sim.adapters.mckp_extras`), capacity = free GPUs + GPUs of the
-   current extras after phase 1.  The value of ``k`` extra workers is the JCT
-   reduction minus the rescale pause when the size differs from today's (no
-   pause for a job starting now).
+   (:func:`~aryl.scheduling.kernels.mckp_extras`: the JCT-reduction table and
+   the exact ``solve_mckp``), capacity = free GPUs + GPUs of the current extras
+   after phase 1.  The value of ``k`` extra workers is the JCT reduction minus
+   the rescale pause when the size differs from today's (no pause for a job
+   starting now).
 3. **Extra placement**, best-fit decreasing (jobs by extra GPUs, descending,
    then index): an extra worker stays where it is when there is room (loaned
    servers first), the rest go to servers already on loan first, then
    training, then servers merely offered to this pass, so that a reclaim
    mostly shrinks elastic jobs and a server is borrowed for an extra only when
-   the others are full (base workers: training, on loan, offered).  Offered
-   servers left empty are not borrowed and loaned servers left empty go back
-   at the end of the pass (engine, ``return_idle_loans``).  A worker that no server can hold
-   (fragmentation) is dropped.
+   the others are full.  A worker that no server can hold (fragmentation) is
+   dropped.
 
-Phase 2 runs only when something it depends on changed since it last ran: a
-start, a finish, a preemption, a loan or a reclaim (a signature of busy GPUs,
-loaned servers, finishes and running jobs); a pass after a mere arrival that
-starts nothing costs only the phase-1 scan.
+Phase 2 runs only when capacity changed since it last ran (the state's
+``elastic_memo``: the free GPUs left and the servers on loan after the last
+pass): a start, a finish, a preemption, a loan or a reclaim; a pass after a
+mere arrival that starts nothing costs only the phase-1 scan.  When every
+candidate's best option fits at once, that is the MCKP optimum and the solver
+is skipped.
 
 Policies: ``aryl`` (loans, elastic), ``aryl-no-loan``, ``aryl-no-elastic``
-(jobs at their traced size; loans), ``elastic-greedy`` (in
-:mod:`aryl.policies.elastic_greedy`: no loans, marginal-gain greedy instead of
-the MCKP).
+(jobs at their reference size; loans), ``elastic-greedy`` (no loans, an
+Optimus/AFS-style marginal-gain greedy instead of the MCKP).
 """
 
 from __future__ import annotations
@@ -44,11 +47,11 @@ from typing import ClassVar
 
 import numpy as np
 
+from aryl.scheduling.kernels import mckp_extras
 from aryl.scheduling.placement import best_fit, bf_place
 from aryl.scheduling.plan import Reason, SchedulePlan
 from aryl.scheduling.policy import PassContext, register
 from aryl.scheduling.sjf import SjfPass, SjfPolicy
-from aryl.scheduling.kernels import mckp_extras
 from aryl.scheduling.state import ClusterState, Placement, split_placement
 
 __all__ = ["ArylNoElasticPolicy", "ArylNoLoanPolicy", "ArylPolicy", "ElasticGreedyPolicy"]
@@ -163,10 +166,7 @@ class ArylPass(SjfPass):
         else:
             real = ctx.free
         displaced = phase1 and self.displaced
-        if phase1:
-            left = self.real_left
-        else:
-            left = ctx.capacity_gpus - st.busy
+        left = self.real_left if phase1 else ctx.capacity_gpus - st.busy
         last_left, last_loaned = st.elastic_memo
         new_el = any(pol.scalable(st, j) for j, _, _ in d.starts)
         run = new_el or displaced or len(loaned) != last_loaned or left > last_left

@@ -225,11 +225,13 @@ class ClusterState:
         "attained_at_s",
         "attained_gpu_s",
         "base_busy",
+        "below",
         "busy",
         "checkpoint_remaining_s",
         "config",
         "elastic",
         "elastic_memo",
+        "elastic_running",
         "ex_job",
         "ex_srv",
         "free",
@@ -240,10 +242,11 @@ class ClusterState:
         "min_workers",
         "n_loaned",
         "next_checkpoint_s",
-        "np_static",
         "now_s",
+        "np_static",
         "placement",
         "progress_at_s",
+        "qidx",
         "queued",
         "queued_since_s",
         "reclaim_deadline_s",
@@ -252,9 +255,6 @@ class ClusterState:
         "remaining_s",
         "restarted",
         "running",
-        "below",
-        "elastic_running",
-        "qidx",
         "server_gpu_type",
         "server_gpus",
         "server_id",
@@ -490,7 +490,7 @@ class ClusterState:
         return r
 
     def remaining_work(self, j: int, now: float | None = None) -> float:
-        """Remaining work of job ``j`` in single-worker seconds at ``now`` (default: the state's)."""
+        """Remaining work of job ``j`` in single-worker seconds at ``now`` (default: state's)."""
         t = self.now_s if now is None else now
         return self.remaining_at(j, t) * self.ref_throughput[j]
 
@@ -738,54 +738,87 @@ class ClusterState:
 
     # ------------------------------------------------------------ indexes
     def rebuild_indexes(self) -> None:
-        """Recompute ``free``, ``jobs_on``, ``busy``, ``base_busy`` and the extras from
-        the placements (``base_busy`` counts ``min_workers`` of elastic jobs and all
-        workers of rigid ones).  O(n_servers + placements)."""
+        """Recompute ``free``, ``jobs_on``, ``busy``, ``base_busy``, the extras and the
+        loan count from the placements, independently of the incremental code.
+
+        ``base_busy`` counts ``min_workers`` of every running job.
+        O(n_servers + placements).
+        """
+        (self.free, self.jobs_on, self.ex_srv, self.ex_job, self.below, self.elastic_running,
+         self.busy, self.base_busy, self.n_loaned) = self._recompute()
+
+    def _recompute(self) -> tuple[Any, ...]:
         n = self.n_servers
-        self.free = [
+        free = [
             self.server_gpus[s] if self.server_status[s] in (TRAINING, LOANED) else 0
             for s in range(n)
         ]
-        self.jobs_on = [{} for _ in range(n)]
-        self.ex_srv = [0] * n
-        self.ex_job = {}
-        self.below = {}
-        self.busy = 0
-        self.base_busy = 0
-        self.n_loaned = sum(1 for st in self.server_status if st == LOANED)
-        self.elastic_running = {
-            j: None for j in self.running
-            if self.elastic[j] and self.max_workers[j] > self.min_workers[j]
-        }
+        jobs_on: list[dict[int, int]] = [{} for _ in range(n)]
+        ex_srv = [0] * n
+        ex_job: dict[int, Placement] = {}
+        below: dict[int, None] = {}
+        elastic_running: dict[int, None] = {}
+        busy = 0
+        base_busy = 0
         for j in self.running:
             place = self.placement[j]
             if place is None:
-                raise InvalidInputError(f"jobs[{j}] ({self.job_id[j]!r}): running with no placement")
-            self.placement[j] = None
-            self._place(j, place)
-            self.base_busy += self.min_workers[j] * self.gpus_per_worker[j]
+                raise InvalidInputError(
+                    f"jobs[{j}] ({self.job_id[j]!r}): running with no placement"
+                )
+            g = self.gpus_per_worker[j]
+            w = 0
+            for s, k in place.items():
+                free[s] -= k * g
+                jobs_on[s][j] = k
+                w += k
+            if w != self.workers[j]:
+                raise InvalidInputError(
+                    f"jobs[{j}] ({self.job_id[j]!r}): workers {self.workers[j]} != placement {w}"
+                )
+            busy += w * g
+            mn = self.min_workers[j]
+            base_busy += mn * g
+            if self.elastic[j] and self.max_workers[j] > mn:
+                elastic_running[j] = None
+                if w < self.max_workers[j]:
+                    below[j] = None
+            if self.elastic[j] and w > mn:
+                left = mn
+                e: Placement = {}
+                for s in sorted(place):
+                    k = place[s]
+                    take = k if k < left else left
+                    left -= take
+                    if k - take:
+                        e[s] = k - take
+                        ex_srv[s] += (k - take) * g
+                ex_job[j] = e
+        n_loaned = sum(1 for st in self.server_status if st == LOANED)
+        return (free, jobs_on, ex_srv, ex_job, below, elastic_running, busy, base_busy, n_loaned)
 
     def check_indexes(self) -> None:
-        """Raise AssertionError if a derived index differs from a recomputation.
-
-        O(n_servers + placements); restores nothing (the recomputed indexes replace
-        the old ones, which were equal if no error is raised).
+        """Raise AssertionError if a derived index differs from an independent
+        recomputation (the state itself is left as it is).  O(n_servers + placements).
         """
-        before = (
-            list(self.free), [dict(d) for d in self.jobs_on], list(self.ex_srv),
-            dict(self.ex_job), set(self.below), self.busy, self.base_busy, self.n_loaned,
+        now = (
+            self.free, self.jobs_on, self.ex_srv, self.ex_job, set(self.below),
+            list(self.elastic_running), self.busy, self.base_busy, self.n_loaned,
         )
-        self.rebuild_indexes()
-        after = (
-            self.free, self.jobs_on, self.ex_srv, self.ex_job, set(self.below), self.busy,
-            self.base_busy, self.n_loaned,
-        )
+        r = self._recompute()
+        ref = (r[0], r[1], r[2], r[3], set(r[4]), list(r[5]), r[6], r[7], r[8])
         names = ("free GPUs per server", "jobs per server", "extra GPUs per server",
-                 "extra workers per job", "jobs below their maximum", "busy GPUs",
-                 "base-worker GPUs", "loaned servers")
-        for name, a, b in zip(names, before, after, strict=True):
+                 "extra workers per job", "jobs below their maximum",
+                 "running elastic jobs (start order)", "busy GPUs", "base-worker GPUs",
+                 "loaned servers")
+        for name, a, b in zip(names, now, ref, strict=True):
             if a != b:
                 raise AssertionError(f"{name} drifted")
+        for name, (key, lst, keys) in self.qidx.items():
+            if sorted(keys) != sorted(self.queued) or lst != sorted(
+                (key(self, j), j) for j in self.queued
+            ):
+                raise AssertionError(f"queue index {name!r} drifted")
 
     def copy(self) -> ClusterState:
         """An independent copy. O(n_servers + n_jobs) list copies.

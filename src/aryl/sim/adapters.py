@@ -1,18 +1,10 @@
-"""The simulator's only contact points with the kernels and the trace layer.
+"""The simulator's contact points with the trace layer.
 
-Each external call lives in one function here, so that an interface change in
-``aryl.elastic``, ``aryl.reclaiming`` or ``aryl.traces`` is a local edit:
-
-* :func:`mckp_extras` — phase 2 of [Aryl]: ``aryl.elastic.jct_reduction_table``
-  and ``aryl.elastic.solve_mckp``.
-* :func:`plan_reclaim` — builds an ``aryl.reclaiming.ReclaimRequest`` (struct
-  of arrays over the loaned servers' placements) and calls
-  ``aryl.reclaiming.reclaim``.
-* :func:`load_jobs`, :func:`synthesize`, :func:`default_inference` — the trace
-  layer (``aryl.traces``, ``aryl.traces.inference``).
-
-The marginal-gain greedy of the ``elastic-greedy`` peer (:func:`_greedy`) is
-the only solver implemented here.
+Each call into ``aryl.traces`` lives in one function here, so that an interface
+change there is a local edit: :func:`load_jobs`, :func:`synthesize`,
+:func:`inference_schedule`, :func:`default_inference`,
+:func:`load_inference_spec`.  (The kernels are called by the scheduling pass,
+:mod:`aryl.scheduling.kernels`.)
 """
 
 from __future__ import annotations
@@ -27,7 +19,7 @@ import pandas as pd
 from aryl.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from aryl.sim.engine import Engine, InferenceSchedule
+    from aryl.sim.engine import InferenceSchedule
 
 log = logging.getLogger(__name__)
 
@@ -36,208 +28,8 @@ __all__ = [
     "inference_schedule",
     "load_inference_spec",
     "load_jobs",
-    "mckp_extras",
-    "plan_reclaim",
     "synthesize",
 ]
-
-# ----------------------------------------------------------------- phase 2
-
-
-def mckp_extras(
-    rem_work: np.ndarray,
-    cur_workers: np.ndarray,
-    base: np.ndarray,
-    max_workers: np.ndarray,
-    gpw: np.ndarray,
-    alpha: np.ndarray,
-    pause_s: np.ndarray,
-    capacity: int,
-    *,
-    backend: str,
-    solver: str = "mckp",
-    unconstrained_only: bool = False,
-) -> np.ndarray | None:
-    """Extra workers (above base) per job by the MCKP of [Aryl] §3 phase 2.
-
-    Parameters
-    ----------
-    rem_work : float64 (n,)
-        Remaining work, single-worker seconds.
-    cur_workers, base, max_workers, gpw : int64 (n,)
-        ``cur_workers`` = workers today (``base`` for a job starting now).
-    alpha : float64 (n,)
-    pause_s : float64 (n,)
-        Rescale pause charged when the size differs from today's (0 for a job
-        starting now).
-    capacity : int
-        GPUs to distribute.
-    solver : {"mckp", "greedy"}
-        ``greedy``: marginal-gain per GPU, one worker at a time (Optimus/AFS
-        style peer).
-    unconstrained_only : bool
-        Return each job's own best option (largest positive value; ties: fewer
-        extra workers) if their weights fit ``capacity`` together — then it is
-        the MCKP optimum — and ``None`` otherwise, without calling the solver.
-
-    Returns
-    -------
-    ndarray of int64 (n,) or None
-        Extra workers ``k >= 0`` per job.
-    """
-    n = rem_work.shape[0]
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    values, weights = _table(rem_work, cur_workers, base, max_workers, gpw, alpha, pause_s)
-    if unconstrained_only:
-        if values.shape[1] == 0:
-            return np.zeros(n, dtype=np.int64)
-        vals = np.where(np.isnan(values), -np.inf, values)
-        best = np.argmax(vals, axis=1)
-        rows = np.arange(n)
-        ok = vals[rows, best] > 0
-        if int(weights[rows, best][ok].sum()) > capacity:
-            return None
-        return np.where(ok, best + 1, 0).astype(np.int64)
-    if solver == "greedy":
-        return _greedy(values, weights, capacity)
-    from aryl.elastic import solve_mckp
-
-    res = solve_mckp(
-        values, weights, int(capacity), backend=backend, validate=False  # type: ignore[arg-type]
-    )
-    # option index c (c + 1 extra workers) or -1 (none): c + 1 extra workers either way
-    extra: np.ndarray = np.asarray(res.choice, dtype=np.int64) + 1
-    return extra
-
-
-def _table(
-    rem: np.ndarray,
-    cur: np.ndarray,
-    base: np.ndarray,
-    mx: np.ndarray,
-    g: np.ndarray,
-    alpha: np.ndarray,
-    pause: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    # The kernel takes one scalar pause; jobs starting now are charged none.
-    p = float(pause.max()) if pause.size else 0.0
-    values, weights = _table_unchecked(rem, cur, base, mx, g, alpha, p)
-    values = np.asarray(values, dtype=np.float64)
-    zero = pause == 0
-    if p > 0 and zero.any():
-        # Jobs starting now have current == base, so every option k >= 1 carries the
-        # pause and option 0 does not: their pause-free values are the values + p.
-        assert np.all(cur[zero] == base[zero])
-        values = values.copy()
-        values[zero] += p
-    return values, np.asarray(weights, dtype=np.int64)
-
-
-def _table_unchecked(
-    rem: np.ndarray,
-    cur: np.ndarray,
-    base: np.ndarray,
-    mx: np.ndarray,
-    g: np.ndarray,
-    alpha: np.ndarray,
-    pause: float,
-) -> tuple[np.ndarray, np.ndarray]:
-    """``aryl.elastic.jct_reduction_table`` without its input validation.
-
-    The simulator's job columns are validated when the trace is loaded and its
-    arrays are already int64/float64, so the ~20 checking reductions per call
-    (a third of the phase-2 kernel time) are skipped; the arithmetic is the
-    kernel's own (``throughput`` + ``_table_from_throughput``), so the values
-    are bit-identical (tested).  Falls back to the public function if the
-    kernel module no longer has the private builder.
-    """
-    from aryl import elastic as el
-
-    build = getattr(el, "_table_from_throughput", None)
-    if build is None:  # pragma: no cover - kernel refactored
-        return el.jct_reduction_table(rem, cur, base, mx, g, alpha, pause)
-    extra = mx - base
-    n_cols = int(extra.max()) if extra.size else 0
-    w = base[:, None] + np.arange(n_cols + 1, dtype=np.int64)[None, :]
-    tput = el.throughput(w, alpha[:, None])
-    values, weights = build(rem, cur, base, extra, g, tput, float(pause))
-    return values, weights
-
-
-def _greedy(values: np.ndarray, weights: np.ndarray, capacity: int) -> np.ndarray:
-    import heapq
-
-    n, m = values.shape
-    ext = np.zeros(n, dtype=np.int64)
-    vals = np.nan_to_num(values, nan=-np.inf)
-    heap: list[tuple[float, int]] = []
-    g = np.where(m > 0, weights[:, 0] if m else 1, 1)
-    for i in range(n):
-        if m and vals[i, 0] > 0:
-            heap.append((-vals[i, 0] / g[i], i))
-    heapq.heapify(heap)
-    cap = capacity
-    while heap:
-        _, i = heapq.heappop(heap)
-        if g[i] > cap:
-            continue
-        cap -= int(g[i])
-        ext[i] += 1
-        k = int(ext[i])
-        if k < m and np.isfinite(vals[i, k]):
-            gain = vals[i, k] - vals[i, k - 1]
-            if gain > 0:
-                heapq.heappush(heap, (-gain / g[i], i))
-    return ext
-
-
-# ----------------------------------------------------------------- reclaim
-
-
-def plan_reclaim(eng: Engine, n: int) -> tuple[list[int], set[int]]:
-    """Choose ``n`` loaned servers to return: ``(servers, preempted job indices)``."""
-    loaned = eng.loaned_servers()
-    jobs: dict[int, None] = {}
-    for s in loaned:
-        for j in eng.jobs_on[s]:
-            jobs[j] = None
-    from aryl.reclaiming import ReclaimRequest, reclaim
-
-    job_list = list(jobs)
-    index = {j: i for i, j in enumerate(job_list)}
-    p_job: list[int] = []
-    p_srv: list[int] = []
-    p_w: list[int] = []
-    for s in loaned:
-        for j, k in eng.jobs_on[s].items():
-            p_job.append(index[j])
-            p_srv.append(s)
-            p_w.append(k)
-    i64 = np.int64
-    req = ReclaimRequest(
-        server_id=np.asarray(loaned, dtype=i64),
-        server_gpus=np.full(len(loaned), eng.gpus_per_server, dtype=i64),
-        placement_job=np.asarray(p_job, dtype=i64),
-        placement_server=np.asarray(p_srv, dtype=i64),
-        placement_workers=np.asarray(p_w, dtype=i64),
-        job_id=np.asarray(job_list, dtype=i64),
-        job_workers=np.asarray([eng.workers[j] for j in job_list], dtype=i64),
-        job_gpus_per_worker=np.asarray([eng.gpw[j] for j in job_list], dtype=i64),
-        job_min_workers=np.asarray([eng.base_workers[j] for j in job_list], dtype=i64),
-        job_elastic=np.asarray([eng.elastic[j] for j in job_list], dtype=bool),
-        job_preemptible=np.ones(len(job_list), dtype=bool),
-        n_servers=int(n),
-    )
-    if eng.reclaim_log is not None:
-        eng.reclaim_log.append(req)
-    plan = reclaim(
-        req, policy=eng.config.reclaim_policy, seed=eng.config.seed, backend=eng.config.backend
-    )
-    servers = [int(s) for s in np.asarray(plan.servers).tolist()]
-    preempted = {int(j) for j in np.asarray(plan.preempted_jobs).tolist()}
-    return servers, preempted
-
 
 # ----------------------------------------------------------------- traces
 

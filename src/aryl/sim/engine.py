@@ -60,7 +60,7 @@ from typing import Any
 import numpy as np
 
 from aryl.scheduling import ClusterState, Reason, SchedulerConfig, make_policy, schedule
-from aryl.scheduling.state import DONE, INFEASIBLE, PENDING, QUEUED, RUNNING, SERVING, IDLE
+from aryl.scheduling.state import DONE, IDLE, INFEASIBLE, PENDING, QUEUED, RUNNING, SERVING
 from aryl.sim.config import SimConfig
 from aryl.sim.jobs import JobTable
 
