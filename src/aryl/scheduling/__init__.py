@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from aryl.scheduling.api import schedule
 from aryl.scheduling.plan import Reason, SchedulePlan
-from aryl.scheduling.policy import PassContext, Policy, available_policies, make_policy
+from aryl.scheduling.policy import PassContext, Policy
+from aryl.scheduling.registry import available_policies, make_policy
 from aryl.scheduling.state import ClusterState, Placement, SchedulerConfig
 
 __all__ = [

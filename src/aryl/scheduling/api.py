@@ -25,9 +25,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from aryl.scheduling.kernels import plan_reclaim
+from aryl.scheduling.kernels import jobs_in_start_order, plan_reclaim
 from aryl.scheduling.plan import Reason, SchedulePlan
-from aryl.scheduling.policy import PassContext, Policy, make_policy
+from aryl.scheduling.policy import PassContext, Policy
+from aryl.scheduling.registry import make_policy
 from aryl.scheduling.state import IDLE, ClusterState, Placement
 
 __all__ = ["schedule"]
@@ -126,9 +127,9 @@ def _reclaim(st: ClusterState, pol: Policy, n: int, plan: SchedulePlan) -> None:
     plan.reclaim_shortfall = n - len(servers)
     returned = set(servers)
     affected: dict[int, None] = {}
-    jobs_on = st.jobs_on
+    on = jobs_in_start_order(st, servers)
     for s in servers:
-        for j in jobs_on[s]:
+        for j in on[s]:
             affected[j] = None
     for j in affected:
         place = st.placement[j]

@@ -50,7 +50,7 @@ import numpy as np
 from aryl.scheduling.kernels import mckp_extras
 from aryl.scheduling.placement import best_fit, bf_place
 from aryl.scheduling.plan import Reason, SchedulePlan
-from aryl.scheduling.policy import PassContext, register
+from aryl.scheduling.policy import PassContext
 from aryl.scheduling.sjf import SjfPass, SjfPolicy
 from aryl.scheduling.state import ClusterState, Placement, split_placement
 
@@ -458,7 +458,6 @@ class ArylPass(SjfPass):
 
 
 
-@register("aryl")
 class ArylPolicy(SjfPolicy):
     """Aryl: capacity loaning, SJF base allocation, MCKP elastic allocation [Aryl]."""
 
@@ -481,7 +480,6 @@ class ArylPolicy(SjfPolicy):
         return bool(st.below)
 
 
-@register("aryl-no-loan")
 class ArylNoLoanPolicy(ArylPolicy):
     """Ablation: Aryl without capacity loaning."""
 
@@ -489,7 +487,6 @@ class ArylNoLoanPolicy(ArylPolicy):
     loans = False
 
 
-@register("aryl-no-elastic")
 class ArylNoElasticPolicy(ArylPolicy):
     """Ablation: Aryl without elastic scaling (every job at its reference size)."""
 
@@ -497,7 +494,6 @@ class ArylNoElasticPolicy(ArylPolicy):
     elastic = False
 
 
-@register("elastic-greedy")
 class ElasticGreedyPolicy(ArylPolicy):
     """Marginal-gain greedy elastic allocation (Optimus/AFS style peer), no loans.
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from aryl.scheduling.placement import gang_place
 from aryl.scheduling.plan import Reason, SchedulePlan
-from aryl.scheduling.policy import PassContext, Policy, register
+from aryl.scheduling.policy import PassContext, Policy
 from aryl.scheduling.state import ClusterState
 
 __all__ = ["FifoPolicy", "arrival_key"]
@@ -23,7 +23,6 @@ def arrival_key(st: ClusterState, j: int) -> float:
     return st.arrival_s[j]
 
 
-@register("fifo")
 class FifoPolicy(Policy):
     """Strict FIFO with gang placement; the paper's baseline."""
 

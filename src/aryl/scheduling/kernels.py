@@ -17,7 +17,7 @@ import numpy as np
 
 from aryl.scheduling.state import ClusterState
 
-__all__ = ["mckp_extras", "plan_reclaim", "reclaim_request"]
+__all__ = ["jobs_in_start_order", "mckp_extras", "plan_reclaim", "reclaim_request"]
 
 
 def mckp_extras(
@@ -166,6 +166,17 @@ def _greedy(values: np.ndarray, weights: np.ndarray, capacity: int) -> np.ndarra
     return ext
 
 
+def jobs_in_start_order(st: ClusterState, servers: list[int]) -> dict[int, list[int]]:
+    """The jobs on each of ``servers``, in the order they started (the running order).
+
+    A canonical order, reproducible from a state document (the order in which
+    the state last placed workers is not).  O(running + placements on servers).
+    """
+    rank = {j: i for i, j in enumerate(st.running)}
+    jobs_on = st.jobs_on
+    return {s: sorted(jobs_on[s], key=rank.__getitem__) for s in servers}
+
+
 def reclaim_request(st: ClusterState, n: int, elastic_policy: bool) -> Any:
     """The ``aryl.reclaiming.ReclaimRequest`` for returning ``n`` loaned servers.
 
@@ -177,21 +188,22 @@ def reclaim_request(st: ClusterState, n: int, elastic_policy: bool) -> Any:
     from aryl.reclaiming import ReclaimRequest
 
     loaned = st.loaned_servers()
+    on = jobs_in_start_order(st, loaned)
     jobs: dict[int, None] = {}
-    jobs_on = st.jobs_on
     for s in loaned:
-        for j in jobs_on[s]:
+        for j in on[s]:
             jobs[j] = None
     job_list = list(jobs)
     index = {j: i for i, j in enumerate(job_list)}
     p_job: list[int] = []
     p_srv: list[int] = []
     p_w: list[int] = []
+    jobs_on = st.jobs_on
     for s in loaned:
-        for j, k in jobs_on[s].items():
+        for j in on[s]:
             p_job.append(index[j])
             p_srv.append(s)
-            p_w.append(k)
+            p_w.append(jobs_on[s][j])
     el = [elastic_policy and st.elastic[j] for j in job_list]
     mn = st.min_workers
     wk = st.workers

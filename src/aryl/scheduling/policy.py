@@ -1,4 +1,4 @@
-"""The policy interface of the scheduling pass, the pass context and the registry.
+"""The policy interface of the scheduling pass and the pass context.
 
 A policy is stateless: :meth:`Policy.decide` reads a :class:`ClusterState` and a
 :class:`PassContext` (this pass's view of capacity, including the idle
@@ -9,7 +9,6 @@ around it by :func:`aryl.scheduling.schedule`, the same for every policy.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -17,14 +16,7 @@ from aryl.errors import InvalidInputError
 from aryl.scheduling.plan import SchedulePlan
 from aryl.scheduling.state import ClusterState
 
-__all__ = [
-    "PassContext",
-    "Policy",
-    "available_policies",
-    "make_policy",
-    "policy_class",
-    "register",
-]
+__all__ = ["PassContext", "Policy"]
 
 
 @dataclass(slots=True)
@@ -101,66 +93,3 @@ class Policy:
     def decide(self, st: ClusterState, ctx: PassContext, plan: SchedulePlan) -> None:
         """Fill ``plan`` (starts, resizes, preemptions, the elastic memo)."""
         raise NotImplementedError
-
-
-_REGISTRY: dict[str, type[Policy]] = {}
-
-
-def register(name: str) -> Callable[[type[Policy]], type[Policy]]:
-    """Class decorator adding a policy to the registry under ``name``."""
-
-    def deco(cls: type[Policy]) -> type[Policy]:
-        _REGISTRY[name] = cls
-        return cls
-
-    return deco
-
-
-def _load_builtin() -> None:
-    from aryl.scheduling import aryl as _a  # noqa: F401
-    from aryl.scheduling import fifo as _f  # noqa: F401
-    from aryl.scheduling import sjf as _s  # noqa: F401
-    from aryl.scheduling import tiresias as _t  # noqa: F401
-
-
-def available_policies() -> list[str]:
-    """Names accepted by :func:`aryl.schedule`, sorted."""
-    _load_builtin()
-    return sorted(_REGISTRY)
-
-
-def policy_class(name: str) -> type[Policy]:
-    """The class registered under ``name``.
-
-    Raises
-    ------
-    InvalidInputError
-        Unknown name (the message lists the known ones and the closest match).
-    """
-    _load_builtin()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        import difflib
-
-        close = difflib.get_close_matches(str(name), list(_REGISTRY), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise InvalidInputError(
-            f"policy: unknown policy {name!r}{hint}; choose from {sorted(_REGISTRY)}"
-        ) from None
-
-
-_CACHE: dict[tuple[str, tuple[tuple[str, Any], ...]], Policy] = {}
-
-
-def make_policy(name: str, options: dict[str, Any] | None = None) -> Policy:
-    """The policy ``name`` with ``options`` (instances are immutable and cached)."""
-    key = (name, tuple(sorted((options or {}).items(), key=lambda kv: kv[0])))
-    try:
-        pol = _CACHE.get(key)
-    except TypeError:  # unhashable option values
-        return policy_class(name)(options)
-    if pol is None:
-        pol = policy_class(name)(options)
-        _CACHE[key] = pol
-    return pol

@@ -17,7 +17,7 @@ from aryl.errors import InvalidInputError
 from aryl.scheduling.fifo import arrival_key
 from aryl.scheduling.placement import gang_place
 from aryl.scheduling.plan import Reason, SchedulePlan
-from aryl.scheduling.policy import PassContext, Policy, register
+from aryl.scheduling.policy import PassContext, Policy
 from aryl.scheduling.state import ClusterState, Placement
 
 __all__ = ["SjfPass", "SjfPolicy", "sjf_key_elastic", "sjf_key_rigid"]
@@ -118,7 +118,6 @@ class SjfPass:
         return free, avail
 
 
-@register("sjf")
 class SjfPolicy(Policy):
     """Shortest-job-first (SRTF order at each pass, non-preemptive) with backfill."""
 

@@ -24,13 +24,12 @@ from typing import Any, ClassVar
 from aryl.errors import InvalidInputError
 from aryl.scheduling.placement import gang_place
 from aryl.scheduling.plan import Reason, SchedulePlan
-from aryl.scheduling.policy import PassContext, Policy, register
+from aryl.scheduling.policy import PassContext, Policy
 from aryl.scheduling.state import ClusterState, Placement
 
 __all__ = ["TiresiasPolicy"]
 
 
-@register("tiresias")
 class TiresiasPolicy(Policy):
     """Discretised 2D-LAS with preemption, no duration knowledge."""
 

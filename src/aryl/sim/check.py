@@ -16,12 +16,9 @@ integral of busy GPUs.  Cost O(n_servers + n_running + n_queued) per pass.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Any
 
 from aryl.scheduling.state import DONE, INFEASIBLE, LOANED, QUEUED, RUNNING, TRAINING
-
-if TYPE_CHECKING:
-    from aryl.sim.engine import Engine
 
 __all__ = ["Checker", "InvariantError"]
 
@@ -31,9 +28,10 @@ class InvariantError(AssertionError):
 
 
 class Checker:
-    """Checks an :class:`~aryl.sim.engine.Engine` in place."""
+    """Checks an :class:`~aryl.sim.engine.Engine` in place (typed ``Any``: the engine
+    imports this module, never the other way round)."""
 
-    def __init__(self, eng: Engine) -> None:
+    def __init__(self, eng: Any) -> None:
         self.eng = eng
 
     def after_pass(self) -> None:

@@ -1,0 +1,197 @@
+"""JSON Schemas (draft 2020-12) of the state and plan documents (``aryl schema state|plan``).
+
+They describe :mod:`aryl.scheduling.jsonio`'s documents for clients in other
+languages; :func:`aryl.scheduling.jsonio.state_from_json` checks more than the
+schema can say (ids that exist, placements that fit, workers in range) and
+names the item and field of any error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aryl.scheduling.plan import Reason
+from aryl.scheduling.state import RECLAIM_POLICIES, SERVER_STATUS_NAMES
+
+__all__ = ["plan_schema", "state_schema"]
+
+_NUM = {"type": "number"}
+_NUM_OR_NULL = {"type": ["number", "null"]}
+_NONNEG_INT = {"type": "integer", "minimum": 0}
+_POS_INT = {"type": "integer", "minimum": 1}
+_ID = {"type": "string", "minLength": 1}
+
+_PLACEMENT = {
+    "type": "array",
+    "description": "Workers of one job per server.",
+    "items": {
+        "type": "object",
+        "required": ["server", "workers"],
+        "additionalProperties": False,
+        "properties": {"server": _ID, "workers": _POS_INT},
+    },
+}
+
+
+def state_schema() -> dict[str, Any]:
+    """The JSON Schema of a cluster-state document."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "urn:aryl:schema:state:1",
+        "title": "aryl cluster state",
+        "description": (
+            "Everything one aryl scheduling pass reads. Times in seconds on the client's "
+            "clock; work in seconds at the job's reference size (ref_workers workers)."
+        ),
+        "type": "object",
+        "required": ["now_s", "servers"],
+        "additionalProperties": False,
+        "properties": {
+            "schema_version": {"const": 1},
+            "now_s": _NUM,
+            "config": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "rescale_pause_s": {"type": "number", "minimum": 0},
+                    "checkpoint_interval_s": {"type": "number", "exclusiveMinimum": 0},
+                    "restart_cost_s": {"type": "number", "minimum": 0},
+                    "loan_reserve_servers": _NONNEG_INT,
+                    "starvation_bound_s": {"type": "number", "minimum": 0},
+                    "reclaim_policy": {"enum": list(RECLAIM_POLICIES)},
+                    "seed": _NONNEG_INT,
+                    "backend": {"enum": ["native", "reference"]},
+                },
+            },
+            "servers": {
+                "type": "array",
+                "minItems": 1,
+                "description": "Training servers first, then inference servers.",
+                "items": {
+                    "type": "object",
+                    "required": ["id", "role", "gpus"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "id": _ID,
+                        "role": {"enum": ["training", "inference"]},
+                        "gpus": _POS_INT,
+                        "pool": {"type": "string"},
+                        "gpu_type": {"type": "string"},
+                        "status": {"enum": list(SERVER_STATUS_NAMES)},
+                        "reclaimed_s": _NUM_OR_NULL,
+                    },
+                },
+            },
+            "inference": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "servers_needed": _NONNEG_INT,
+                    "reclaim_deadline_s": {
+                        **_NUM_OR_NULL,
+                        "description": "By when missing inference servers must be returned; "
+                                       "null: nothing asked.",
+                    },
+                },
+            },
+            "jobs": {
+                "type": "array",
+                "description": "Active jobs (queued and running) in arrival order; the "
+                               "position breaks ties between jobs.",
+                "items": {
+                    "type": "object",
+                    "required": ["id", "arrival_s", "gpus_per_worker", "ref_workers",
+                                 "status", "remaining_s"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "id": _ID,
+                        "arrival_s": _NUM,
+                        "gpus_per_worker": _POS_INT,
+                        "ref_workers": _POS_INT,
+                        "min_workers": _POS_INT,
+                        "max_workers": _POS_INT,
+                        "elastic": {"type": "boolean"},
+                        "alpha": {"type": "number", "minimum": 0, "maximum": 1},
+                        "status": {"enum": ["queued", "running"]},
+                        "remaining_s": {"type": "number", "minimum": 0},
+                        "progress_at_s": _NUM,
+                        "checkpoint_remaining_s": {"type": "number", "minimum": 0},
+                        "next_checkpoint_s": _NUM_OR_NULL,
+                        "restarted": {"type": "boolean"},
+                        "queued_since_s": _NUM,
+                        "attained_gpu_s": {"type": "number", "minimum": 0},
+                        "attained_at_s": _NUM,
+                        "placement": _PLACEMENT,
+                    },
+                },
+            },
+            "running": {
+                "type": "array",
+                "items": _ID,
+                "description": "Ids of the running jobs in the order they started.",
+            },
+            "elastic_memo": {
+                "type": "object",
+                "required": ["free_gpus", "loaned_servers"],
+                "additionalProperties": False,
+                "properties": {"free_gpus": {"type": "integer"},
+                               "loaned_servers": {"type": "integer"}},
+            },
+        },
+    }
+
+
+def plan_schema() -> dict[str, Any]:
+    """The JSON Schema of a plan document."""
+    reasons = [r.label for r in Reason]
+    job_action = {
+        "type": "object",
+        "required": ["job", "reason"],
+        "additionalProperties": False,
+        "properties": {"job": _ID, "reason": {"enum": reasons}, "placement": _PLACEMENT},
+    }
+    server_action = {
+        "type": "object",
+        "required": ["server", "reason"],
+        "additionalProperties": False,
+        "properties": {"server": _ID, "reason": {"enum": reasons}},
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "urn:aryl:schema:plan:1",
+        "title": "aryl schedule plan",
+        "description": (
+            "The decisions of one pass, applied in this order: reclaim.actions, "
+            "reclaim.servers returned, borrow, preempt, resize (all removals, then the "
+            "new placements), start, return."
+        ),
+        "type": "object",
+        "required": ["now_s", "reclaim", "borrow", "preempt", "resize", "start", "return"],
+        "additionalProperties": False,
+        "properties": {
+            "schema_version": {"const": 1},
+            "now_s": _NUM,
+            "reclaim": {
+                "type": "object",
+                "required": ["actions", "servers", "shortfall"],
+                "additionalProperties": False,
+                "properties": {
+                    "actions": {"type": "array", "items": job_action},
+                    "servers": {"type": "array", "items": _ID},
+                    "shortfall": _NONNEG_INT,
+                },
+            },
+            "borrow": {"type": "array", "items": server_action},
+            "preempt": {"type": "array", "items": job_action},
+            "resize": {"type": "array", "items": job_action},
+            "start": {"type": "array", "items": job_action},
+            "return": {"type": "array", "items": server_action},
+            "elastic_memo": {
+                "type": "object",
+                "required": ["free_gpus", "loaned_servers"],
+                "additionalProperties": False,
+                "properties": {"free_gpus": {"type": "integer"},
+                               "loaned_servers": {"type": "integer"}},
+            },
+        },
+    }
