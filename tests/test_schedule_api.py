@@ -1,4 +1,4 @@
-"""``aryl.schedule`` on hand-computed states; purity; JSON errors; ``aryl plan`` / ``aryl schema``."""
+"""``aryl.schedule`` on hand-computed states; purity; JSON errors; the plan and schema CLI."""
 
 from __future__ import annotations
 
@@ -52,7 +52,9 @@ def test_sjf_order_best_fit_and_a_borrowed_server() -> None:
          "placement": [{"server": "t0", "workers": 4}, {"server": "i0", "workers": 4}]},
     ]
     assert doc["borrow"] == [{"server": "i0", "reason": "loan_for_base"}]
-    assert doc["return"] == [] and doc["preempt"] == [] and doc["resize"] == []
+    assert doc["return"] == []
+    assert doc["preempt"] == []
+    assert doc["resize"] == []
     # elastic memo: 16 GPUs (t0 + i0) - 12 busy = 4 free (on i0), 1 server loaned/offered
     assert plan.elastic_memo == (4, 1)
 
@@ -70,9 +72,11 @@ def test_a_reclaim_preempts_the_rigid_job_on_the_returned_server() -> None:
     assert [st.server_id[s] for s in plan.reclaimed_servers] == ["i0"]
     # A (rigid) loses all 8 workers; it cannot restart at once: t0 has 4 free GPUs
     # (B holds 4) and no server may be lent (the inference side needs its only one)
-    assert plan.starts == [] and plan.borrowed_servers == []
+    assert plan.starts == []
+    assert plan.borrowed_servers == []
     after = plan.apply(st)
-    assert after.status[a] == 1 and after.restarted[a]  # queued again, pays a restart
+    assert after.status[a] == 1
+    assert after.restarted[a]
     assert after.remaining_s[a] == 100.0  # back to the checkpoint taken at its start
     assert after.server_status[1] == 1  # i0 serves inference again
 
@@ -90,8 +94,11 @@ def test_apply_returns_a_new_state_unless_inplace() -> None:
     st = state_from_json(two_jobs_state())
     plan = schedule(st)
     new = plan.apply(st)
-    assert new is not st and len(st.running) == 0 and len(new.running) == 2
-    assert plan.apply(st, inplace=True) is st and len(st.running) == 2
+    assert new is not st
+    assert len(st.running) == 0
+    assert len(new.running) == 2
+    assert plan.apply(st, inplace=True) is st
+    assert len(st.running) == 2
     # applying twice is an error that names what no longer fits (the borrow comes first)
     with pytest.raises(InvalidInputError,
                        match=r"servers\[1\] \('i0'\): only an idle inference server can be lent"):
@@ -175,9 +182,11 @@ def test_the_cli_prints_the_plan_and_the_schemas(tmp_path: Any) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{")
     res = CliRunner().invoke(main, ["plan", str(bad)])
-    assert res.exit_code == 2 and "bad.json: state: not valid JSON" in res.output
+    assert res.exit_code == 2
+    assert "bad.json: state: not valid JSON" in res.output
     res = CliRunner().invoke(main, ["plan", str(tmp_path / "missing.json")])
-    assert res.exit_code == 2 and "missing.json: file does not exist" in res.output
+    assert res.exit_code == 2
+    assert "missing.json: file does not exist" in res.output
     js = pytest.importorskip("jsonschema")
     for doc in ("state", "plan"):
         res = CliRunner().invoke(main, ["schema", doc])

@@ -62,7 +62,7 @@ class Manager:
         for i in range(N_TRAIN):
             self.st.add_server(f"train-{i}", role="training", gpus=S)
         for i in range(N_INF):
-            self.st.add_server(f"infer-{i}", role="inference", gpus=S, status=1)  # serving
+            self.st.add_server(f"infer-{i}", role="inference", gpus=S, status="serving")
         self.jobs = jobs.to_dict("records")
         self.demand = list(zip(demand.times_s.tolist(), demand.servers_needed.tolist(),
                                strict=True))

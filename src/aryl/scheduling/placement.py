@@ -106,10 +106,10 @@ def bf_place(
             free[s] -= left * g
             left = 0
             break
-        for s in sorted(grp, key=lambda x: (-free[x], x)):
+        # servers that hold at least one worker, most free first (ties: lower index);
+        # the others would take none
+        for s in sorted([x for x in grp if free[x] >= g], key=lambda x: (-free[x], x)):
             k = min(left, free[s] // g)
-            if k <= 0:
-                break
             place[s] = place.get(s, 0) + k
             free[s] -= k * g
             left -= k

@@ -341,12 +341,14 @@ class ClusterState:
         gpus: int,
         pool: str | None = None,
         gpu_type: str = "default",
-        status: int | None = None,
+        status: int | str | None = None,
         reclaimed_s: float = -math.inf,
     ) -> int:
         """Append a server; returns its index.
 
         Training servers must all come before the first inference server.
+        ``status``: an inference server's ``"serving"`` / ``"idle"`` (default) /
+        ``"loaned"`` (or the constants ``SERVING``, ``IDLE``, ``LOANED``).
 
         Raises
         ------
@@ -358,6 +360,12 @@ class ClusterState:
         where = f"servers[{i}] ({server_id!r})"
         if role not in ROLES:
             raise InvalidInputError(f"{where}.role: must be one of {list(ROLES)}, got {role!r}")
+        if isinstance(status, str):
+            if status not in SERVER_STATUS_NAMES:
+                raise InvalidInputError(
+                    f"{where}.status: must be one of {list(SERVER_STATUS_NAMES)}, got {status!r}"
+                )
+            status = SERVER_STATUS_NAMES.index(status)
         _int_at_least(f"{where}.gpus", gpus, 1)
         if role == "training":
             if self.n_servers > len(self.training_servers):
