@@ -108,26 +108,41 @@ def _common(func: Any) -> Any:
 
 
 def _load(o: dict[str, Any], console: Console) -> Any:
-    """Read the trace (``--drop-invalid`` drops bad rows and prints the counts)."""
+    """Read the trace (``--drop-invalid`` drops bad rows and prints the counts).
+
+    A trace left with no job (header-only file, every row dropped, a window
+    that keeps none) is an error: there is nothing to replay.
+    """
     from aryl.traces import load_trace
+    from aryl.traces.validate import InvalidRowsError
 
     drop = o["drop_invalid"]
     try:
         trace = load_trace(o["trace"], window=o["window"], gpus_per_server=o["gpus_per_server"],
                            on_invalid="drop" if drop else "raise")
+    except InvalidRowsError as exc:  # bad data rows: say how many, by kind, and the flag
+        raise click.ClickException(exc.describe(drop_hint="--drop-invalid")) from exc
     except InvalidInputError as exc:
-        # a bad data row (not the header, not the file as a whole) can be dropped
-        row_error = isinstance(exc, TraceFormatError) and (exc.line or 0) > 1
-        hint = " (use --drop-invalid to skip bad rows)" if row_error and not drop else ""
         where = "" if isinstance(exc, TraceFormatError) else "--trace/--window: "
-        raise click.ClickException(f"{where}{exc}{hint}") from exc
+        raise click.ClickException(f"{where}{exc}") from exc
+    dropped = {k: int(v) for k, v in trace.dropped.items() if v}
     if drop:
-        dropped = {k: int(v) for k, v in trace.dropped.items() if v}
         if dropped:
             kinds = ", ".join(f"{k}: {v:,}" for k, v in dropped.items())
             console.print(f"dropped {sum(dropped.values()):,} invalid row(s) ({kinds})")
         else:
             console.print("dropped 0 invalid rows")
+    if trace.n_jobs == 0:
+        if "window" in trace.meta:
+            w = trace.meta["window"]
+            why = (f"the window [{w['start_s']:,.0f}, {w['end_s']:,.0f}) keeps none of its "
+                   f"jobs ({w['n_before']:,} before, {w['n_after']:,} after)")
+        elif dropped:
+            why = (f"all {sum(dropped.values()):,} rows were dropped "
+                   f"({', '.join(f'{k}: {v:,}' for k, v in dropped.items())})")
+        else:
+            why = "it has no job rows"
+        raise click.ClickException(f"--trace: nothing to replay in {o['trace']}: {why}")
     return trace
 
 

@@ -44,12 +44,15 @@ def _load(trace: str, fmt: str | None, window: str | None, tz: str | None, drop_
           gpus_per_server: int, max_gpus: int | None, no_multi_server: bool,
           node_list: str | None) -> Any:
     from aryl.traces import load_trace
+    from aryl.traces.validate import InvalidRowsError
 
     try:
         return load_trace(trace, format=fmt, window=window, tz=tz,
                           on_invalid="drop" if drop_invalid else "raise",
                           gpus_per_server=gpus_per_server, max_gpus=max_gpus,
                           allow_multi_server=not no_multi_server, node_list=node_list)
+    except InvalidRowsError as exc:
+        raise click.ClickException(exc.describe(drop_hint="--drop-invalid")) from exc
     except InvalidInputError as exc:
         raise click.ClickException(str(exc)) from exc
 
