@@ -150,12 +150,24 @@ def _sizes(o: dict[str, Any], jobs: Any, console: Console) -> tuple[int, int]:
     """Resolve ``--training-servers`` / ``--inference-servers`` (numbers, ``auto`` or unset)."""
     n_train, n_inf = o["training_servers"], o["inference_servers"]
     if _AUTO in (n_train, n_inf):
+        from rich.progress import Progress
+
         from aryl.experiment import size_cluster
 
-        try:
-            auto_train, auto_inf = size_cluster(jobs, gpus_per_server=o["gpus_per_server"])
-        except InvalidInputError as exc:
-            raise click.ClickException(f"--training-servers auto: {exc}") from exc
+        # fifo probe replays (about 10 s on Philly): a bar on a terminal
+        with Progress(console=console, transient=True,
+                      disable=o["no_progress"] or not console.is_terminal) as bar:
+            task = bar.add_task("sizing the cluster (fifo replays)", total=None)
+
+            def probe(done: int, total: int, n: int, delay_s: float) -> None:
+                bar.update(task, completed=done, total=total)
+
+            try:
+                sized = size_cluster(jobs, gpus_per_server=o["gpus_per_server"],
+                                     progress=probe)
+            except InvalidInputError as exc:
+                raise click.ClickException(f"--training-servers auto: {exc}") from exc
+        auto_train, auto_inf = sized
         if n_train == _AUTO:
             n_train = auto_train
         if n_inf == _AUTO:
@@ -163,8 +175,7 @@ def _sizes(o: dict[str, Any], jobs: Any, console: Console) -> tuple[int, int]:
         n_train = DEFAULT_TRAINING_SERVERS if n_train is None else n_train
         n_inf = DEFAULT_INFERENCE_SERVERS if n_inf is None else n_inf
         console.print(f"auto-sized cluster: {n_train} training + {n_inf} inference servers "
-                      f"(largest training cluster on which strict fifo's mean queuing delay "
-                      f"is still >= 4,000 s)")
+                      f"({sized.reason})")
     elif n_train is None and n_inf is None and o["trace"] != DEFAULT_TRACE:
         click.echo(f"hint: the default cluster ({DEFAULT_TRAINING_SERVERS} training + "
                    f"{DEFAULT_INFERENCE_SERVERS} inference servers) is sized for "
