@@ -591,7 +591,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         "n_loans": s["n_loans"],
         "n_reclaims": s["n_reclaims"],
         "n_loan_returns": s.get("n_loan_returns", 0),
-        "scheduler_ms_per_decision": s["scheduler_ms_per_decision"],
+        "scheduler_ms_per_decision": res.timing["scheduler_ms_per_decision"],
         "wall_s": wall,
         "seed": spec.seed,
     }
