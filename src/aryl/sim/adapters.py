@@ -257,7 +257,7 @@ def load_jobs(source: Any) -> tuple[pd.DataFrame, dict[str, Any]]:
 def synthesize(
     jobs: pd.DataFrame, meta: dict[str, Any], *, elastic_fraction: float, seed: int
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Fill the scaling columns (ARYL.md §2) with ``aryl.traces.synthesize_elastic``."""
+    """Fill the scaling columns (docs/model.md) with ``aryl.traces.synthesize_elastic``."""
     from aryl.traces import Trace, synthesize_elastic
 
     tr = synthesize_elastic(
