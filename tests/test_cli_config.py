@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -297,3 +298,17 @@ def test_paper_plan_applies_common_settings_under_each_runs_own() -> None:
     assert row["mean_jct_s"] == ref["jct_s"]["mean"]
     assert row["n_loans"] == ref["n_loans"]
     assert row["rescale_pause_s"] == 0.0
+
+
+def test_the_documented_example_file_works(tmp_path: Path) -> None:
+    page = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"```toml\n(.*?)```", page, flags=re.S)
+    toml = tmp_path / "run.toml"
+    toml.write_text(block)
+    r = CliRunner().invoke(main, ["replay", "--config", str(toml), "--show-config"])
+    assert r.exit_code == 0, r.output
+    data = tomllib.loads(r.stdout)
+    assert data["sim"]["rescale_pause_s"] == 10.0
+    assert data["sim"]["checkpoint_interval_s"] == 600.0
+    assert data["input"]["peak_utilisation"] == 0.7
+    assert data["policy"]["return_idle_loans"] is False

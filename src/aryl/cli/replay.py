@@ -495,7 +495,7 @@ def _ratio(base: float | None, x: float | None) -> float:
 
 
 def _fmt_ratio(r: float) -> str:
-    return "-" if math.isnan(r) else f"{r:.2f}x"
+    return "-" if math.isnan(r) else f"{r:,.2f}x"
 
 
 def _fmt_gain(g: float) -> str:
