@@ -78,3 +78,45 @@ def test_speed_figures_come_from_the_performance_page() -> None:
     for name in ("reclaim.md", "simulator.md"):
         text = (DOCS / name).read_text(encoding="utf-8")
         assert not re.search(r"\d\s?ms\b|\d\s?MB\b", text), f"{name} quotes its own timings"
+
+
+def _commands(text: str) -> list[list[str]]:
+    """The ``aryl ...`` command lines of the bash blocks (continuations joined, comments cut)."""
+    import shlex
+
+    out = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split(" #", 1)[0].strip()
+            if line.startswith("aryl "):
+                out.append(shlex.split(line)[1:])
+    return out
+
+
+def test_readme_and_docs_commands_use_real_options() -> None:
+    import click
+
+    from aryl.cli import main
+
+    commands = [c for page in _pages() for c in _commands(page.read_text(encoding="utf-8"))]
+    assert len(commands) > 10
+    ctx = click.Context(main)
+    seen_philly_compare = False
+    for args in commands:
+        cmd: click.Command = main
+        words = list(args)
+        while isinstance(cmd, click.Group) and words and not words[0].startswith("-"):
+            sub = cmd.get_command(ctx, words.pop(0))
+            assert sub is not None, args
+            cmd = sub
+        opts = {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)}
+        for w in words:
+            if w.startswith("--"):
+                assert w.split("=", 1)[0] in opts, f"`aryl {' '.join(args)}`: no option {w}"
+        if args[0] == "compare" and "philly.csv" in args:
+            policies = args[args.index("--policies") + 1].split(",")
+            seen_philly_compare = True
+            from aryl.policies import available_policies
+
+            assert sorted(policies) == available_policies()  # every policy
+    assert seen_philly_compare, "README lost its compare of every policy on Philly"
