@@ -42,7 +42,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -127,10 +127,15 @@ class RunSpec:
     peak_utilisation : float
         Peak of the bundled inference profile, as a share of the inference servers.
     config : tuple of (str, Any)
-        :class:`aryl.sim.SimConfig` overrides.
+        :class:`aryl.sim.SimConfig` overrides (the user's common ones, then the
+        run's own, which win).
+    policy_options : tuple of (str, Any)
+        Policy options that define the variant (named in :attr:`variant`).
     seed : int
     keep_series : bool
         Return the per-job delays and the time series (for figures).
+    common_policy_options : tuple of (str, Any)
+        Policy options the user set for every run (the variant's own win).
     """
 
     section: str
@@ -144,6 +149,7 @@ class RunSpec:
     policy_options: tuple[tuple[str, Any], ...] = ()
     seed: int = 0
     keep_series: bool = False
+    common_policy_options: tuple[tuple[str, Any], ...] = ()
 
     @property
     def variant(self) -> str:
@@ -429,6 +435,8 @@ def paper_plan(
     quick: bool = False,
     philly: str | None = None,
     presets: Sequence[str] | None = None,
+    config: Mapping[str, Any] | None = None,
+    policy_options: Mapping[str, Any] | None = None,
 ) -> list[RunSpec]:
     """The runs of the evaluation, in a fixed order.
 
@@ -443,11 +451,22 @@ def paper_plan(
     presets : sequence of str, optional
         ITP presets of the headline (default ``itp-c07, itp-c04, itp-c08``);
         the first one also carries the ablations and sweeps.
+    config : mapping, optional
+        :class:`aryl.sim.SimConfig` fields for every run (``seed`` becomes each
+        run's seed); a sweep or ablation overrides the field it varies.  The
+        cluster shape is sized per trace and cannot be set here.
+    policy_options : mapping, optional
+        Policy options for every run (an ablation's own options win).
 
     Returns
     -------
     list of RunSpec
     """
+    common = dict(config or {})
+    fixed = sorted(set(common) & {"n_training_servers", "n_inference_servers", "gpus_per_server"})
+    if fixed:
+        raise InvalidInputError(
+            f"{fixed[0]}: the evaluation sizes each trace's cluster itself; it cannot be set")
     if quick:
         presets = list(presets or ["itp-c10"])
     else:
@@ -512,7 +531,13 @@ def paper_plan(
         tr = dataclasses.replace(main, n_training_servers=n_train)
         for pol in ("fifo", "aryl"):
             runs.append(RunSpec("sensitivity", "training_servers_x", scale, tr, pol))
-    return runs
+    seed = int(common.pop("seed", 0))
+    popts = tuple((policy_options or {}).items())
+    return [
+        dataclasses.replace(r, config=tuple({**common, **dict(r.config)}.items()), seed=seed,
+                            common_policy_options=popts)
+        for r in runs
+    ]
 
 
 # --------------------------------------------------------------------------- run
@@ -537,20 +562,21 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
 
     trace = load_trace(spec.trace.source, window=spec.trace.window)
     trace = synthesize_elastic(trace, elastic_fraction=spec.elastic_fraction, seed=spec.seed)
+    fields: dict[str, Any] = {"seed": spec.seed, "record_events": False}
+    fields.update(spec.config)
     cfg = SimConfig(
         n_training_servers=spec.trace.n_training_servers,
         n_inference_servers=spec.trace.n_inference_servers,
-        seed=spec.seed,
-        record_events=False,
-        **dict(spec.config),
+        **fields,
     )
+    options = {**dict(spec.common_policy_options), **dict(spec.policy_options)}
     t0 = time.perf_counter()
     res = simulate(
         trace,
         policy=spec.policy,
         config=cfg,
         inference=_inference(cfg.n_inference_servers, spec.peak_utilisation, spec.seed),
-        policy_options=dict(spec.policy_options) or None,
+        policy_options=options or None,
     )
     wall = time.perf_counter() - t0
     s = res.summary
@@ -567,6 +593,8 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         "policy": spec.policy,
         "variant": spec.variant,
         "reclaim_policy": cfg.reclaim_policy,
+        "rescale_pause_s": cfg.rescale_pause_s,
+        "checkpoint_interval_s": cfg.checkpoint_interval_s,
         "elastic_fraction": spec.elastic_fraction,
         "peak_utilisation": spec.peak_utilisation,
         "n_training_servers": cfg.n_training_servers,
@@ -639,6 +667,8 @@ def reclaim_quality(
     trace_window: str | None = None,
     n_training_servers: int | None = None,
     n_inference_servers: int | None = None,
+    config: Mapping[str, Any] | None = None,
+    policy_options: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Greedy vs exact reclaim on small instances cut from a replay's own states.
 
@@ -647,7 +677,9 @@ def reclaim_quality(
     at most ``max_servers`` of its loaned servers (chosen at random, with the
     jobs on them and their totals unchanged) and a random ``n`` in
     ``[1, n_servers]``.  Each is solved by the cost greedy (``aryl``) and by
-    the exact optimum (``exact``: fewest preempted jobs).
+    the exact optimum (``exact``: fewest preempted jobs).  ``config`` and
+    ``policy_options`` (other :class:`aryl.sim.SimConfig` fields, policy
+    options) apply to the replay.
 
     Returns
     -------
@@ -667,14 +699,15 @@ def reclaim_quality(
     trace = synthesize_elastic(load_trace(source, window=trace_window), seed=seed)
     if n_training_servers is None or n_inference_servers is None:
         n_training_servers, n_inference_servers = size_cluster(trace.jobs)
+    fields: dict[str, Any] = {"record_events": False, **(config or {}), "seed": seed}
     cfg = SimConfig(
         n_training_servers=n_training_servers,
         n_inference_servers=n_inference_servers,
-        seed=seed,
-        record_events=False,
+        **fields,
     )
     recorded: list[ReclaimRequest] = []
-    simulate(trace, policy="aryl", config=cfg, reclaim_log=recorded)
+    simulate(trace, policy="aryl", config=cfg, reclaim_log=recorded,
+             policy_options=dict(policy_options or {}) or None)
     busy = [r for r in recorded if len(r.placement_job) > 0]
     if not busy:
         raise InvalidInputError(f"{source}: the replay made no reclaim of a busy loaned server")
@@ -767,7 +800,10 @@ def headline_table(runs: pd.DataFrame) -> pd.DataFrame:
             "usage gain": PAPER_FIGURES["usage_gain"],
         }
     )
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    # a count stays an integer in headline.csv although the paper's row has none
+    table["jobs"] = table["jobs"].astype("Int64")
+    return table
 
 
 def ablation_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -811,8 +847,10 @@ def _default_value(sweep: str, run: pd.Series) -> float:
         "elastic_fraction": float(run["elastic_fraction"]),
         "inference_ratio": run["n_inference_servers"] / run["n_training_servers"],
         "peak_utilisation": float(run["peak_utilisation"]),
-        "checkpoint_interval_s": cfg.checkpoint_interval_s,
-        "rescale_pause_s": cfg.rescale_pause_s,
+        # the headline run's own value (a common --set changes it)
+        "checkpoint_interval_s": float(run.get("checkpoint_interval_s",
+                                               cfg.checkpoint_interval_s)),
+        "rescale_pause_s": float(run.get("rescale_pause_s", cfg.rescale_pause_s)),
         "training_servers_x": 1.0,
     }[sweep]
 
@@ -866,8 +904,12 @@ def sensitivity_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _fmt(v: Any) -> str:
-    """Number format shared by the CLI tables and results.md."""
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+    """Number format shared by the CLI tables and results.md.
+
+    Integers (counts) print whole with thousands separators; floats with 0, 2
+    or 3 decimals by magnitude; missing values (None, NaN, ``pd.NA``) as "–".
+    """
+    if v is None or v is pd.NA or (isinstance(v, (float, np.floating)) and not math.isfinite(v)):
         return "–"
     if isinstance(v, (bool, np.bool_)):
         return "yes" if v else ""
@@ -889,9 +931,18 @@ def markdown_table(df: pd.DataFrame) -> str:
     """A GitHub-flavoured Markdown table with the same number formats as the CLI."""
     cols = list(df.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for _, r in df.iterrows():
-        lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
+    lines += ["| " + " | ".join(row) + " |" for row in formatted_rows(df)]
     return "\n".join(lines)
+
+
+def formatted_rows(df: pd.DataFrame) -> list[list[str]]:
+    """Each row's cells formatted by :func:`_fmt`, read column by column.
+
+    Reading by column keeps each column's dtype (``iterrows`` would turn an
+    integer count into a float in a row that also holds floats).
+    """
+    columns = [df[c].tolist() for c in df.columns]
+    return [[_fmt(col[i]) for col in columns] for i in range(len(df))]
 
 
 def _png(fig: Any, path: Path) -> None:
@@ -978,6 +1029,8 @@ def run_paper(
     n_procs: int = 1,
     reclaim_instances: int = 2000,
     progress: Callable[[int, int, str], None] | None = None,
+    config: Mapping[str, Any] | None = None,
+    policy_options: Mapping[str, Any] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Run the whole evaluation and write tables, figures and ``results.md``.
 
@@ -994,6 +1047,10 @@ def run_paper(
     reclaim_instances : int
         Instances of the greedy-vs-exact reclaim comparison.
     progress : callable ``(done, total, label)``, optional
+    config, policy_options : mapping, optional
+        :class:`aryl.sim.SimConfig` fields and policy options for every run
+        (see :func:`paper_plan`); recorded in ``manifest.json`` and named in the
+        command that ``results.md`` quotes.
 
     Returns
     -------
@@ -1008,7 +1065,8 @@ def run_paper(
     if n_procs < 1:
         raise InvalidInputError("n_procs: must be >= 1")
     out = Path(out_dir)
-    plan = paper_plan(quick=quick, philly=philly)  # reads and sizes every trace first
+    plan = paper_plan(quick=quick, philly=philly, config=config,
+                      policy_options=policy_options)  # reads and sizes every trace first
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     rows = _run_all(plan, n_procs, progress)
@@ -1022,6 +1080,9 @@ def run_paper(
         n_instances=reclaim_instances if not quick else min(reclaim_instances, 200),
         n_training_servers=main.n_training_servers,
         n_inference_servers=main.n_inference_servers,
+        seed=plan[0].seed,
+        config={k: v for k, v in (config or {}).items() if k != "seed"},
+        policy_options=policy_options,
     )
     rq_summary = pd.DataFrame(
         [
@@ -1046,8 +1107,10 @@ def run_paper(
     for name, df in tables.items():
         atomic_write_dataframe(df, out / f"{name}.csv")
     figures = _figures(rows, sensitivity, out)
+    command = paper_command(quick=quick, philly=philly is not None, config=config,
+                            policy_options=policy_options)
     manifest = {
-        "command": "aryl experiment paper" + (" --quick" if quick else ""),
+        "command": command,
         "quick": quick,
         "philly": philly is not None,
         "n_runs": len(plan),
@@ -1055,26 +1118,70 @@ def run_paper(
         "target_queuing_delay_s": TARGET_QUEUING_DELAY_S,
         "inference_ratio": INFERENCE_RATIO,
         "paper": PAPER_FIGURES,
-        "seed": 0,
+        "seed": plan[0].seed,
+        "config": dict(config or {}),
+        "policy_options": dict(policy_options or {}),
     }
     atomic_write_text(out / "manifest.json", json.dumps(manifest, indent=2, default=str) + "\n")
-    atomic_write_text(out / "results.md", render_markdown(tables, figures, quick=quick))
+    atomic_write_text(out / "results.md",
+                      render_markdown(tables, figures, quick=quick, command=command))
     return tables
 
 
-def render_markdown(
-    tables: dict[str, pd.DataFrame], figures: Sequence[str], *, quick: bool
+def paper_command(
+    *,
+    quick: bool = False,
+    philly: bool = False,
+    config: Mapping[str, Any] | None = None,
+    policy_options: Mapping[str, Any] | None = None,
 ) -> str:
-    """The ``results.md`` text: the same numbers as the CSVs and the CLI tables."""
+    """The ``aryl experiment paper`` command line that produces a run with these arguments.
+
+    The Philly table's path is written ``PATH`` (it is the user's); every
+    common setting appears as ``--set NAME=VALUE``.
+    """
+    def text(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (tuple, list)):
+            return ",".join(f"{x:g}" for x in v)
+        return f"{v:g}" if isinstance(v, float) else str(v)
+
+    parts = ["aryl experiment paper"]
+    if quick:
+        parts.append("--quick")
+    if philly:
+        parts.append("--philly PATH")
+    for k, v in {**dict(config or {}), **dict(policy_options or {})}.items():
+        parts.append(f"--set {k}={text(v)}")
+    return " ".join(parts)
+
+
+def render_markdown(
+    tables: dict[str, pd.DataFrame],
+    figures: Sequence[str],
+    *,
+    quick: bool,
+    command: str | None = None,
+) -> str:
+    """The ``results.md`` text: the same numbers as the CSVs and the CLI tables.
+
+    ``command`` is the command line that produced the tables (default: from
+    ``quick`` and whether the headline has a Philly row, see :func:`paper_command`).
+    """
     h = tables["headline"]
     ours = h[~h["trace"].str.startswith("paper")]
+    if command is None:
+        command = paper_command(quick=quick,
+                                philly=bool(h["trace"].str.startswith("philly").any()))
+    runs = tables.get("runs")
+    seed = int(runs["seed"].iloc[0]) if runs is not None and len(runs) else 0
     lines = [
         "# Results: Aryl vs FIFO on public traces",
         "",
-        "Generated by `aryl experiment paper"
-        + (" --quick" if quick else " --philly PATH")
-        + "`; every number below is the one the command prints and writes to the CSVs "
-        "beside this file. Deterministic seeds (0). The paper's figures are from a private "
+        f"Generated by `{command}`; every number below is the one the command prints and "
+        "writes to the CSVs "
+        f"beside this file. Deterministic seed ({seed}). The paper's figures are from a private "
         "15-day, >50,000-job trace; ours from the public traces named in each row.",
         "",
         "## Headline: fifo vs aryl",

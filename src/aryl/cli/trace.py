@@ -124,11 +124,30 @@ def inspect_command(trace: str, fmt: str | None, window: str | None, tz: str | N
     console.print(dur)
 
     load = Table(title="offered load (GPUs, jobs run at traced size from submit)")
-    load.add_column("from (s)", justify="right")
-    load.add_column("to (s)", justify="right")
-    load.add_column("GPUs", justify="right")
-    for row in offered_load(t, max(1, bins)).itertuples(index=False):
-        load.add_row(f"{row.start_s:,.0f}", f"{row.end_s:,.0f}", f"{row.gpus:,.1f}")
+    bins_df = offered_load(t, max(1, bins))
+    if "tz" in t.meta:  # absolute (epoch) times: readable dates in the trace's time zone
+        import pandas as pd
+
+        zone = str(t.meta["tz"])
+        widths = (bins_df["end_s"] - bins_df["start_s"]).to_numpy()
+        stamp = "%Y-%m-%d %H:%M" if len(widths) == 0 or widths.min() >= 60 else \
+            "%Y-%m-%d %H:%M:%S"  # bins under a minute need the seconds to differ
+
+        def when(x: float) -> str:
+            return pd.Timestamp(x, unit="s", tz="UTC").tz_convert(zone).strftime(stamp)
+
+        load.add_column(f"from ({zone})", justify="right")
+        load.add_column("to", justify="right")
+        load.add_column("GPUs", justify="right")
+        for start_s, end_s, gpus in zip(bins_df["start_s"].tolist(), bins_df["end_s"].tolist(),
+                                        bins_df["gpus"].tolist(), strict=True):
+            load.add_row(when(start_s), when(end_s), f"{gpus:,.1f}")
+    else:  # relative times (ITP, PAI, Alibaba pods): seconds since the trace's origin
+        load.add_column("from (s)", justify="right")
+        load.add_column("to (s)", justify="right")
+        load.add_column("GPUs", justify="right")
+        for row in bins_df.itertuples(index=False):
+            load.add_row(f"{row.start_s:,.0f}", f"{row.end_s:,.0f}", f"{row.gpus:,.1f}")
     console.print(load)
 
     drops = Table(title="rows dropped")

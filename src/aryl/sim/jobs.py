@@ -8,7 +8,7 @@ per field: scalar access to a list is several times cheaper than to an ndarray
 element, and the engine never copies them; they become ndarrays when the
 per-job result table is built.
 
-Job model ([Aryl] §2, ARYL.md §2):
+Job model ([Aryl] §2, docs/model.md):
 
 * ``T(w) = w / (1 + alpha * (w - 1))``; the work of a job traced at ``G`` GPUs
   for ``D`` seconds with ``g`` GPUs per worker is ``D * T(G / g)`` single-worker

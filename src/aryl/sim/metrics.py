@@ -1,4 +1,4 @@
-"""Measures of a replay (ARYL.md §4): per-job table, summary, time series.
+"""Measures of a replay (docs/model.md): per-job table, summary, time series.
 
 * JCT = finish - arrival; queuing delay = first start - arrival; ``wait_s`` is
   the total time spent queued, including after preemptions.

@@ -1,6 +1,6 @@
 """Elastic synthesis for traces that give only size and duration ``[Aryl]`` §2.
 
-Rules (the project's documented choices, ARYL.md §2):
+Rules (the project's documented choices, docs/model.md):
 
 * Exactly ``round(elastic_fraction * n)`` jobs (half to even) become elastic,
   chosen by a seeded permutation: ``rng = numpy.random.default_rng(seed)``;
