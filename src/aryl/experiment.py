@@ -717,7 +717,8 @@ def markdown_table(df: pd.DataFrame) -> str:
     """A GitHub-flavoured Markdown table with the same number formats as the CLI."""
     cols = list(df.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for _, r in df.iterrows():
+    # object rows: iterrows would turn an all-numeric row's ints into floats ("40.00")
+    for _, r in df.astype(object).iterrows():
         lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
     return "\n".join(lines)
 
