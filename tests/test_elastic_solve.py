@@ -16,7 +16,6 @@ from aryl.elastic import (
     ElasticRequest,
     jct_reduction_table,
     solve,
-    solve_mckp,
     throughput,
 )
 from aryl.errors import InvalidInputError
