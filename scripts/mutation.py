@@ -75,7 +75,6 @@ _SIM_TESTS = (
     "tests/test_sim_determinism.py",
     "tests/test_sim_cli.py",
     "tests/test_replay_cli_fixes.py",
-    "tests/test_sim_values.py",
 )
 
 #: module -> test files.  Groups are run in this order.

@@ -400,3 +400,12 @@ def test_cli_solve_csv_bom_and_column_order(tmp_path: object) -> None:
     result = CliRunner().invoke(main, ["solve", str(path), "--capacity", "4"])
     assert result.exit_code == 0, result.output
     assert "value 3.5 s, used 2/4 GPUs, 1/1 jobs" in result.output
+
+
+def test_jct_table_accepts_a_job_not_running_yet() -> None:
+    # current 0 workers (not running): every size differs from today's, so every option
+    # and the base pay the pause.  R = 120, b = 1, m = 2, alpha 0, pause 10:
+    # J(0) = 120 + 10, J(1) = 60 + 10 -> value 60
+    values, weights = jct_reduction_table([120.0], [0], [1], [2], [1], [0.0], 10.0)
+    assert values.tolist() == [[60.0]]
+    assert weights.tolist() == [[1]]
