@@ -22,6 +22,7 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("aryl.cli.replay", "Replay a trace through the simulator under one policy."),
     "compare": ("aryl.cli.replay", "Replay a trace under several policies, side by side."),
     "experiment": ("aryl.cli.experiment", "Regenerate the paper-style evaluation."),
+    "config": ("aryl.cli.config", "List every field that --set and --config accept."),
     "plan": ("aryl.cli.plan", "One scheduling pass over a cluster-state JSON; the plan as JSON."),
     "schema": ("aryl.cli.plan", "Print the JSON Schema of the state or plan document."),
 }

@@ -59,6 +59,7 @@ class Policy:
     loans: ClassVar[bool] = False
     elastic: ClassVar[bool] = False
     uses_tick: ClassVar[bool] = False
+    return_idle_loans: bool = True  # the default; an option per instance
     options_known: ClassVar[tuple[str, ...]] = ("return_idle_loans",)
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:

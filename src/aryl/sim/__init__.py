@@ -5,7 +5,7 @@ decision application), :mod:`aryl.sim.jobs` (struct-of-arrays job table),
 :mod:`aryl.sim.metrics` (per-job table, summary, time series),
 :mod:`aryl.sim.check` (invariants), :mod:`aryl.sim.adapters` (the only calls
 into the kernels and the trace layer), :mod:`aryl.sim.config`.  Policies live
-in :mod:`aryl.policies`.  docs/simulator.md describes the event order and the
+in :mod:`aryl.scheduling`.  docs/simulator.md describes the event order and the
 defaults.
 
 .. [Aryl] J. Li et al., "Aryl: An Elastic Cluster Scheduler for Deep
