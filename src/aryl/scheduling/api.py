@@ -29,7 +29,7 @@ from aryl.scheduling.kernels import jobs_in_start_order, plan_reclaim
 from aryl.scheduling.plan import Reason, SchedulePlan
 from aryl.scheduling.policy import PassContext, Policy
 from aryl.scheduling.registry import make_policy
-from aryl.scheduling.state import IDLE, ClusterState, Placement
+from aryl.scheduling.state import IDLE, ClusterState
 
 __all__ = ["schedule"]
 
@@ -105,7 +105,7 @@ def schedule(
         loaned = sorted(loaned + offered)
     else:
         free = st.free
-    capacity = sum(gpus[s] for s in st.training_servers) + sum(gpus[s] for s in loaned)
+    capacity = st.training_gpus + sum(gpus[s] for s in loaned)
     keep_all = pol.loans and not pol.return_idle_loans
     if keep_all and offered:
         # every offered server is borrowed now and kept until reclaimed
@@ -144,37 +144,50 @@ def _reclaim(st: ClusterState, pol: Policy, n: int, plan: SchedulePlan) -> None:
 
 
 def _settle(st: ClusterState, plan: SchedulePlan, loaned: list[int], offered: list[int]) -> None:
-    """Step 4: borrow the offered servers the plan uses; return loans left empty."""
-    after: dict[int, set[int]] = {s: set(st.jobs_on[s]) for s in loaned}
+    """Step 4: borrow the offered servers the plan uses; return loans left empty.
+
+    Only the servers the plan touches get a copy of their job set.
+    O(loaned servers + placement entries of the plan).
+    """
+    jobs_on = st.jobs_on
+    is_loaned = set(loaned)
+    after: dict[int, set[int]] = {}
+
+    def jobs_after(s: int) -> set[int]:
+        got = after.get(s)
+        if got is None:
+            got = after[s] = set(jobs_on[s])
+        return got
+
     placement = st.placement
-
-    def drop(j: int) -> None:
-        old = placement[j]
-        if old:
-            for s in old:
-                if s in after:
-                    after[s].discard(j)
-
-    def add(j: int, place: Placement) -> None:
-        for s in place:
-            if s in after:
-                after[s].add(j)
-
     for j, _ in plan.preemptions:
-        drop(j)
+        for s in placement[j] or ():
+            if s in is_loaned:
+                jobs_after(s).discard(j)
     for j, _, _ in plan.resizes:
-        drop(j)
+        for s in placement[j] or ():
+            if s in is_loaned:
+                jobs_after(s).discard(j)
     for j, place, _ in plan.resizes:
-        add(j, place)
+        for s in place:
+            if s in is_loaned:
+                jobs_after(s).add(j)
     starting: set[int] = set()
     for j, place, _ in plan.starts:
-        add(j, place)
-        starting.update(s for s in place if s in after)
+        for s in place:
+            if s in is_loaned:
+                jobs_after(s).add(j)
+                starting.add(s)
+
+    def busy(s: int) -> bool:
+        got = after.get(s)
+        return bool(got) if got is not None else bool(jobs_on[s])
+
     for s in offered:
-        if after[s]:
+        if busy(s):
             reason = Reason.LOAN_FOR_BASE if s in starting else Reason.LOAN_FOR_EXTRA
             plan.borrowed_servers.append((s, reason))
     fresh = set(offered)
     for s in loaned:
-        if s not in fresh and not after[s]:
+        if s not in fresh and not busy(s):
             plan.returned_servers.append((s, Reason.IDLE_LOAN))

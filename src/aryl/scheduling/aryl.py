@@ -263,7 +263,7 @@ class ArylPass(SjfPass):
         bw, wk = st.min_workers, st.workers
         ci = np.fromiter(cand, dtype=np.int64, count=n)
         now = st.now_s
-        rem = np.array([st.remaining_work(j, now) for j in cand], dtype=np.float64)
+        rem = np.array(st.remaining_work_many(cand, now), dtype=np.float64)
         bw_a, mw_a, gw_a, al_a = st.static_arrays()
         base = bw_a[ci]
         cur = np.array([wk[j] for j in cand[:n_run]] + [bw[j] for j, _ in new], dtype=np.int64)

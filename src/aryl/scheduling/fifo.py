@@ -35,7 +35,7 @@ class FifoPolicy(Policy):
         free = ctx.free
         servers = st.training_servers
         gpus = st.server_gpus
-        avail = sum(gpus[s] for s in servers) - st.busy
+        avail = st.training_gpus - st.busy
         scratch: list[int] | None = None
         S = gpus[servers[0]] if servers else 0
         ref = st.ref_workers
