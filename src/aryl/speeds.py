@@ -95,8 +95,9 @@ _LUT_MAX = 1 << 16
 
 #: Seeded family assignment by GPU-time bucket, after Sia's workload generator
 #: (``sia-simulator/utils/generate_workload.py`` of github.com/siasosp23/artifacts at
-#: commit 37c68be, itself after Pollux's job-size categories): ``(upper bound in GPU-hours, ((family,
-#: weight), ...))``, buckets in increasing order, the last one unbounded.
+#: commit 37c68be, itself after Pollux's job-size categories): ``(upper bound in
+#: GPU-hours, ((family, weight), ...))``, buckets in increasing order, the last one
+#: unbounded.
 FAMILY_BUCKETS: tuple[tuple[float, tuple[tuple[str, float], ...]], ...] = (
     (1.0, (("cifar10", 1.0),)),
     (10.0, (("deepspeech2", 0.5), ("bert", 0.5))),
