@@ -8,8 +8,9 @@ module, else to ``aryl.x``.  (A package's ``__init__`` being run on the way to a
 submodule is not counted: it is how Python imports, not a dependency.)
 
 Layers, bottom to top (an arrow may only point down or sideways within a layer):
-kernels (``aryl.errors``, ``aryl._core``, ``aryl._reference``, ``aryl.elastic``,
-``aryl.reclaiming``, ``aryl._io``) <- the scheduling pass (``aryl.scheduling``) <-
+kernels and models (``aryl.errors``, ``aryl._core``, ``aryl._reference``,
+``aryl.elastic``, ``aryl.reclaiming``, ``aryl._io``, ``aryl.speeds``, ``aryl.cluster``) <-
+the scheduling pass (``aryl.scheduling``) <-
 the simulator (``aryl.sim``) <- experiments and the command line.
 """
 
@@ -120,7 +121,7 @@ def test_no_import_cycle() -> None:
 
 _LAYERS = [
     ("kernels", ("aryl.errors", "aryl._core", "aryl._reference", "aryl.elastic",
-                 "aryl.reclaiming", "aryl._io")),
+                 "aryl.reclaiming", "aryl._io", "aryl.speeds", "aryl.cluster")),
     ("scheduling", ("aryl.scheduling",)),
     ("traces", ("aryl.traces",)),
     ("simulator", ("aryl.sim",)),
