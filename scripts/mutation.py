@@ -1,13 +1,13 @@
 """Mutation testing of the scheduler, simulator and report code, one command.
 
-Mutates ``src/aryl/sim/``, ``src/aryl/policies/``, ``src/aryl/experiment.py``,
+Mutates ``src/aryl/sim/``, ``src/aryl/scheduling/``, ``src/aryl/experiment.py``,
 ``src/aryl/elastic.py`` and ``src/aryl/reclaiming.py`` with mutmut (3.x) and
 writes a Markdown report of the score per module and of every surviving
 mutant with its diff::
 
     pip install -e ".[test,mutation]"
     python scripts/mutation.py                     # every group (about 1 h on 2 cores)
-    python scripts/mutation.py --group policies    # one group
+    python scripts/mutation.py --group scheduling  # one group
     python scripts/mutation.py --survivors         # re-test only last run's survivors
     python scripts/mutation.py --sample-digit 3    # a ~10% sample
 
@@ -75,6 +75,8 @@ _SIM_TESTS = (
     "tests/test_sim_determinism.py",
     "tests/test_sim_cli.py",
     "tests/test_replay_cli_fixes.py",
+    "tests/test_schedule_api.py",
+    "tests/test_schedule_client.py",
 )
 
 #: module -> test files.  Groups are run in this order.
@@ -83,7 +85,7 @@ GROUPS: tuple[Group, ...] = (
           ("tests/test_elastic_solve.py", "tests/test_mckp.py")),
     Group("reclaiming", ("src/aryl/reclaiming.py",),
           ("tests/test_reclaim.py", "tests/test_reclaim_properties.py")),
-    Group("policies", ("src/aryl/policies/*",), _SIM_TESTS),
+    Group("scheduling", ("src/aryl/scheduling/*",), _SIM_TESTS),
     Group("sim", ("src/aryl/sim/*",), _SIM_TESTS),
     Group("experiment", ("src/aryl/experiment.py",),
           ("tests/test_experiment.py", "tests/test_report_values.py")),

@@ -28,5 +28,8 @@ def test_readme_python_example() -> None:
     assert len(plan.preempted_jobs) == 0  # type: ignore[attr-defined]
     (decision,) = scope["reply"].decisions  # type: ignore[attr-defined]
     assert decision.target_workers == 6
+    step = scope["step"]
+    assert [(j, p) for j, p, _ in step.starts] == [(0, {0: 8, 1: 8})]  # type: ignore[attr-defined]
+    assert [r.name for _, r in step.borrowed_servers] == ["LOAN_FOR_EXTRA"]  # type: ignore[attr-defined]
     result = scope["result"]
     assert result.summary["n_finished"] == 12_699  # type: ignore[attr-defined]

@@ -29,7 +29,7 @@ from aryl.scheduling.kernels import jobs_in_start_order, plan_reclaim
 from aryl.scheduling.plan import Reason, SchedulePlan
 from aryl.scheduling.policy import PassContext, Policy
 from aryl.scheduling.registry import make_policy
-from aryl.scheduling.state import IDLE, ClusterState
+from aryl.scheduling.state import IDLE, ClusterState, split_placement
 
 __all__ = ["schedule"]
 
@@ -117,7 +117,7 @@ def schedule(
     pol.decide(st, ctx, plan)
     # 4. settle loans
     if pol.loans and pol.return_idle_loans and loaned:
-        _settle(st, plan, loaned, offered)
+        _settle(st, pol, plan, loaned, offered)
     return plan
 
 
@@ -143,8 +143,14 @@ def _reclaim(st: ClusterState, pol: Policy, n: int, plan: SchedulePlan) -> None:
     plan.reclaimed_servers.extend(servers)
 
 
-def _settle(st: ClusterState, plan: SchedulePlan, loaned: list[int], offered: list[int]) -> None:
+def _settle(
+    st: ClusterState, pol: Policy, plan: SchedulePlan, loaned: list[int], offered: list[int]
+) -> None:
     """Step 4: borrow the offered servers the plan uses; return loans left empty.
+
+    A borrowed server's reason is ``LOAN_FOR_BASE`` when a starting job's base
+    workers (its first ``base`` workers in ascending server index) are on it,
+    else ``LOAN_FOR_EXTRA``.
 
     Only the servers the plan touches get a copy of their job set.
     O(loaned servers + placement entries of the plan).
@@ -172,12 +178,14 @@ def _settle(st: ClusterState, plan: SchedulePlan, loaned: list[int], offered: li
         for s in place:
             if s in is_loaned:
                 jobs_after(s).add(j)
-    starting: set[int] = set()
+    for_base: set[int] = set()
     for j, place, _ in plan.starts:
         for s in place:
             if s in is_loaned:
                 jobs_after(s).add(j)
-                starting.add(s)
+        if any(s in is_loaned for s in place):
+            base, _ = split_placement(place, pol.base_workers(st, j))
+            for_base.update(s for s in base if s in is_loaned)
 
     def busy(s: int) -> bool:
         got = after.get(s)
@@ -185,7 +193,7 @@ def _settle(st: ClusterState, plan: SchedulePlan, loaned: list[int], offered: li
 
     for s in offered:
         if busy(s):
-            reason = Reason.LOAN_FOR_BASE if s in starting else Reason.LOAN_FOR_EXTRA
+            reason = Reason.LOAN_FOR_BASE if s in for_base else Reason.LOAN_FOR_EXTRA
             plan.borrowed_servers.append((s, reason))
     fresh = set(offered)
     for s in loaned:
