@@ -126,3 +126,94 @@ def test_tiresias_requeues_by_first_arrival_not_by_preemption_time() -> None:
         (0.0, "arrive"), (0.0, "start"), (550.0, "preempt"), (600.0, "start")]
     assert [e[:2] for e in events_of(res, "Y")[:4]] == [
         (10.0, "arrive"), (10.0, "start"), (500.0, "preempt"), (650.0, "start")]
+
+
+# ------------------------------------------------------------ 3. horizon
+
+
+@pytest.mark.parametrize("policy", ["fifo", "aryl"])
+def test_job_after_the_horizon_is_not_arrived(policy: str) -> None:
+    # a(0, 8, 1000) ends at 1000 = horizon; d(1500, 8, 10) arrives after the horizon:
+    # not "unfinished", no wait, no negative delay.  One server, so usage = 8 x 1000 /
+    # (8 x 1000) = 1.
+    rows = [dict(job_id="a", submit_time_s=0, duration_s=1000, gpus=8),
+            dict(job_id="d", submit_time_s=1500, duration_s=10, gpus=8)]
+    res = run(rows, policy, n_training_servers=1, horizon_s=1000.0)
+    s = res.summary
+    assert (s["n_finished"], s["n_unfinished"], s["n_not_arrived"]) == (1, 0, 1)
+    assert s["end_s"] == 1000.0
+    assert s["cluster_usage"] == 1.0
+    assert res.not_arrived["job_id"].tolist() == ["d"]
+    assert res.unfinished.empty
+    d = row(res, "d")
+    assert d["status"] == "not_arrived"
+    for col in ("first_start_s", "finish_s", "queuing_delay_s", "wait_s", "jct_s"):
+        assert np.isnan(d[col]), col
+    assert d["gpu_s"] == 0.0
+    assert s["wait_s"]["max"] == 0.0  # over finished jobs: a only
+
+
+def test_horizon_before_the_first_arrival() -> None:
+    from aryl.errors import InvalidInputError
+
+    rows = [dict(job_id="x", submit_time_s=5000, duration_s=100, gpus=8)]
+    # the clock starts at the first arrival (5000) by default: a horizon at 1000 is an error
+    with pytest.raises(InvalidInputError, match="horizon_s: 1000 s is before the clock start"):
+        run(rows, "fifo", n_training_servers=1, horizon_s=1000.0)
+    # with the clock started at 0 the run covers [0, 1000]: the job has not arrived
+    res = run(rows, "fifo", n_training_servers=1, horizon_s=1000.0, start_time_s=0.0)
+    s = res.summary
+    assert s["end_s"] == 1000.0
+    assert (s["n_not_arrived"], s["n_unfinished"], s["n_finished"]) == (1, 0, 0)
+    assert s["cluster_usage"] == 0.0  # 0 GPU-s allocated of 8 x 1000 available
+    assert res.timeseries["time_s"].tolist() == [0.0, 300.0, 600.0, 900.0]
+    assert res.timeseries["queue_length"].tolist() == [0, 0, 0, 0]
+
+
+def test_preempted_job_still_queued_at_the_horizon_counts_its_current_wait() -> None:
+    # A(0, 8, 1e4) on the training server, B(10, 8, 1000) on the loaned server; the
+    # demand takes the server back at 500: B is preempted and waits.  Horizon 1500:
+    # B's total wait = 0 (started at arrival) + 1500 - 500 = 1000 s; its queuing
+    # delay (first start - arrival) is 0.
+    rows = [dict(job_id="A", submit_time_s=0, duration_s=10_000, gpus=8),
+            dict(job_id="B", submit_time_s=10, duration_s=1000, gpus=8)]
+    demand = InferenceDemand(np.array([0.0, 500.0]), np.array([0, 1]), n_servers=1)
+    res = run(rows, "aryl", n_training_servers=1, n_inference_servers=1,
+              loan_reserve_servers=0, inference=demand, horizon_s=1500.0)
+    b = row(res, "B")
+    assert b["status"] == "unfinished"
+    assert b["wait_s"] == 1000.0
+    assert b["queuing_delay_s"] == 0.0
+    assert b["gpu_s"] == 8 * 490.0
+    assert row(res, "A")["gpu_s"] == 8 * 1500.0
+
+
+def test_replay_cli_horizon_lists_only_submitted_jobs_as_unfinished(tmp_path: Any) -> None:
+    # itp-c07 (12,699 jobs over 60 days), one day: every job submitted after
+    # t0 + 86,400 s is "not_arrived"; the unfinished ones were all submitted by then,
+    # and finished + unfinished + infeasible = the jobs submitted by then.
+    import json
+
+    from click.testing import CliRunner
+
+    from aryl.cli import main
+    from aryl.traces import load_trace
+
+    out = tmp_path / "out"
+    r = CliRunner().invoke(main, ["replay", "--horizon", "86400", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    jobs = pd.read_parquet(out / "jobs.parquet")
+    summary = json.loads((out / "summary.json").read_text())
+    sub = load_trace("itp-c07").jobs["submit_time_s"]
+    end = float(sub.min()) + 86400.0
+    n_by_then = int((sub <= end).sum())
+    assert summary["end_s"] == end
+    assert summary["n_not_arrived"] == len(sub) - n_by_then
+    assert (summary["n_finished"] + summary["n_unfinished"] + summary["n_infeasible"]
+            == n_by_then)
+    unfinished = jobs[jobs["status"] == "unfinished"]
+    assert (unfinished["submit_time_s"] <= end).all()
+    assert 0 < len(unfinished) < 200  # not 12,607 of 12,699
+    assert (jobs.loc[jobs["status"] == "not_arrived", "submit_time_s"] > end).all()
+    line = next(x for x in r.output.splitlines() if "not arrived by the horizon" in x)
+    assert f"{len(sub) - n_by_then:,}" in line

@@ -345,6 +345,8 @@ def _counts_table(s: dict[str, Any]) -> Table:
     t = Table(show_header=False)
     t.add_row("jobs finished / unfinished / infeasible",
               f"{s['n_finished']:,} / {s['n_unfinished']:,} / {s['n_infeasible']:,}")
+    if s.get("n_not_arrived"):
+        t.add_row("jobs not arrived by the horizon", f"{s['n_not_arrived']:,}")
     t.add_row("cluster usage (training + loaned)", _pct(s["cluster_usage"]))
     t.add_row("inference utilisation (with loans)",
               f"{_pct(s['inference_utilisation'])} ({_pct(s['inference_utilisation_with_loans'])})")

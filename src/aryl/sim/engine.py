@@ -26,7 +26,8 @@ dropped when popped instead of being searched for.
 The clock never goes backwards: an event earlier than the clock by more than a
 relative 1e-9 raises :class:`RuntimeError` (a bug); smaller float drift is
 clamped to the clock.  The run ends when every feasible job has finished, or at
-``SimConfig.horizon_s`` (unfinished jobs are listed in the results).
+``SimConfig.horizon_s`` (jobs still queued or running are ``unfinished``, jobs
+submitted later ``not_arrived``; a horizon before the clock start is an error).
 
 Job lifecycle: queued -> running (rescaled any number of times) -> finished;
 a preemption requeues the job with its original arrival time, its remaining
@@ -188,10 +189,15 @@ class Engine:
         t0 = config.start_time_s
         if t0 is None:
             t0 = float(table.submit_time_s[0]) if n else 0.0
-        if n and t0 > float(table.submit_time_s[0]):
-            from aryl.errors import InvalidInputError
+        from aryl.errors import InvalidInputError
 
+        if n and t0 > float(table.submit_time_s[0]):
             raise InvalidInputError("start_time_s: must not be after the first arrival")
+        if config.horizon_s is not None and config.horizon_s < t0:
+            raise InvalidInputError(
+                f"horizon_s: {config.horizon_s:g} s is before the clock start {t0:g} s "
+                "(start_time_s, by default the first arrival): nothing would be simulated"
+            )
         self.t0 = float(t0)
         self.now = self.t0
         self.busy = 0

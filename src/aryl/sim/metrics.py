@@ -12,6 +12,12 @@
 * ``share_jobs_waited``: share of finished jobs with a queuing delay > 0 (most
   jobs usually start at arrival, so p50/p95 of the delay can be 0 while the
   mean is not); ``share_jobs_waited_total``: the same for ``wait_s``.
+* Every job is in exactly one state (``status``): ``finished``, ``unfinished``
+  (arrived, queued or running at the horizon), ``not_arrived`` (submitted after
+  the end of the run: no start, wait, JCT or GPU-seconds, all NaN or 0) or
+  ``infeasible`` (rejected at arrival: never queued, wait 0).  A job still
+  queued at the end counts its current wait in ``wait_s`` (earlier waits +
+  end - queued_since).
 """
 
 from __future__ import annotations
@@ -39,7 +45,8 @@ class SimResult:
         One row per job in simulation order (arrival, then input row):
         ``job_id, submit_time_s, duration_s`` (traced, at the traced size),
         ``gpus, gpus_per_worker, min_workers, max_workers, elastic, alpha``
-        (throughput parameter), ``status`` (finished / unfinished / infeasible),
+        (throughput parameter), ``status`` (finished / unfinished / not_arrived
+        / infeasible; module docstring),
         ``first_start_s, finish_s, queuing_delay_s, wait_s, jct_s,
         n_preemptions, n_scale_in, n_scale_out, n_moves, gpu_s``.
     summary : dict
@@ -63,6 +70,11 @@ class SimResult:
     def unfinished(self) -> pd.DataFrame:
         """Jobs not finished at the horizon (and not infeasible)."""
         return self.jobs[self.jobs["status"] == "unfinished"]
+
+    @property
+    def not_arrived(self) -> pd.DataFrame:
+        """Jobs submitted after the end of the run (the horizon)."""
+        return self.jobs[self.jobs["status"] == "not_arrived"]
 
     @property
     def infeasible(self) -> pd.DataFrame:
@@ -90,19 +102,24 @@ def _share_positive(x: np.ndarray) -> float | None:
 
 def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
     """Assemble a :class:`SimResult` from a finished engine run. O(n_jobs + n_events)."""
-    from aryl.sim.engine import DONE, INFEASIBLE
+    from aryl.sim.engine import DONE, INFEASIBLE, PENDING, QUEUED
 
     t = eng.table
     state = np.asarray(eng.state, dtype=np.int64)
-    status = np.where(
-        state == DONE, "finished", np.where(state == INFEASIBLE, "infeasible", "unfinished")
+    status = np.select(
+        [state == DONE, state == INFEASIBLE, state == PENDING],
+        ["finished", "infeasible", "not_arrived"],
+        "unfinished",
     )
     first = np.asarray(eng.first_start, dtype=np.float64)
     fin = np.asarray(eng.finish_t, dtype=np.float64)
     sub = t.submit_time_s
     wait = np.asarray(eng.wait_s, dtype=np.float64)
-    # jobs still queued at the horizon: count their current wait
-    queued_now = (state != DONE) & (state != INFEASIBLE) & np.isnan(first)
+    # jobs still queued at the horizon (never started, or re-queued after a
+    # preemption): count their current wait; jobs not arrived have none (NaN)
+    queued_now = state == QUEUED
+    wait = np.where(queued_now, wait + (eng.now - np.asarray(eng.queued_since)), wait)
+    wait = np.where(state == PENDING, np.nan, wait)
     jobs = pd.DataFrame(
         {
             "job_id": t.job_id.astype(str),
@@ -118,7 +135,7 @@ def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
             "first_start_s": first,
             "finish_s": fin,
             "queuing_delay_s": first - sub,
-            "wait_s": np.where(queued_now, eng.now - sub, wait),
+            "wait_s": wait,
             "jct_s": fin - sub,
             "n_preemptions": np.asarray(eng.n_preempt, dtype=np.int64),
             "n_scale_in": np.asarray(eng.n_scale_in, dtype=np.int64),
@@ -138,6 +155,7 @@ def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
         "n_finished": int(done.sum()),
         "n_unfinished": int((status == "unfinished").sum()),
         "n_infeasible": int((status == "infeasible").sum()),
+        "n_not_arrived": int((status == "not_arrived").sum()),
         "start_s": eng.t0,
         "end_s": eng.now,
         "makespan_s": span,
