@@ -217,3 +217,171 @@ def test_replay_cli_horizon_lists_only_submitted_jobs_as_unfinished(tmp_path: An
     assert (jobs.loc[jobs["status"] == "not_arrived", "submit_time_s"] > end).all()
     line = next(x for x in r.output.splitlines() if "not arrived by the horizon" in x)
     assert f"{len(sub) - n_by_then:,}" in line
+
+
+# ------------------------------------------------------------ 6. loan/reclaim thrash
+
+
+def _thrash(**cfg: Any) -> SimResult:
+    # 2 training + 2 inference servers, reserve 0; inference demand 1 server at t = 0,
+    # then 2, 1, 2, ... every 60 s until t = 600 (rises at 60, 180, 300, 420, 540).
+    # T1 (8 GPUs) fills s0; T2 (4) and E's base (4 x 1 GPU) fill s1; E's 4 extra
+    # workers (elastic 4..8) go to the loaned server 3, and X (t = 1, 4 GPUs) too.
+    rows = [
+        dict(job_id="T1", submit_time_s=0, duration_s=1e4, gpus=8),
+        dict(job_id="T2", submit_time_s=0, duration_s=2e4, gpus=4),
+        dict(job_id="E", submit_time_s=0, duration_s=1e5, gpus=8, gpus_per_worker=1,
+             min_workers=4, max_workers=8),
+        dict(job_id="X", submit_time_s=1, duration_s=5e4, gpus=4),
+    ]
+    times = np.arange(0.0, 601.0, 60.0)
+    demand = InferenceDemand(times, np.array([1, 2] * 5 + [1]), n_servers=2)
+    return run(rows, "aryl", n_training_servers=2, n_inference_servers=2,
+               loan_reserve_servers=0, inference=demand, horizon_s=600.0, **cfg)
+
+
+def test_demand_flapping_every_minute_does_not_thrash() -> None:
+    # Default loan_cooldown_s = 600: the rise at 60 reclaims server 3 (X preempted, E
+    # scaled in from 8 to 4 workers); the falls at 120 ... 480 come within 600 s of that
+    # reclaim, so nothing is lent again before 660: 1 preemption + 1 scale-in <= 5 rises.
+    res = _thrash()
+    s = res.summary
+    rises = 5
+    assert s["n_preemptions"] + s["n_scale_in"] == 2 <= rises
+    assert (s["n_loans"], s["n_reclaims"]) == (1, 1)
+    assert events_of(res, "X") == [(1.0, "arrive", 0), (1.0, "start", 1), (60.0, "preempt", 0)]
+    assert events_of(res, "E")[1:] == [(0.0, "start", 8), (60.0, "scale_in", 4)]
+
+
+def test_without_the_cooldown_every_rise_preempts() -> None:
+    # loan_cooldown_s = 0 (the behaviour before): each fall lends server 3 again, X
+    # restarts and E grows there, and each of the 5 rises preempts X and shrinks E:
+    # 5 + 5 = 10 > 5 rises.
+    s = _thrash(loan_cooldown_s=0.0).summary
+    assert (s["n_preemptions"], s["n_scale_in"], s["n_reclaims"]) == (5, 5, 5)
+    # 300 s: lent again at 360 (300 s after the reclaim at 60), reclaimed at 420
+    s = _thrash(loan_cooldown_s=300.0).summary
+    assert (s["n_preemptions"], s["n_scale_in"], s["n_reclaims"]) == (2, 2, 2)
+
+
+# ------------------------------------------------------------ 7. configuration, stalls
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("n_training_servers", 2.5, "n_training_servers: expected an integer"),
+    ("n_training_servers", True, "n_training_servers: expected an integer"),
+    ("n_training_servers", 2.0, "n_training_servers: expected an integer"),
+    ("n_training_servers", -1, "n_training_servers: must be in"),
+    ("n_training_servers", 10**9, "n_training_servers: must be in"),
+    ("n_inference_servers", "4", "n_inference_servers: expected an integer"),
+    ("gpus_per_server", 0, "gpus_per_server: must be in"),
+    ("seed", -1, "seed: must be in"),
+    ("seed", 1.5, "seed: expected an integer"),
+    ("loan_reserve_servers", None, "loan_reserve_servers: expected an integer"),
+    ("tick_s", 0.0, "tick_s: must be a finite number"),
+    ("tick_s", 1e-300, "tick_s: must be a finite number"),
+    ("tick_s", float("nan"), "tick_s: must be a finite number"),
+    ("rescale_pause_s", float("inf"), "rescale_pause_s: must be a finite number"),
+    ("rescale_pause_s", -1.0, "rescale_pause_s: must be a finite number"),
+    ("checkpoint_interval_s", 1e-9, "checkpoint_interval_s: must be a finite number"),
+    ("restart_cost_s", float("nan"), "restart_cost_s: must be a finite number"),
+    ("reclaim_grace_s", 1e300, "reclaim_grace_s: must be a finite number"),
+    ("loan_cooldown_s", -5.0, "loan_cooldown_s: must be a finite number"),
+    ("starvation_bound_s", float("inf"), "starvation_bound_s: must be a finite number"),
+    ("timeseries_step_s", 0.001, "timeseries_step_s: must be a finite number"),
+    ("tick_s", True, "tick_s: expected a number"),
+    ("tick_s", "60", "tick_s: expected a number"),
+    ("start_time_s", float("nan"), "start_time_s: must be finite"),
+    ("horizon_s", float("inf"), "horizon_s: must be finite"),
+    ("default_alpha", float("nan"), "default_alpha: must be in"),
+    ("default_alpha", 1.5, "default_alpha: must be in"),
+    ("check", 1, "check: expected True or False"),
+    ("record_events", "yes", "record_events: expected True or False"),
+    ("backend", "gpu", "backend: must be"),
+    ("reclaim_policy", "cheapest", "reclaim_policy: unknown"),
+])
+def test_every_config_field_is_checked(field: str, value: Any, message: str) -> None:
+    from aryl.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match=message):
+        SimConfig(**{field: value})
+
+
+def test_config_accepts_numpy_scalars_and_stores_builtins() -> None:
+    import json
+
+    cfg = SimConfig(n_training_servers=np.int64(3), tick_s=np.float32(30.0), check=np.bool_(True))
+    assert type(cfg.n_training_servers) is int
+    assert cfg.n_training_servers == 3
+    assert type(cfg.tick_s) is float
+    assert cfg.tick_s == 30.0
+    assert cfg.check is True
+    json.dumps(cfg.to_dict())
+    from aryl.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="horizon_s: 5 is before start_time_s 10"):
+        SimConfig(start_time_s=10.0, horizon_s=5.0)
+
+
+def test_time_series_that_would_be_too_large_is_refused_before_the_replay() -> None:
+    from aryl.errors import InvalidInputError
+
+    # last arrival 1e7 s after the first: a 1 s step gives 1e7 + 1 > 5e6 rows
+    rows = [dict(job_id="a", submit_time_s=0, duration_s=10, gpus=1),
+            dict(job_id="b", submit_time_s=1e7, duration_s=10, gpus=1)]
+    with pytest.raises(InvalidInputError, match="timeseries_step_s: 1 s over a run of 1e"):
+        run(rows, "fifo", n_training_servers=1, timeseries_step_s=1.0)
+    assert run(rows, "fifo", n_training_servers=1, timeseries_step_s=10.0).summary[
+        "n_finished"] == 2
+
+
+def test_job_whose_workers_never_fit_is_infeasible_not_a_hang() -> None:
+    # 3 servers of 8 GPUs: 4 workers of 5 GPUs (20 <= 24 GPUs) need 4 servers (one
+    # 5-GPU worker per server): infeasible at arrival.  Before, it was queued forever,
+    # and under fifo with the periodic default demand the replay never ended.
+    rows = [dict(job_id="w", submit_time_s=0, duration_s=100, gpus=20, gpus_per_worker=5,
+                 min_workers=4, max_workers=4),
+            dict(job_id="ok", submit_time_s=1, duration_s=100, gpus=15, gpus_per_worker=5,
+                 min_workers=3, max_workers=3)]
+    for policy in ("fifo", "sjf", "aryl"):
+        res = simulate(jobs_df(rows), policy=policy, config=SimConfig(
+            n_training_servers=3, n_inference_servers=2, check=True))
+        assert res.infeasible["job_id"].tolist() == ["w"], policy
+        assert row(res, "ok")["finish_s"] == 101.0, policy
+
+
+def test_clock_that_stops_advancing_raises_promptly() -> None:
+    import time
+
+    # A tick of 1e-300 s (refused by SimConfig; forced here) at t = 1000: t + tick == t
+    # in floating point, so every tick is due again at once.  The watchdog stops the
+    # loop when the events and iterations at that time exceed 2 n + 1000 = 1002: the
+    # arrival's iteration counts 0, the first tick 1 ... the 1003rd event trips it.
+    cfg = SimConfig(n_training_servers=1, n_inference_servers=0)
+    object.__setattr__(cfg, "tick_s", 1e-300)
+    rows = jobs_df([dict(job_id="a", submit_time_s=1000, duration_s=100, gpus=8)])
+    t = time.perf_counter()
+    with pytest.raises(RuntimeError, match=r"stalled at t = 1000 s: 1003 events and iterations "
+                                           r"at the same time.*queue length 1, 0 running.*"
+                                           r"last event: tick"):
+        simulate(rows, policy="tiresias", config=cfg, inference=False)
+    assert time.perf_counter() - t < 10.0
+
+
+@pytest.mark.parametrize(("policy", "events"), [("tiresias", "tick"), ("fifo", "demand")])
+def test_policy_that_never_starts_anything_raises(
+    policy: str, events: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aryl.policies.base import Decision, policy_class
+
+    # A policy that always answers with a no-op: the job waits forever while ticks
+    # (tiresias) or the daily inference demand (fifo, bundled profile) keep the clock
+    # going.  After 1000 passes with nothing running it raises.
+    monkeypatch.setattr(policy_class(policy), "schedule", lambda self, changed: Decision())
+    rows = jobs_df([dict(job_id="a", submit_time_s=0, duration_s=100, gpus=8)])
+    inference = False if policy == "tiresias" else None
+    with pytest.raises(RuntimeError, match=r"1001 passes in a row with nothing running.*"
+                                           r"queue length 1, 0 running, 1 jobs open.*"
+                                           r"1001 passes so far"):
+        simulate(rows, policy=policy, inference=inference,
+                 config=SimConfig(n_training_servers=1, n_inference_servers=2))

@@ -196,6 +196,9 @@ def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
     # time series at a fixed step: the value holding at each step time
     rows = np.asarray(eng.ts, dtype=np.float64).reshape(-1, 6)
     step = cfg.timeseries_step_s
+    from aryl.sim.engine import check_timeseries_size
+
+    check_timeseries_size(span, step)
     if span > 0 and math.isfinite(span):
         grid = eng.t0 + step * np.arange(math.floor(span / step) + 1, dtype=np.float64)
     else:
