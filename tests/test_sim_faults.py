@@ -385,3 +385,57 @@ def test_policy_that_never_starts_anything_raises(
                                            r"1001 passes so far"):
         simulate(rows, policy=policy, inference=inference,
                  config=SimConfig(n_training_servers=1, n_inference_servers=2))
+
+
+# ------------------------------------------------------------ 8. accounting
+
+
+def test_shares_stay_in_unit_interval_during_a_grace_period() -> None:
+    # 1 training + 2 inference servers; three (0, 8, 1000) jobs: j0 on training, j1 and
+    # j2 on the two loaned servers.  Demand 2 from t = 500, grace 300 s: reclaimed at
+    # 800 (j1, j2 preempted, no checkpoint yet: all progress lost).  j0 ends at 1000;
+    # j1 restarts then (60 s restart cost) and ends at 2060; j2 runs 2060 + 60 + 1000 =
+    # 3120.  GPU-s: training 8000 + 2 x 8 x 1060 = 24960 = 8 x 3120 (usage 1); loaned
+    # 2 x 8 x 800 = 12800, all used.  Inference: serving 0 until 800 (both servers on
+    # loan, though 2 are needed from 500), then 2 up to 3120: 2 x 2320 = 4640 of
+    # 2 x 3120 = 6240 server-s; with loans (4640 + 2 x 800) / 6240 = 1.
+    rows = [dict(job_id=f"j{i}", submit_time_s=0, duration_s=1000, gpus=8) for i in range(3)]
+    demand = InferenceDemand(np.array([0.0, 500.0]), np.array([0, 2]), n_servers=2)
+    res = run(rows, "aryl", n_training_servers=1, n_inference_servers=2,
+              loan_reserve_servers=0, inference=demand, reclaim_grace_s=300.0)
+    s = res.summary
+    assert s["end_s"] == 3120.0
+    assert s["gpu_s_allocated"] == 37760.0
+    assert s["gpu_s_allocated_on_loans"] == 12800.0
+    assert s["cluster_usage"] == 1.0
+    assert s["training_usage_no_loans"] == 1.0  # was 37760 / 24960 = 1.51
+    assert s["loan_usage"] == 1.0
+    assert s["inference_utilisation"] == pytest.approx(4640 / 6240, rel=1e-12)
+    assert s["inference_utilisation_with_loans"] == pytest.approx(1.0, rel=1e-12)  # was 1.096
+
+
+def test_check_result_catches_broken_accounting() -> None:
+    from aryl.sim.check import InvariantError, check_result
+
+    rows = [dict(job_id="a", submit_time_s=0, duration_s=1000, gpus=8),
+            dict(job_id="d", submit_time_s=1500, duration_s=10, gpus=8)]
+    res = run(rows, "fifo", n_training_servers=2, horizon_s=1000.0)
+    check_result(res)  # consistent
+    cases: list[tuple[str, Any]] = [
+        ("cluster_usage = 1.5 outside", lambda r: r.summary.__setitem__("cluster_usage", 1.5)),
+        ("jct_s.mean = -1", lambda r: r.summary["jct_s"].__setitem__("mean", -1.0)),
+        ("not arrived but with a start, wait",
+         lambda r: r.jobs.__setitem__("wait_s", r.jobs["wait_s"].fillna(-500.0))),
+        ("more GPU-seconds than its maximum size",
+         lambda r: r.jobs.__setitem__("gpu_s", r.jobs["gpu_s"] * 2)),
+        ("GPU-seconds of jobs 4000", lambda r: r.jobs.__setitem__("gpu_s", r.jobs["gpu_s"] / 2)),
+        ("summary n_not_arrived", lambda r: r.summary.__setitem__("n_not_arrived", 0)),
+        ("unknown status", lambda r: r.jobs.__setitem__("status", "done")),
+        ("time series busy_gpus negative",
+         lambda r: r.timeseries.__setitem__("busy_gpus", -r.timeseries["busy_gpus"] - 1)),
+    ]
+    for message, corrupt in cases:
+        bad = run(rows, "fifo", n_training_servers=2, horizon_s=1000.0)
+        corrupt(bad)
+        with pytest.raises(InvariantError, match=message):
+            check_result(bad)

@@ -102,4 +102,9 @@ def simulate(
     eng = Engine(table, policy, cfg, sched, progress=progress, policy_options=policy_options)
     eng.reclaim_log = reclaim_log
     eng.run()
-    return build_result(eng, meta)
+    res = build_result(eng, meta)
+    if cfg.check:
+        from aryl.sim.check import check_result
+
+        check_result(res)
+    return res

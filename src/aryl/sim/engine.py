@@ -226,7 +226,9 @@ class Engine:
         check_timeseries_size(last - self.t0, config.timeseries_step_s)
         self.busy = 0
         self.base_busy = 0  # GPUs of the base workers of running jobs (busy - extras)
+        self.busy_loaned = 0  # GPUs of training workers on loaned servers
         self.busy_int = 0.0
+        self.busy_loaned_int = 0.0
         self.cap_int = 0.0
         self.loan_int = 0.0
         self.serving_int = 0.0
@@ -244,7 +246,8 @@ class Engine:
         self.events: list[tuple[float, int, str, int]] | None = [] if config.record_events else None
         self.ts: list[tuple[float, int, int, int, int, int]] = []
         self.progress = progress
-        self.n_open = 0
+        self.n_open = n  # jobs not finished and not infeasible
+        self.n_arrived = 0  # jobs whose arrival was processed (a prefix of the table)
         self.n_infeasible = 0
         self.pending_reclaim = 0
         self.policy: Policy = make_policy(policy, self, dict(policy_options or {}))
@@ -367,11 +370,14 @@ class Engine:
     def _add(self, j: int, place: Placement) -> int:
         g = self.gpw[j]
         w = 0
+        nt = self.n_train
         for s, k in place.items():
             self.free[s] -= k * g
             on = self.jobs_on[s]
             on[j] = on.get(j, 0) + k
             w += k
+            if s >= nt:
+                self.busy_loaned += k * g
         self.busy += w * g
         return w
 
@@ -380,9 +386,12 @@ class Engine:
         if not place:
             return
         g = self.gpw[j]
+        nt = self.n_train
         for s, k in place.items():
             self.free[s] += k * g
             del self.jobs_on[s][j]
+            if s >= nt:
+                self.busy_loaned -= k * g
         self.busy -= self.workers[j] * g
         self.placement[j] = None
         self.workers[j] = 0
@@ -742,9 +751,13 @@ class Engine:
         dt = t - self.now
         if dt > 0:
             self.busy_int += self.busy * dt
+            self.busy_loaned_int += self.busy_loaned * dt
             self.cap_int += (self.n_train + self.n_loaned) * self.gpus_per_server * dt
             self.loan_int += self.n_loaned * dt
-            self.serving_int += self.needed * dt
+            # servers actually serving: the demand, but at most the servers not on
+            # loan (during a reclaim grace period the inference side is short)
+            nl = self.n_inf - self.n_loaned
+            self.serving_int += (self.needed if self.needed < nl else nl) * dt
             self.now = t
 
     def _record(self) -> None:
@@ -823,6 +836,7 @@ class Engine:
                 self._arrive(ptr)
                 ptr += 1
                 changed = True
+            self.n_arrived = ptr
             while heap and heap[0][0] <= t:
                 _, kind, seq, _, p = pop(heap)
                 n_same_t += 1

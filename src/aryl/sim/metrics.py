@@ -6,8 +6,14 @@
   training (training servers for the whole run plus loaned servers while on
   loan), integrated from the clock start (first arrival by default) to the end
   of the run, so idle gaps count in the denominator.
-* Inference utilisation = time-average of serving servers / inference servers;
-  ``with_loans`` counts loaned servers as used.
+* ``training_usage_no_loans`` = GPU-seconds allocated on training servers /
+  GPU-seconds of the training servers; ``loan_usage`` = GPU-seconds allocated
+  on loaned servers / GPU-seconds of the servers while on loan (None if nothing
+  was lent).  Both, like every share here, lie in [0, 1].
+* Inference utilisation = time-average of serving servers / inference servers
+  (serving = the demand, at most the servers not on loan: during a reclaim
+  grace period the missing servers do not serve); ``with_loans`` counts loaned
+  servers as used.
 * Percentiles use numpy's default (linear) interpolation over finished jobs.
 * ``share_jobs_waited``: share of finished jobs with a queuing delay > 0 (most
   jobs usually start at arrival, so p50/p95 of the delay can be 0 while the
@@ -166,11 +172,18 @@ def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
         "share_jobs_waited_total": _share_positive(wait[done]),
         "cluster_usage": (eng.busy_int / eng.cap_int) if eng.cap_int > 0 else None,
         "training_usage_no_loans": (
-            eng.busy_int / (span * cfg.n_training_servers * cfg.gpus_per_server)
+            (eng.busy_int - eng.busy_loaned_int)
+            / (span * cfg.n_training_servers * cfg.gpus_per_server)
             if span > 0 and cfg.n_training_servers > 0
             else None
         ),
+        "loan_usage": (
+            eng.busy_loaned_int / (eng.loan_int * cfg.gpus_per_server)
+            if eng.loan_int > 0
+            else None
+        ),
         "gpu_s_allocated": eng.busy_int,
+        "gpu_s_allocated_on_loans": eng.busy_loaned_int,
         "gpu_s_available": eng.cap_int,
         "inference_utilisation": (eng.serving_int / (span * n_inf)) if span > 0 and n_inf else None,
         "inference_utilisation_with_loans": (
