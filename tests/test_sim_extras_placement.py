@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from aryl.policies.aryl import ArylPolicy
@@ -284,7 +284,7 @@ def phase_case(draw: st.DrawFn) -> tuple[list[int], list[tuple[int, int, int, fl
     free = draw(st.lists(st.integers(0, S), min_size=1, max_size=3))
     jobs = []
     for _ in range(draw(st.integers(1, 4))):
-        g = draw(st.sampled_from([1, 2, 4, 8]))
+        g = draw(st.sampled_from([1, 2, 4, 4, 8]))  # large workers compete for slots
         b = draw(st.integers(1, 3))
         m = b + draw(st.integers(1, 3))
         jobs.append((g, b, m, draw(st.sampled_from([500.0, 3000.0, 20000.0])),
@@ -292,9 +292,24 @@ def phase_case(draw: st.DrawFn) -> tuple[list[int], list[tuple[int, int, int, fl
     return free, jobs
 
 
+@st.composite
+def contention_case(
+    draw: st.DrawFn,
+) -> tuple[list[int], list[tuple[int, int, int, float, float]]]:
+    """Fragmented servers (2-6 free GPUs each) and 2-4 jobs of 2/4-GPU workers."""
+    free = draw(st.lists(st.integers(2, 6), min_size=2, max_size=3))
+    jobs = []
+    for _ in range(draw(st.integers(2, 4))):
+        b = draw(st.integers(1, 2))
+        jobs.append((draw(st.sampled_from([2, 4])), b, b + draw(st.integers(1, 3)),
+                     draw(st.sampled_from([500.0, 3000.0, 20000.0])),
+                     draw(st.sampled_from([0.0, 0.1, 0.5]))))
+    return free, jobs
+
+
 @pytest.mark.parametrize("policy", ["aryl", "elastic-greedy"])
-@settings(max_examples=150, deadline=None)
-@given(case=phase_case())
+@settings(max_examples=400, deadline=None)
+@given(case=st.one_of(phase_case(), contention_case()))
 def test_phase_two_on_random_free_gpus_against_brute_force(
     case: tuple[list[int], list[tuple[int, int, int, float, float]]], policy: str
 ) -> None:
@@ -322,6 +337,8 @@ def test_phase_two_on_random_free_gpus_against_brute_force(
     if not pol._elastic_phase(d, fast, [], {}, unconstrained_only=True, free_wo_extras=free):
         scratch = list(free)
         assert pol._elastic_phase(d, scratch, [], {}, free_wo_extras=list(free))
+    if pol.n_extra_repairs:
+        event("repaired")  # coverage (--hypothesis-show-statistics)
     got = [{s: c for s, c in place.items() if s != -1} for _, place, _ in d.starts]
     used = [0] * len(free)
     for j, ex in enumerate(got):
@@ -356,3 +373,44 @@ def test_phase_two_on_random_free_gpus_against_brute_force(
     best_count = max(value(kv) for kv in fits)
     if all(can(kv) for kv in fits if value(kv) >= best_count - tol):  # 3.
         assert v == pytest.approx(max(value(kv) for kv in fits if can(kv)), rel=1e-9, abs=1e-9)
+
+
+def test_fill_adds_the_placeable_workers_a_repair_left_out() -> None:
+    # Two servers with 4 free GPUs each; J0: 4-GPU workers, base 1, up to 3 (2 extras),
+    # R = 1200; J1: 2-GPU workers, base 1, up to 2 (1 extra), R = 400; alpha = 0, so
+    # value(k) = R - R / (1 + k):  J0 +1 600, +2 800 (marginal 200, 50 per GPU);
+    # J1 +1 200 (100 per GPU).  Start from k = (1, 0), as a repair may leave it: the
+    # fill adds J1's worker first (100 > 50 per GPU): J0's 4 GPUs on server 0, J1's 2 on
+    # server 1; then J0 +2 needs a second 4-GPU slot, but server 1 has 2 left: no
+    # placement exists (4 + 4 + 2 > 8), so the fill stops at (1, 1), 2 GPUs free.
+    from aryl.sim.adapters import extras_table
+
+    free0 = [4, 4]
+    view = _View(free0, [(4, 1, 3, 1200.0, 0.0), (2, 1, 2, 400.0, 0.0)])
+    from aryl.policies.base import make_policy
+
+    pol = make_policy("aryl", view, {})  # type: ignore[arg-type]
+    assert isinstance(pol, ArylPolicy)
+    pol._set_groups([])
+    i64 = np.int64
+    g = np.array([4, 2], dtype=i64)
+    base = np.array([1, 1], dtype=i64)
+    values, _ = extras_table(np.array([1200.0, 400.0]), base, base, np.array([3, 2], dtype=i64),
+                             g, np.zeros(2), np.zeros(2))
+    np.testing.assert_allclose(values[0], [600.0, 800.0])
+    assert values[1, 0] == 200.0
+    cand, ci, ext = [0, 1], np.array([0, 1], dtype=i64), np.zeros(2, dtype=i64)
+    free = list(free0)
+
+    def place(kv: np.ndarray) -> Any:
+        return pol._place_extras(free, None, cand, {}, kv, ext, ci, g, 0)
+
+    k0 = np.array([1, 0], dtype=i64)
+    placed0 = place(k0)
+    assert free == [0, 4]
+    assert not placed0[2]
+    k, placed = ArylPolicy._fill_extras(values, k0, np.array([2, 1], dtype=i64), [4, 2], free,
+                                        free0, placed0, place)
+    assert k.tolist() == [1, 1]
+    assert placed[0] == {0: {0: 1}, 1: {1: 1}}
+    assert free == [0, 2]
