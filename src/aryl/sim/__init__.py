@@ -68,7 +68,13 @@ def simulate(
     Raises
     ------
     InvalidInputError
-        Bad trace, config or policy name.
+        Bad trace, config or policy name; a horizon before the clock start; a
+        time series that would exceed 5,000,000 rows.
+    RuntimeError
+        The replay stopped making progress (stall watchdog, docs/simulator.md).
+    aryl.sim.check.InvariantError
+        With ``SimConfig(check=True)``: an invariant of the state or of the
+        result's accounting does not hold (a bug).
 
     Notes
     -----

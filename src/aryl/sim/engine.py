@@ -29,6 +29,12 @@ clamped to the clock.  The run ends when every feasible job has finished, or at
 ``SimConfig.horizon_s`` (jobs still queued or running are ``unfinished``, jobs
 submitted later ``not_arrived``; a horizon before the clock start is an error).
 
+A stall watchdog raises ``RuntimeError`` with a diagnostic when more than
+``2 n + 1000`` events and iterations happen at one time, or when 1,000 passes in
+a row find nothing running, no arrival left and jobs waiting.  No inference
+server is lent within ``SimConfig.loan_cooldown_s`` after a reclaim (hysteresis
+against loan/reclaim thrash).
+
 Job lifecycle: queued -> running (rescaled any number of times) -> finished;
 a preemption requeues the job with its original arrival time, its remaining
 work set back to the last checkpoint; the next start pays ``restart_cost_s``
@@ -36,8 +42,8 @@ before progress resumes.  A rescale (or a move of workers) saves a checkpoint
 and pauses progress for ``rescale_pause_s``.  Checkpoints are taken every
 ``checkpoint_interval_s`` of progress time after each (re)start or rescale.
 
-A job whose base demand can never fit the training cluster (or whose worker is
-larger than a server) is reported as infeasible at arrival (one summary warning
+A job whose base workers can never fit the training cluster (``S // g`` workers
+of ``g`` GPUs per server of ``S`` GPUs) is reported as infeasible at arrival (one summary warning
 per run with the count, the ids at debug level); it
 is never queued, so it triggers no reclaim, scale-in or preemption.
 
