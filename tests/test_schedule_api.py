@@ -202,3 +202,10 @@ def test_the_public_names() -> None:
     assert set(aryl.scheduling.available_policies()) == {
         "fifo", "sjf", "tiresias", "aryl", "aryl-no-loan", "aryl-no-elastic", "elastic-greedy"
     }
+
+
+def test_the_state_schema_lists_every_scheduler_config_field() -> None:
+    from aryl.scheduling.schema import state_schema
+
+    props = state_schema()["properties"]["config"]["properties"]
+    assert sorted(props) == sorted(SchedulerConfig.field_names())

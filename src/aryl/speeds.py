@@ -31,7 +31,7 @@ low) and a constant parallel efficiency by up to 2x (always high); numbers in
 ``aryl/data/README.md``.  Both rules are non-decreasing and never above linear.
 
 *Parametric* (:meth:`SpeedTable.parametric`): today's homogeneous model [Aryl]_
-(``T(w) = w / (1 + alpha (w - 1))`` over workers, ARYL.md §2), times a per-type
+(``T(w) = w / (1 + alpha (w - 1))`` over workers, docs/model.md), times a per-type
 factor (1 for every type unless given)::
 
     throughput(f, t, w, g) = factor(t) * g * T_alpha(w)

@@ -7,9 +7,10 @@ The pass, for every policy (the policy decides step 3 only):
    reclaim kernel (``config.reclaim_policy``, default Aryl's cost greedy
    [Aryl]); jobs there shrink or are preempted.  Later steps see the state
    after the reclaim.
-2. **Offer** (loaning policies, when a job waits or an elastic job could grow):
-   the idle inference servers above ``config.loan_reserve_servers``, highest
-   index first, are offered to this pass.
+2. **Offer** (loaning policies, when a job waits or an elastic job could grow,
+   and not within ``config.loan_cooldown_s`` after a reclaim): the idle
+   inference servers above ``config.loan_reserve_servers``, highest index
+   first, are offered to this pass.
 3. **Decide**: the policy's starts, resizes and preemptions.
 4. **Settle loans**: offered servers that got a worker are borrowed; loaned
    servers left without training work are returned (option
@@ -87,7 +88,8 @@ def schedule(
     offered: list[int] = []
     if pol.loans:
         loanable = st.not_loaned() - st.servers_needed - cfg.loan_reserve_servers
-        if loanable > 0 and pol.wants_loan(st):
+        cooling = st.now_s - st.last_reclaim_s < cfg.loan_cooldown_s
+        if loanable > 0 and not cooling and pol.wants_loan(st):
             status = st.server_status
             for s in reversed(st.inference_servers()):
                 if loanable == 0:

@@ -63,8 +63,8 @@ _SERVER_KEYS = {"id", "role", "gpus", "pool", "gpu_type", "status", "reclaimed_s
 _JOB_KEYS = {
     "id", "arrival_s", "gpus_per_worker", "ref_workers", "min_workers", "max_workers",
     "elastic", "alpha", "status", "remaining_s", "progress_at_s", "checkpoint_remaining_s",
-    "next_checkpoint_s", "restarted", "queued_since_s", "attained_gpu_s", "attained_at_s",
-    "placement",
+    "next_checkpoint_s", "restarted", "queued_since_s", "waited_s", "attained_gpu_s",
+    "attained_at_s", "placement",
 }
 _TOP_KEYS = {
     "schema_version", "now_s", "config", "servers", "inference", "jobs", "running",
@@ -229,6 +229,9 @@ def state_from_json(doc: Mapping[str, Any] | str) -> ClusterState:
                                        math.inf)
         st.restarted[j] = _get(where, jd, "restarted", "bool", False)
         st.queued_since_s[j] = _get(where, jd, "queued_since_s", "number", st.arrival_s[j])
+        st.waited_s[j] = _get(where, jd, "waited_s", "number", 0.0)
+        if st.waited_s[j] < 0:
+            raise InvalidInputError(f"{where}.waited_s: must be >= 0")
         st.attained_gpu_s[j] = _get(where, jd, "attained_gpu_s", "number", 0.0)
         st.attained_at_s[j] = _get(where, jd, "attained_at_s", "number", now)
         st.progress_at_s[j] = _get(where, jd, "progress_at_s", "number", now)
@@ -371,6 +374,7 @@ def state_to_json(st: ClusterState) -> dict[str, Any]:
             "next_checkpoint_s": _num_or_null(st.next_checkpoint_s[j]),
             "restarted": st.restarted[j],
             "queued_since_s": st.queued_since_s[j],
+            "waited_s": st.waited_s[j],
             "attained_gpu_s": st.attained_gpu_s[j],
             "attained_at_s": st.attained_at_s[j],
         }

@@ -94,6 +94,9 @@ class SchedulePlan:
         Loaned servers left without training work (``IDLE_LOAN``).
     elastic_memo : tuple of (int, int)
         The elastic phase's capacity memo for the next pass (stored in the state).
+    n_extra_repairs : int
+        Diagnostic: elastic phases whose first knapsack choice could not all be
+        placed and was repaired (docs/simulator.md, "Placement of extra workers").
     """
 
     now_s: float
@@ -106,6 +109,7 @@ class SchedulePlan:
     starts: list[tuple[int, Placement, Reason]] = field(default_factory=list)
     returned_servers: list[tuple[int, Reason]] = field(default_factory=list)
     elastic_memo: tuple[int, int] = (-1, -1)
+    n_extra_repairs: int = 0
 
     def __bool__(self) -> bool:
         return bool(

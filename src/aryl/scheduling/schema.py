@@ -57,6 +57,7 @@ def state_schema() -> dict[str, Any]:
                     "checkpoint_interval_s": {"type": "number", "exclusiveMinimum": 0},
                     "restart_cost_s": {"type": "number", "minimum": 0},
                     "loan_reserve_servers": _NONNEG_INT,
+                    "loan_cooldown_s": {"type": "number", "minimum": 0},
                     "starvation_bound_s": {"type": "number", "minimum": 0},
                     "reclaim_policy": {"enum": list(RECLAIM_POLICIES)},
                     "seed": _NONNEG_INT,
@@ -119,6 +120,11 @@ def state_schema() -> dict[str, Any]:
                         "next_checkpoint_s": _NUM_OR_NULL,
                         "restarted": {"type": "boolean"},
                         "queued_since_s": _NUM,
+                        "waited_s": {
+                            "type": "number", "minimum": 0,
+                            "description": "Seconds queued before the current wait (queue "
+                                           "age = waited_s + now - queued_since_s).",
+                        },
                         "attained_gpu_s": {"type": "number", "minimum": 0},
                         "attained_at_s": _NUM,
                         "placement": _PLACEMENT,

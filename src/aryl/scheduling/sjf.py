@@ -1,9 +1,17 @@
 """``sjf``: shortest-job-first with backfill and a starvation bound.
 
 Queued jobs in order of estimated remaining time at their base size (ties:
-lower job index); a job that does not fit is skipped (backfill).  A job that
-has waited longer than ``starvation_bound_s`` is taken first, oldest first,
-and blocks backfill until it starts, so large jobs do not starve.  No loaning,
+lower job index); a job that does not fit is skipped (backfill).  A job whose
+*queue age* has reached ``starvation_bound_s`` is *starving*: the starving jobs
+are taken first, oldest first, and the first one that does not fit blocks
+backfill until it starts, so large jobs do not starve.
+
+Queue age: the time a job has spent queued since its first arrival, every wait
+summed (``waited_s + now - queued_since_s``); a preemption does not reset it
+and time spent running does not count.  While a job waits its *wait origin*
+``queued_since_s - waited_s`` is constant, so the queue sorted by wait origin
+is in queue-age order: the first job in that order that is not starving proves
+that no later one is (non-starving jobs are skipped, never a starving one).  No loaning,
 no elastic scaling, gang placement on training servers.  Also the base phase
 (phase 1) of the ``aryl`` pass, which overrides the capacity view and the
 placement of :class:`SjfPass`.
@@ -14,13 +22,17 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from aryl.errors import InvalidInputError
-from aryl.scheduling.fifo import arrival_key
 from aryl.scheduling.placement import gang_place
 from aryl.scheduling.plan import Reason, SchedulePlan
 from aryl.scheduling.policy import PassContext, Policy
 from aryl.scheduling.state import ClusterState, Placement
 
-__all__ = ["SjfPass", "SjfPolicy", "sjf_key_elastic", "sjf_key_rigid"]
+__all__ = ["SjfPass", "SjfPolicy", "sjf_key_elastic", "sjf_key_rigid", "wait_origin_key"]
+
+
+def wait_origin_key(st: ClusterState, j: int) -> float:
+    """``queued_since_s - waited_s``: constant while job ``j`` waits; queue age = now - it."""
+    return st.queued_since_s[j] - st.waited_s[j]
 
 
 def sjf_key_rigid(st: ClusterState, j: int) -> float:
@@ -71,14 +83,15 @@ class SjfPass:
         pol = self.pol
         free, avail = self.capacity_view()
         now = st.now_s
-        qs = st.queued_since_s
         gpw = st.gpus_per_worker
         started = self.started
         bound = self.bound
         blocked = False
         # 1. starving jobs, oldest first; the first that does not fit blocks.
-        for _, j in st.sorted_queue("arrival", arrival_key):
-            if now - qs[j] < bound:
+        for o, j in st.sorted_queue("wait-origin", wait_origin_key):
+            if now - o < bound:
+                # queue age = now - origin; every job behind this one has a later
+                # origin, so no starving job is left: skip them all
                 break
             need = pol.base_workers(st, j) * gpw[j]
             place = self.place(free, j) if need <= avail else None

@@ -93,9 +93,14 @@ class SchedulerConfig:
         Pause before a preempted job makes progress again when it restarts (>= 0 s).
     loan_reserve_servers : int
         Idle inference servers never lent (>= 0).
+    loan_cooldown_s : float
+        No server is lent within this long after a reclaim (>= 0 s; hysteresis
+        against loan/reclaim thrash, like the scale-down delay after a scale-up
+        of cluster autoscalers).
     starvation_bound_s : float
-        Queue age (since first arrival) after which a job is started first and
-        blocks backfill (>= 0 s; ``inf`` turns the guard off).
+        Queue age (seconds queued since the first arrival, every wait summed)
+        after which a job is started first and blocks backfill (>= 0 s; ``inf``
+        turns the guard off).
     reclaim_policy : str
         Which loaned servers a reclaim returns: ``aryl`` (cost greedy),
         ``random``, ``fewest-jobs``, ``most-idle``, ``exact``.
@@ -109,13 +114,14 @@ class SchedulerConfig:
     checkpoint_interval_s: float = 1800.0
     restart_cost_s: float = 60.0
     loan_reserve_servers: int = 1
+    loan_cooldown_s: float = 600.0
     starvation_bound_s: float = 4 * 3600.0
     reclaim_policy: str = "aryl"
     seed: int = 0
     backend: str = "native"
 
     def __post_init__(self) -> None:
-        for name in ("rescale_pause_s", "restart_cost_s"):
+        for name in ("rescale_pause_s", "restart_cost_s", "loan_cooldown_s"):
             _finite_at_least(f"config.{name}", getattr(self, name), 0.0)
         _finite_at_least("config.checkpoint_interval_s", self.checkpoint_interval_s, 0.0)
         if not self.checkpoint_interval_s > 0:
@@ -227,6 +233,7 @@ class ClusterState:
         "base_busy",
         "below",
         "busy",
+        "busy_loaned",
         "checkpoint_remaining_s",
         "config",
         "elastic",
@@ -238,6 +245,7 @@ class ClusterState:
         "gpus_per_worker",
         "job_id",
         "jobs_on",
+        "last_reclaim_s",
         "max_workers",
         "min_workers",
         "n_loaned",
@@ -266,6 +274,7 @@ class ClusterState:
         "status",
         "training_gpus",
         "training_servers",
+        "waited_s",
         "workers",
     )
 
@@ -284,6 +293,7 @@ class ClusterState:
         self.free: list[int] = []
         self.jobs_on: list[dict[int, int]] = []
         self.n_loaned = 0
+        self.last_reclaim_s = -math.inf  # when a server was last reclaimed (loan cool-down)
         # inference side
         self.servers_needed = 0
         self.reclaim_deadline_s = math.inf
@@ -307,6 +317,7 @@ class ClusterState:
         self.next_checkpoint_s: list[float] = []
         self.restarted: list[bool] = []
         self.queued_since_s: list[float] = []
+        self.waited_s: list[float] = []  # seconds queued before the current wait
         self.attained_gpu_s: list[float] = []
         self.attained_at_s: list[float] = []
         self.queued: dict[int, None] = {}
@@ -314,6 +325,7 @@ class ClusterState:
         # derived: busy GPUs; GPUs of base workers of running jobs; elastic extras
         self.busy = 0
         self.base_busy = 0
+        self.busy_loaned = 0  # GPUs of training workers on loaned servers
         self.ex_srv: list[int] = []  # GPUs of extra workers per server
         self.ex_job: dict[int, Placement] = {}  # running elastic job -> its extra part
         self.below: dict[int, None] = {}  # running scalable jobs below their maximum
@@ -389,6 +401,8 @@ class ClusterState:
         self.server_gpus.append(int(gpus))
         self.server_status.append(st)
         self.server_reclaimed_s.append(float(reclaimed_s))
+        if reclaimed_s > self.last_reclaim_s:
+            self.last_reclaim_s = float(reclaimed_s)
         if st == TRAINING:
             self.training_servers.append(i)
             self.training_gpus += int(gpus)
@@ -462,6 +476,7 @@ class ClusterState:
         self.next_checkpoint_s.append(math.inf)
         self.restarted.append(False)
         self.queued_since_s.append(float(arrival_s))
+        self.waited_s.append(0.0)
         self.attained_gpu_s.append(0.0)
         self.attained_at_s.append(0.0)
         return j
@@ -518,9 +533,9 @@ class ClusterState:
                 )
         mn, mx, el = np.asarray(min_workers), np.asarray(max_workers), np.asarray(elastic)
         bad = (mx < mn) | (~el & (mn != mx)) if n else np.zeros(0, dtype=bool)
-        for col, lo, hi in ((alpha, 0.0, 1.0), (remaining_s, 0.0, np.inf)):
-            a = np.asarray(col, dtype=np.float64)
-            bad |= ~np.isfinite(a) | (a < lo) | (a > hi)
+        for fcol, lo, hi in ((alpha, 0.0, 1.0), (remaining_s, 0.0, np.inf)):
+            fa = np.asarray(fcol, dtype=np.float64)
+            bad |= ~np.isfinite(fa) | (fa < lo) | (fa > hi)
         bad |= ~np.isfinite(np.asarray(arrival_s, dtype=np.float64))
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
@@ -553,6 +568,7 @@ class ClusterState:
         self.next_checkpoint_s.extend([math.inf] * n)
         self.restarted.extend([False] * n)
         self.queued_since_s.extend(float(x) for x in arrival_s)
+        self.waited_s.extend([0.0] * n)
         self.attained_gpu_s.extend([0.0] * n)
         self.attained_at_s.extend([0.0] * n)
         return range(start, start + n)
@@ -644,6 +660,15 @@ class ClusterState:
             k = keys.pop(j)
             del lst[bisect_left(lst, (k, j))]
 
+    def queue_age_s(self, j: int, now: float | None = None) -> float:
+        """Seconds queued job ``j`` has waited since its first arrival (every wait summed).
+
+        A preemption does not reset it and time spent running does not count:
+        ``waited_s + (now - queued_since_s)``.
+        """
+        t = self.now_s if now is None else now
+        return self.waited_s[j] + (t - self.queued_since_s[j])
+
     def sorted_queue(self, name: str, key: Any) -> list[tuple[Any, int]]:
         """Queued jobs as ``[(key, job)]`` sorted ascending (ties: lower job index).
 
@@ -665,12 +690,15 @@ class ClusterState:
         g = self.gpus_per_worker[j]
         free = self.free
         jobs_on = self.jobs_on
+        nt = len(self.training_servers)
         w = 0
         for s, k in place.items():
             free[s] -= k * g
             on = jobs_on[s]
             on[j] = on.get(j, 0) + k
             w += k
+            if s >= nt:
+                self.busy_loaned += k * g
         self.busy += w * g
         self.placement[j] = dict(place)
         self.workers[j] = w
@@ -684,9 +712,12 @@ class ClusterState:
         g = self.gpus_per_worker[j]
         free = self.free
         jobs_on = self.jobs_on
+        nt = len(self.training_servers)
         for s, k in place.items():
             free[s] += k * g
             del jobs_on[s][j]
+            if s >= nt:
+                self.busy_loaned -= k * g
         self.busy -= self.workers[j] * g
         self.placement[j] = None
         self.workers[j] = 0
@@ -729,6 +760,7 @@ class ClusterState:
         if self.elastic[j] and self.max_workers[j] > self.min_workers[j]:
             self.elastic_running[j] = None
         self.base_busy += self.min_workers[j] * self.gpus_per_worker[j]
+        self.waited_s[j] += now - self.queued_since_s[j]
         self.attained_at_s[j] = now
         self.speed[j] = self.speed_at(j, w)
         lt = now + (self.config.restart_cost_s if self.restarted[j] else 0.0)
@@ -806,6 +838,8 @@ class ClusterState:
         self.n_loaned -= 1
         if reclaimed:
             self.server_reclaimed_s[s] = now
+            if now > self.last_reclaim_s:
+                self.last_reclaim_s = now
 
     def set_serving(self) -> None:
         """The lowest-index inference servers not on loan serve ``servers_needed``; the
@@ -846,7 +880,8 @@ class ClusterState:
         O(n_servers + placements).
         """
         (self.free, self.jobs_on, self.ex_srv, self.ex_job, self.below, self.elastic_running,
-         self.busy, self.base_busy, self.n_loaned) = self._recompute()
+         self.busy, self.base_busy, self.n_loaned, self.busy_loaned) = self._recompute()
+        self.last_reclaim_s = max(self.server_reclaimed_s, default=-math.inf)
 
     def _recompute(self) -> tuple[Any, ...]:
         n = self.n_servers
@@ -861,6 +896,8 @@ class ClusterState:
         elastic_running: dict[int, None] = {}
         busy = 0
         base_busy = 0
+        busy_loaned = 0
+        nt = len(self.training_servers)
         for j in self.running:
             place = self.placement[j]
             if place is None:
@@ -873,6 +910,8 @@ class ClusterState:
                 free[s] -= k * g
                 jobs_on[s][j] = k
                 w += k
+                if s >= nt:
+                    busy_loaned += k * g
             if w != self.workers[j]:
                 raise InvalidInputError(
                     f"jobs[{j}] ({self.job_id[j]!r}): workers {self.workers[j]} != placement {w}"
@@ -896,7 +935,8 @@ class ClusterState:
                         ex_srv[s] += (k - take) * g
                 ex_job[j] = e
         n_loaned = sum(1 for st in self.server_status if st == LOANED)
-        return (free, jobs_on, ex_srv, ex_job, below, elastic_running, busy, base_busy, n_loaned)
+        return (free, jobs_on, ex_srv, ex_job, below, elastic_running, busy, base_busy, n_loaned,
+                busy_loaned)
 
     def check_indexes(self) -> None:
         """Raise AssertionError if a derived index differs from an independent
@@ -905,13 +945,15 @@ class ClusterState:
         now = (
             self.free, self.jobs_on, self.ex_srv, self.ex_job, set(self.below),
             list(self.elastic_running), self.busy, self.base_busy, self.n_loaned,
+            self.busy_loaned, self.last_reclaim_s,
         )
         r = self._recompute()
-        ref = (r[0], r[1], r[2], r[3], set(r[4]), list(r[5]), r[6], r[7], r[8])
+        ref = (r[0], r[1], r[2], r[3], set(r[4]), list(r[5]), r[6], r[7], r[8], r[9],
+               max(self.server_reclaimed_s, default=-math.inf))
         names = ("free GPUs per server", "jobs per server", "extra GPUs per server",
                  "extra workers per job", "jobs below their maximum",
                  "running elastic jobs (start order)", "busy GPUs", "base-worker GPUs",
-                 "loaned servers")
+                 "loaned servers", "GPUs busy on loaned servers", "last reclaim time")
         for name, a, b in zip(names, now, ref, strict=True):
             if a != b:
                 raise AssertionError(f"{name} drifted")

@@ -31,7 +31,14 @@ dropped when popped instead of being searched for.
 The clock never goes backwards: an event earlier than the clock by more than a
 relative 1e-9 raises :class:`RuntimeError` (a bug); smaller float drift is
 clamped to the clock.  The run ends when every feasible job has finished, or at
-``SimConfig.horizon_s`` (unfinished jobs are listed in the results).
+``SimConfig.horizon_s`` (jobs still queued or running are ``unfinished``, jobs
+submitted later ``not_arrived``; a horizon before the clock start is an error).
+
+A stall watchdog raises ``RuntimeError`` with a diagnostic when more than
+``2 n + 1000`` events and iterations happen at one time, or when 1,000 passes in
+a row find nothing running, no arrival left and jobs waiting.  No inference
+server is lent within ``SimConfig.loan_cooldown_s`` after a reclaim (hysteresis
+against loan/reclaim thrash; the pass's rule, :func:`aryl.schedule`).
 
 Job lifecycle (:mod:`aryl.scheduling.state`): queued -> running (rescaled any
 number of times) -> finished; a preemption requeues the job, its remaining
@@ -39,10 +46,10 @@ work set back to the last checkpoint; the next start pays ``restart_cost_s``
 before progress resumes.  A rescale (or a move of workers) saves a checkpoint
 and pauses progress for ``rescale_pause_s``.
 
-A job whose base demand can never fit the training cluster (or whose worker is
-larger than a server) is reported as infeasible at arrival (one summary warning
-per run with the count, the ids at debug level); it is never queued, so it
-triggers no reclaim, scale-in or preemption.
+A job whose base workers can never fit the training cluster (``S // g``
+workers of ``g`` GPUs per server of ``S`` GPUs) is reported as infeasible at
+arrival (one summary warning per run with the count, the ids at debug level);
+it is never queued, so it triggers no reclaim, scale-in or preemption.
 
 Determinism: no wall-clock, no hashing of strings, no unordered iteration
 (dicts keep insertion order); the same inputs and seed give identical results.
@@ -71,8 +78,26 @@ __all__ = ["Engine", "InferenceSchedule"]
 FINISH, DEMAND, RECLAIM, ARRIVAL, TICK = 0, 1, 2, 3, 4
 
 _EPS = 1e-9
+# passes in a row with nothing running, no arrival left and jobs waiting
+_IDLE_PASS_LIMIT = 1000
+# largest time series (rows); a finer step is refused (timeseries_step_s)
+MAX_TIMESERIES_POINTS = 5_000_000
 
-__all__ += ["DONE", "INFEASIBLE", "PENDING", "QUEUED", "RUNNING"]
+__all__ += ["DONE", "INFEASIBLE", "MAX_TIMESERIES_POINTS", "PENDING", "QUEUED", "RUNNING",
+            "check_timeseries_size"]
+
+
+def check_timeseries_size(span_s: float, step_s: float) -> None:
+    """Raise if a time series over ``span_s`` at ``step_s`` would exceed
+    ``MAX_TIMESERIES_POINTS`` rows (``InvalidInputError`` naming ``timeseries_step_s``)."""
+    if span_s / step_s + 1 > MAX_TIMESERIES_POINTS:
+        from aryl.errors import InvalidInputError
+
+        raise InvalidInputError(
+            f"timeseries_step_s: {step_s:g} s over a run of {span_s:.6g} s gives more than "
+            f"{MAX_TIMESERIES_POINTS:,} time-series rows; use a step of at least "
+            f"{span_s / (MAX_TIMESERIES_POINTS - 1):.3g} s"
+        )
 
 
 class InferenceSchedule:
@@ -110,6 +135,7 @@ def scheduler_config(config: SimConfig) -> SchedulerConfig:
         checkpoint_interval_s=float(config.checkpoint_interval_s),
         restart_cost_s=float(config.restart_cost_s),
         loan_reserve_servers=int(config.loan_reserve_servers),
+        loan_cooldown_s=float(config.loan_cooldown_s),
         starvation_bound_s=float(config.starvation_bound_s),
         reclaim_policy=config.reclaim_policy,
         seed=int(config.seed),
@@ -175,19 +201,31 @@ class Engine:
         self.n_scale_in = [0] * n
         self.n_scale_out = [0] * n
         self.n_move = [0] * n
-        self.wait_s = [0.0] * n
         # clock and accounting
         t0 = config.start_time_s
         if t0 is None:
             t0 = float(table.submit_time_s[0]) if n else 0.0
-        if n and t0 > float(table.submit_time_s[0]):
-            from aryl.errors import InvalidInputError
+        from aryl.errors import InvalidInputError
 
+        if n and t0 > float(table.submit_time_s[0]):
             raise InvalidInputError("start_time_s: must not be after the first arrival")
+        if config.horizon_s is not None and config.horizon_s < t0:
+            raise InvalidInputError(
+                f"horizon_s: {config.horizon_s:g} s is before the clock start {t0:g} s "
+                "(start_time_s, by default the first arrival): nothing would be simulated"
+            )
         self.t0 = float(t0)
         self.now = self.t0
         st.now_s = self.t0
+        # the time series has (end - t0) / step + 1 rows; end >= the last arrival
+        # (or the horizon, which ends the run), so refuse a step that is sure to
+        # give too many rows before replaying
+        last = float(table.submit_time_s[-1]) if n else self.t0
+        if config.horizon_s is not None:
+            last = min(last, config.horizon_s)
+        check_timeseries_size(last - self.t0, config.timeseries_step_s)
         self.busy_int = 0.0
+        self.busy_loaned_int = 0.0
         self.cap_int = 0.0
         self.loan_int = 0.0
         self.serving_int = 0.0
@@ -204,8 +242,10 @@ class Engine:
         self.events: list[tuple[float, int, str, int]] | None = [] if config.record_events else None
         self.ts: list[tuple[float, int, int, int, int, int]] = []
         self.progress = progress
-        self.n_open = 0
+        self.n_open = n  # jobs not finished and not infeasible
+        self.n_arrived = 0  # jobs whose arrival was processed (a prefix of the table)
         self.n_infeasible = 0
+        self.last_plan: Any = None
         self.checker: Any = None
         self.reclaim_log: list[Any] | None = None
         if config.check:
@@ -237,7 +277,6 @@ class Engine:
         now = self.now
         if math.isnan(self.first_start[j]):
             self.first_start[j] = now
-        self.wait_s[j] += now - self.state.queued_since_s[j]
         self._schedule_finish(j)
         self._log(j, "start", self.state.workers[j])
 
@@ -295,14 +334,15 @@ class Engine:
         st = self.state
         g = st.gpus_per_worker[j]
         S = self.gpus_per_server
-        if g > S or base * g > self.n_train * S:
+        # a server holds S // g workers of g GPUs (one 5-GPU worker per 8-GPU server)
+        if g > S or base > self.n_train * (S // g):
             st.status[j] = INFEASIBLE
             st.queued_since_s[j] = self.now
             self.n_infeasible += 1
             self.n_open -= 1
             log.debug(
                 "job %s (%d workers x %d GPUs) can never fit the training cluster "
-                "(%d servers x %d GPUs); reported as infeasible",
+                "(%d servers x %d GPUs, whole workers per server); reported as infeasible",
                 self.table.job_id[j],
                 base,
                 g,
@@ -361,6 +401,7 @@ class Engine:
         plan = schedule(st, policy=self.policy)
         self.sched_time_s += time.perf_counter() - t
         self.n_decisions += 1
+        self.last_plan = plan
         if plan.reclaim_shortfall:
             self.reclaim_deadline_misses += 1
         plan.apply(st, inplace=True, observer=self, validate=False)
@@ -369,14 +410,47 @@ class Engine:
         if self.checker is not None:
             self.checker.after_pass()
 
+    def _stalled(self, what: str, last_kind: int | None = None) -> None:
+        """Raise ``RuntimeError`` with a diagnostic of a replay that makes no progress."""
+        kinds = {FINISH: "finish", DEMAND: "demand", RECLAIM: "reclaim", TICK: "tick"}
+        due: dict[str, int] = {}
+        for t, kind, _, _, _ in self.heap:
+            if t <= self.now:
+                name = kinds.get(kind, str(kind))
+                due[name] = due.get(name, 0) + 1
+        d = self.last_plan
+        last = (
+            "none"
+            if d is None
+            else f"{len(d.starts)} starts, {len(d.resizes)} resizes, "
+                 f"{len(d.preemptions)} preemptions"
+        )
+        ev = "" if last_kind is None or last_kind < 0 else (
+            f"last event: {kinds.get(last_kind, last_kind)}; "
+        )
+        st = self.state
+        raise RuntimeError(
+            f"simulation stalled at t = {self.now:.6g} s: {what}; policy {self.policy_name}, "
+            f"queue length {len(st.queued)}, {len(st.running)} running, "
+            f"{self.n_open} jobs open, {st.n_loaned} servers on loan; "
+            f"events due now: {due or 'none'}; {ev}last decision: {last}; "
+            f"{self.n_decisions} passes so far"
+        )
+
     def _advance_clock(self, t: float) -> None:
         dt = t - self.now
         if dt > 0:
             st = self.state
+            nl = st.n_loaned
             self.busy_int += st.busy * dt
-            self.cap_int += (self.n_train + st.n_loaned) * self.gpus_per_server * dt
-            self.loan_int += st.n_loaned * dt
-            self.serving_int += st.servers_needed * dt
+            self.busy_loaned_int += st.busy_loaned * dt
+            self.cap_int += (self.n_train + nl) * self.gpus_per_server * dt
+            self.loan_int += nl * dt
+            # servers actually serving: the demand, but at most the servers not on
+            # loan (during a reclaim grace period the inference side is short)
+            free_inf = self.n_inf - nl
+            need = st.servers_needed
+            self.serving_int += (need if need < free_inf else free_inf) * dt
             self.now = t
 
     def _record(self) -> None:
@@ -402,7 +476,6 @@ class Engine:
     def run(self) -> None:
         """Run the event loop to the end (or the horizon)."""
         n = self.table.n_jobs
-        self.n_open = n
         sub = self.submit
         heap = self.heap
         pop = heapq.heappop
@@ -415,6 +488,16 @@ class Engine:
         ptr = 0
         n_iter = 0
         self._record()
+        # stall watchdog: events and iterations without the clock advancing (at
+        # one time there are at most n finishes, a demand change, reclaim
+        # deadlines and a tick), and passes with nothing running, no arrival left
+        # and jobs waiting (a deadlock)
+        same_t_limit = 2 * n + 1000
+        n_same_t = 0
+        n_idle = 0
+        last_t = math.nan
+        kind = -1  # kind of the last event popped (for the diagnostic)
+        st = self.state
         while self.n_open > 0:
             t = heap[0][0] if heap else math.inf
             if ptr < n and sub[ptr] <= t:
@@ -430,33 +513,57 @@ class Engine:
                     raise RuntimeError(f"event at {t} is before the clock {now}")
                 t = now
             self._advance_clock(t)
+            if t == last_t:
+                n_same_t += 1  # another iteration at this time
+            else:
+                last_t = t
+                n_same_t = 0
             changed = False
             ticked = False
             # finishes, demand changes, reclaim deadlines
             while heap and heap[0][0] <= t and heap[0][1] < ARRIVAL:
                 _, kind, seq, _, p = pop(heap)
-                changed |= self._handle(kind, seq, p)
+                if self._handle(kind, seq, p):
+                    changed = True
+                    n_same_t += 1
             while ptr < n and sub[ptr] <= t:
                 self._arrive(ptr)
                 ptr += 1
                 changed = True
+            self.n_arrived = ptr
             while heap and heap[0][0] <= t:
                 _, kind, seq, _, p = pop(heap)
+                n_same_t += 1
+                if n_same_t > same_t_limit:
+                    break  # an event handler keeps pushing events at this time
                 if kind == TICK:
                     ticked = True
                     if self.n_open > 0:
                         self._push(t + tick, TICK, 0)
                 else:  # e.g. a finish pushed at t by this very pass (zero work)
                     changed |= self._handle(kind, seq, p)
+            if n_same_t > same_t_limit:
+                self._stalled(
+                    f"{n_same_t} events and iterations at the same time without the clock "
+                    "advancing", kind,
+                )
             if changed or ticked:
                 self._pass()
                 self._record()
+                if not st.running and ptr >= n and self.n_open > 0:
+                    n_idle += 1
+                    if n_idle > _IDLE_PASS_LIMIT:
+                        self._stalled(
+                            f"{n_idle} passes in a row with nothing running, no arrival "
+                            "left and jobs waiting (no job can ever start)"
+                        )
+                else:
+                    n_idle = 0
             n_iter += 1
             if self.progress is not None and n_iter % 2048 == 0:
                 self.progress(n - self.n_open, n, self.now)
         if self.progress is not None:
             self.progress(n - self.n_open, n, self.now)
-        st = self.state
         if self.n_infeasible:
             # one summary line; the ids are logged at debug level at arrival
             first = [
