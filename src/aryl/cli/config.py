@@ -461,7 +461,7 @@ class _Resolver:
     def validate(self) -> None:
         """Build each section's dataclass (``auto`` as a placeholder) to check ranges."""
         for sec, vals in self.config.values.items():
-            args = {k: (1 if v == AUTO else v) for k, v in vals.items()}
+            args = {k: (1 if v == AUTO and k in AUTO_FIELDS else v) for k, v in vals.items()}
             try:
                 SECTIONS[sec](**args)
             except InvalidInputError as exc:

@@ -48,7 +48,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from aryl.scheduling.kernels import extras_table, solve_extras
+from aryl.scheduling.kernels import (
+    extras_table,
+    extras_table_from_throughput,
+    solve_extras,
+    throughput_rows,
+)
 from aryl.scheduling.placement import best_fit, bf_place
 from aryl.scheduling.plan import Reason, SchedulePlan
 from aryl.scheduling.policy import PassContext
@@ -75,6 +80,12 @@ class ArylPass(SjfPass):
         self.extras: dict[int, Placement] = {}
         # running jobs that can scale, in start order (empty unless the policy is elastic)
         self.el = st.elastic_running if pol.elastic else {}
+        # several GPU types and no mixing: a job's workers stay on one type
+        self.typed = st.multi_type and not st.config.mix_gpu_types
+        self.groups_t: dict[str, list[list[int]]] = {}
+        self.groups_extra_t: dict[str, list[list[int]]] = {}
+        self.loan_set: set[int] = set()
+        self._finishes: dict[str, list[tuple[float, int]]] = {}
 
     def set_groups(self, loaned: list[int]) -> None:
         """Server groups for base workers and for extras.
@@ -94,6 +105,16 @@ class ArylPass(SjfPass):
         tr = self.st.training_servers
         self.groups = [grp for grp in (tr, held, offered) if grp]
         self.groups_extra = [grp for grp in (held, tr, offered) if grp]
+        if self.typed:
+            st = self.st
+            gt = st.server_gpu_type
+            self.loan_set = set(loaned)
+            for t in st.gpu_types:
+                tr_t = st.training_by_type[t]
+                held_t = [x for x in held if gt[x] == t]
+                off_t = [x for x in offered if gt[x] == t]
+                self.groups_t[t] = [grp for grp in (tr_t, held_t, off_t) if grp]
+                self.groups_extra_t[t] = [grp for grp in (held_t, tr_t, off_t) if grp]
 
     # base phase hooks: the list passed around is the truly free GPUs; the
     # scratch (free + GPUs of the current extras) is built only when needed
@@ -122,6 +143,8 @@ class ArylPass(SjfPass):
 
     def place(self, free: list[int], j: int) -> Placement | None:
         """Best fit on truly free GPUs first; else also on GPUs of extra workers."""
+        if self.typed:
+            return self.place_typed(j)
         st = self.st
         w = self.pol.base_workers(st, j)
         g = st.gpus_per_worker[j]
@@ -150,6 +173,150 @@ class ArylPass(SjfPass):
     def take(self, free: list[int], place: Placement, j: int) -> None:
         pass  # place already took the GPUs
 
+    # ------------------------------------------------ several GPU types (typed)
+    def place_typed(self, j: int) -> Placement | None:
+        """The base workers on one GPU type: the fastest type for the job that holds
+        them (training servers of the type first, then its loaned and offered
+        servers), truly free GPUs first, else also GPUs of extras.  A placement
+        that needs loaned or offered servers is taken only when the job finishes
+        sooner there than by waiting for a faster training type
+        (:meth:`loan_worth_it`).
+        """
+        st = self.st
+        w = self.pol.base_workers(st, j)
+        g = st.gpus_per_worker[j]
+        order = st.type_order(j, w, [t for t in st.gpu_types if self.groups_t.get(t)])
+        real = self.real
+        for t in order:
+            before = list(real)
+            p = bf_place(real, self.groups_t[t], w, g)
+            if p is None:
+                continue
+            if self.loan_set and any(s in self.loan_set for s in p) and not (
+                self.loan_worth_it(j, t, w)
+            ):
+                real[:] = before
+                continue
+            self.real_left -= w * g
+            if self.scratch is not None:
+                for s, k in p.items():
+                    self.scratch[s] -= k * g
+            return p
+        if not self.el:
+            return None
+        scratch = self.build_scratch()
+        for t in order:
+            before = list(scratch)
+            p = bf_place(scratch, self.groups_t[t], w, g)
+            if p is None:
+                continue
+            if self.loan_set and any(s in self.loan_set for s in p) and not (
+                self.loan_worth_it(j, t, w)
+            ):
+                scratch[:] = before
+                continue
+            for s, k in p.items():
+                if real[s] < k * g:
+                    self.displaced = True
+                took = min(real[s], k * g)
+                real[s] -= took
+                self.real_left -= took
+            return p
+        return None
+
+    def loan_worth_it(self, j: int, t: str, w: int) -> bool:
+        """Start job ``j`` on ``w`` workers of type ``t`` (loaned servers) now, or wait?
+
+        Yes when its completion there, ``now + R / speed_t``, is no later than
+        the best of ``wait_u + R / speed_u`` over the training types ``u`` where
+        it runs faster; ``wait_u`` estimates when enough GPUs of type ``u`` free
+        up: the free GPUs of its training servers plus those of the jobs running
+        there, released at their expected finish (remaining work at their
+        current speed; fragmentation and the queue are ignored).
+        """
+        st = self.st
+        sp_t = st.throughput_on(j, t, w)
+        rem = st.remaining_s[j] * st.ref_throughput[j]  # work, throughput units x s
+        need = w * st.gpus_per_worker[j]
+        best = math.inf
+        for u in st.gpu_types:
+            tr = st.training_by_type[u]
+            if not tr:
+                continue
+            sp_u = st.throughput_on(j, u, w)
+            if sp_u <= sp_t:
+                continue
+            wait = self.wait_for(u, need)
+            best = min(best, wait + rem / sp_u)
+        return rem / sp_t <= best
+
+    def wait_for(self, u: str, need: int) -> float:
+        """Seconds until ``need`` GPUs of type ``u``'s training servers are free (estimate)."""
+        st = self.st
+        tr = st.training_by_type[u]
+        have = sum(self.real[s] for s in tr)
+        if have >= need:
+            return 0.0
+        fin = self._finishes.get(u)
+        if fin is None:
+            on = set(tr)
+            now = st.now_s
+            fin = []
+            for r in st.running:
+                place = st.placement[r]
+                assert place is not None
+                gpus = sum(k for s, k in place.items() if s in on) * st.gpus_per_worker[r]
+                if gpus:
+                    left = st.remaining_at(r, now)
+                    sp = st.speed[r]
+                    t_end = max(st.progress_at_s[r], now) + (left / sp if sp > 0 else math.inf)
+                    fin.append((t_end - now, gpus))
+            fin.sort()
+            self._finishes[u] = fin
+        for dt, gpus in fin:
+            have += gpus
+            if have >= need:
+                return dt
+        return math.inf
+
+    def base_type(self, j: int, place: Placement | None = None) -> str:
+        """The GPU type of job ``j``'s base workers (of ``place`` for a job starting now)."""
+        st = self.st
+        p = place if place is not None else st.placement[j]
+        assert p is not None
+        return st.server_gpu_type[min(p)]
+
+    def elastic_typed(self, d: SchedulePlan, free: list[int]) -> None:
+        """Phase 2 per GPU type: one exact MCKP per type over its jobs and capacity.
+
+        A job's extra workers go on its base workers' type (servers on loan, then
+        training, then offered servers of that type), valued at that type's
+        speed.  Jobs of different types never compete for the same GPU, so the
+        per-type optima together are the optimum of the joint knapsack with one
+        capacity per type (tested against ``scipy.optimize.milp``).
+        """
+        st = self.st
+        pol = self.pol
+        by_type: dict[str, list[int]] = {}
+        for j in self.el:
+            by_type.setdefault(self.base_type(j), []).append(j)
+        new_types = {
+            j: self.base_type(j, p) for j, p, _ in d.starts if pol.scalable(st, j)
+        }
+        for t in st.gpu_types:
+            cand = by_type.get(t, [])
+            if not cand and t not in new_types.values():
+                continue
+            servers = [s for grp in self.groups_t.get(t, []) for s in grp]
+            if not servers:
+                continue
+            ex = {j: self.extras[j] for j in cand if j in self.extras}
+            self.groups_extra = self.groups_extra_t[t]
+            self.elastic_phase(
+                d, free, cand, ex, servers=servers, gpu_type=t,
+                new_filter={j for j, x in new_types.items() if x == t},
+            )
+
     def run(self, d: SchedulePlan) -> None:
         st = self.st
         pol = self.pol
@@ -174,7 +341,13 @@ class ArylPass(SjfPass):
         if run and not new_el and not displaced:
             # only capacity changed: nothing to do if every elastic job is at its maximum
             run = bool(st.below) or len(loaned) < last_loaned
-        if run and (self.el or new_el):
+        if run and (self.el or new_el) and self.typed:
+            if not phase1:
+                self.capacity_view()
+            free_t = self.build_scratch()
+            self.elastic_typed(d, free_t)
+            left = sum(free_t)
+        elif run and (self.el or new_el):
             done = False
             free: list[int] | None = None
             if not displaced:
@@ -239,8 +412,16 @@ class ArylPass(SjfPass):
         extras_now: dict[int, Placement],
         unconstrained_only: bool = False,
         free_wo_extras: list[int] | None = None,
+        servers: list[int] | None = None,
+        gpu_type: str | None = None,
+        new_filter: set[int] | None = None,
     ) -> bool:
         """Phase 2 over running jobs ``cand`` (+ elastic starts in ``d``) on ``free``.
+
+        On a cluster of several GPU types (:meth:`elastic_typed`): ``servers``
+        are the servers of ``gpu_type`` (the capacity and the worker slots count
+        only them), values use that type's speed, and only the starts in
+        ``new_filter`` take part.
 
         ``free`` counts the GPUs of the extras in ``extras_now`` as free.  With
         ``unconstrained_only``, gives up (returns False, nothing changed) unless
@@ -262,13 +443,15 @@ class ArylPass(SjfPass):
         """
         st = self.st
         pol = self.pol
-        new = [(j, p) for j, p, _ in d.starts if pol.scalable(st, j)]
+        new = [(j, p) for j, p, _ in d.starts if pol.scalable(st, j)
+               and (new_filter is None or j in new_filter)]
         cand = list(cand)
         n_run = len(cand)
         cand.extend(j for j, _ in new)
         if not cand:
             return True
-        capacity = sum(free)  # servers not in a group (not on loan) have none free
+        # servers not in a group (not on loan) have none free
+        capacity = sum(free) if servers is None else sum(free[s] for s in servers)
         if capacity <= 0 and not extras_now:
             return True
         n = len(cand)
@@ -283,11 +466,16 @@ class ArylPass(SjfPass):
         alpha = al_a[ci]
         pause = np.zeros(n)
         pause[:n_run] = float(st.config.rescale_pause_s)
-        values, weights = extras_table(rem, cur, base, mx, g, alpha, pause)
+        if gpu_type is None:
+            values, weights = extras_table(rem, cur, base, mx, g, alpha, pause)
+        else:
+            tput = throughput_rows(st, cand, base, mx, gpu_type)
+            values, weights = extras_table_from_throughput(rem, cur, base, mx, g, tput, pause)
         backend = st.config.backend
         max_extra = mx - base
         # (1) per-job caps from per-server worker slots (1-GPU workers always fit)
-        caps = self.slot_caps(free, g, max_extra) if int(g.max()) > 1 else None
+        slot_free = free if servers is None else [free[s] for s in servers]
+        caps = self.slot_caps(slot_free, g, max_extra) if int(g.max()) > 1 else None
         kk = solve_extras(
             values, weights, capacity, backend=backend, solver=pol.solver,
             unconstrained_only=unconstrained_only, max_extra=caps,

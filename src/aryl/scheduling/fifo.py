@@ -10,7 +10,7 @@ index (kept by the state, O(q) per arrival).
 
 from __future__ import annotations
 
-from aryl.scheduling.placement import gang_place
+from aryl.scheduling.placement import gang_place_typed
 from aryl.scheduling.plan import Reason, SchedulePlan
 from aryl.scheduling.policy import PassContext, Policy
 from aryl.scheduling.state import ClusterState
@@ -33,11 +33,8 @@ class FifoPolicy(Policy):
             return
         queue = st.sorted_queue("arrival", arrival_key)
         free = ctx.free
-        servers = st.training_servers
-        gpus = st.server_gpus
         avail = st.training_gpus - st.busy
         scratch: list[int] | None = None
-        S = gpus[servers[0]] if servers else 0
         ref = st.ref_workers
         gpw = st.gpus_per_worker
         for _, j in queue:
@@ -45,7 +42,7 @@ class FifoPolicy(Policy):
             w = ref[j]
             if w * g > avail:
                 break
-            place = gang_place(scratch if scratch is not None else free, servers, w, g, S)
+            place = gang_place_typed(st, scratch if scratch is not None else free, j, w)
             if place is None:
                 break
             if scratch is None:

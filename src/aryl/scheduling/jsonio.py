@@ -61,14 +61,14 @@ SCHEMA_VERSION = 1
 
 _SERVER_KEYS = {"id", "role", "gpus", "pool", "gpu_type", "status", "reclaimed_s"}
 _JOB_KEYS = {
-    "id", "arrival_s", "gpus_per_worker", "ref_workers", "min_workers", "max_workers",
+    "id", "family", "arrival_s", "gpus_per_worker", "ref_workers", "min_workers", "max_workers",
     "elastic", "alpha", "status", "remaining_s", "progress_at_s", "checkpoint_remaining_s",
     "next_checkpoint_s", "restarted", "queued_since_s", "waited_s", "attained_gpu_s",
     "attained_at_s", "placement",
 }
 _TOP_KEYS = {
-    "schema_version", "now_s", "config", "servers", "inference", "jobs", "running",
-    "elastic_memo",
+    "schema_version", "now_s", "config", "speed_model", "servers", "inference", "jobs",
+    "running", "elastic_memo",
 }
 
 
@@ -144,7 +144,7 @@ def state_from_json(doc: Mapping[str, Any] | str) -> ClusterState:
         config = SchedulerConfig(**dict(cfg_doc))
     except TypeError as exc:  # pragma: no cover - guarded by _unknown
         raise InvalidInputError(f"state.config: {exc}") from None
-    st = ClusterState(now_s=now, config=config)
+    st = ClusterState(now_s=now, config=config, speeds=_speed_model(doc.get("speed_model")))
     servers = doc.get("servers")
     if not isinstance(servers, list) or not servers:
         raise InvalidInputError("state.servers: must be a non-empty list")
@@ -222,6 +222,7 @@ def state_from_json(doc: Mapping[str, Any] | str) -> ClusterState:
             max_workers=_get(where, jd, "max_workers", "int", ref),
             elastic=elastic,
             alpha=_get(where, jd, "alpha", "number", 0.05),
+            family=jd.get("family"),
         )
         rem = st.remaining_s[j]
         st.checkpoint_remaining_s[j] = _get(where, jd, "checkpoint_remaining_s", "number", rem)
@@ -273,7 +274,7 @@ def state_from_json(doc: Mapping[str, Any] | str) -> ClusterState:
         st.running[j] = None
         st.placement[j] = place
         st.workers[j] = w_total
-        st.speed[j] = st.speed_at(j, w_total)
+        st.speed[j] = st.speed_at(j, w_total, place)
     order = doc.get("running")
     if order is not None:
         if not isinstance(order, list):
@@ -314,6 +315,32 @@ def state_from_json(doc: Mapping[str, Any] | str) -> ClusterState:
                 f"loan cannot host training workers"
             )
     return st
+
+
+def _speed_model(doc: Any) -> Any:
+    """The state's speed model from its document (None: every GPU type equally fast)."""
+    if doc is None:
+        return None
+    from aryl.scheduling.speed import SpeedModel
+
+    if not isinstance(doc, Mapping):
+        raise InvalidInputError("state.speed_model: must be an object or null")
+    _unknown("state.speed_model", doc,
+             {"reference_gpu_type", "factors", "table", "relative_speed_override"})
+    table = None
+    if doc.get("table") is not None:
+        if doc["table"] != "bundled":
+            raise InvalidInputError("state.speed_model.table: must be 'bundled' or null")
+        from aryl.speeds import SpeedTable
+
+        table = SpeedTable.bundled()
+    for key in ("factors", "relative_speed_override"):
+        if not isinstance(doc.get(key, {}), Mapping):
+            raise InvalidInputError(f"state.speed_model.{key}: must be an object")
+    return SpeedModel(
+        str(doc.get("reference_gpu_type", "default")), factors=doc.get("factors"),
+        table=table, relative_speed_override=doc.get("relative_speed_override"),
+    )
 
 
 def read_state(path: str | Path) -> ClusterState:
@@ -367,6 +394,7 @@ def state_to_json(st: ClusterState) -> dict[str, Any]:
             "max_workers": st.max_workers[j],
             "elastic": st.elastic[j],
             "alpha": st.alpha[j],
+            "family": st.family[j],
             "status": JOB_STATUS_NAMES[st.status[j]],
             "remaining_s": st.remaining_s[j],
             "progress_at_s": st.progress_at_s[j],
@@ -386,6 +414,7 @@ def state_to_json(st: ClusterState) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "now_s": st.now_s,
         "config": st.config.to_dict(),
+        "speed_model": None if st.speeds is None else st.speeds.to_dict(),
         "servers": servers,
         "inference": {
             "servers_needed": st.servers_needed,

@@ -20,11 +20,13 @@ from aryl.scheduling.state import ClusterState
 
 __all__ = [
     "extras_table",
+    "extras_table_from_throughput",
     "jobs_in_start_order",
     "mckp_extras",
     "plan_reclaim",
     "reclaim_request",
     "solve_extras",
+    "throughput_rows",
 ]
 
 
@@ -156,6 +158,51 @@ def mckp_extras(
         values, weights, capacity, backend=backend, solver=solver,
         unconstrained_only=unconstrained_only, max_extra=max_extra,
     )
+
+
+def throughput_rows(
+    st: ClusterState, cand: list[int], base: np.ndarray, mx: np.ndarray, gpu_type: str
+) -> np.ndarray:
+    """``tput[i, k]`` = throughput of job ``cand[i]`` on ``base[i] + k`` workers of
+    ``gpu_type`` (``k = 0 .. max extra``; NaN past the job's maximum). O(n x K)."""
+    extra = mx - base
+    n_cols = int(extra.max()) + 1 if extra.size else 1
+    out = np.full((len(cand), n_cols), np.nan)
+    for i, j in enumerate(cand):
+        b = int(base[i])
+        for k in range(int(extra[i]) + 1):
+            out[i, k] = st.throughput_on(j, gpu_type, b + k)
+    return out
+
+
+def extras_table_from_throughput(
+    rem: np.ndarray,
+    cur: np.ndarray,
+    base: np.ndarray,
+    mx: np.ndarray,
+    g: np.ndarray,
+    tput: np.ndarray,
+    pause: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`extras_table` with the throughputs given (one GPU type's speeds).
+
+    ``rem`` is each job's remaining work in the throughput's units x seconds;
+    ``tput[i, k]`` its throughput on ``base[i] + k`` workers.  The value of ``k``
+    extra workers is the JCT reduction ``rem / tput[i, 0] - rem / tput[i, k]``
+    minus the rescale pause when the size differs from today's (none for a job
+    starting now, ``pause[i] == 0``).
+    """
+    from aryl.elastic import _table_from_throughput
+
+    p = float(pause.max()) if pause.size else 0.0
+    filled = np.where(np.isnan(tput), 1.0, tput)  # NaN columns are cut below
+    values, weights = _table_from_throughput(rem, cur, base, mx - base, g, filled, p)
+    values = np.asarray(values, dtype=np.float64)
+    zero = pause == 0
+    if p > 0 and zero.any():
+        values = values.copy()
+        values[zero] += p
+    return values, np.asarray(weights, dtype=np.int64)
 
 
 def _table(

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aryl.scheduling.state import Placement
+from aryl.scheduling.state import ClusterState, Placement
 
-__all__ = ["best_fit", "bf_place", "gang_place"]
+__all__ = ["best_fit", "bf_place", "gang_place", "gang_place_typed"]
 
 
 def best_fit(free: Sequence[int], servers: Sequence[int], need: int) -> int:
@@ -117,3 +117,24 @@ def bf_place(
                 break
     assert left == 0, need_total
     return place
+
+
+def gang_place_typed(
+    st: ClusterState, free: Sequence[int], j: int, workers: int
+) -> Placement | None:
+    """:func:`gang_place` on the training servers of one GPU type: the fastest type
+    for job ``j`` that fits it now (ties: type order); one type on a homogeneous
+    cluster, or every training server when ``config.mix_gpu_types``.
+    """
+    g = st.gpus_per_worker[j]
+    if not st.multi_type or st.config.mix_gpu_types:
+        servers = st.training_servers
+        if not servers:
+            return None
+        return gang_place(free, servers, workers, g, st.server_gpus[servers[0]])
+    for t in st.type_order(j, workers, [x for x in st.gpu_types if st.training_by_type[x]]):
+        servers = st.training_by_type[t]
+        p = gang_place(free, servers, workers, g, st.server_gpus[servers[0]])
+        if p is not None:
+            return p
+    return None

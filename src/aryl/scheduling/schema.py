@@ -62,6 +62,22 @@ def state_schema() -> dict[str, Any]:
                     "reclaim_policy": {"enum": list(RECLAIM_POLICIES)},
                     "seed": _NONNEG_INT,
                     "backend": {"enum": ["native", "reference"]},
+                    "mix_gpu_types": {"type": "boolean"},
+                },
+            },
+            "speed_model": {
+                "type": ["object", "null"],
+                "description": "Speeds per GPU type; null: every type equally fast.",
+                "additionalProperties": False,
+                "properties": {
+                    "reference_gpu_type": {"type": "string"},
+                    "factors": {"type": "object",
+                                "additionalProperties": {"type": "number",
+                                                         "exclusiveMinimum": 0}},
+                    "table": {"enum": ["bundled", None]},
+                    "relative_speed_override": {
+                        "type": "object",
+                        "additionalProperties": {"type": "number", "exclusiveMinimum": 0}},
                 },
             },
             "servers": {
@@ -113,6 +129,8 @@ def state_schema() -> dict[str, Any]:
                         "max_workers": _POS_INT,
                         "elastic": {"type": "boolean"},
                         "alpha": {"type": "number", "minimum": 0, "maximum": 1},
+                        "family": {"type": ["string", "null"],
+                                   "description": "Model family of measured speeds."},
                         "status": {"enum": ["queued", "running"]},
                         "remaining_s": {"type": "number", "minimum": 0},
                         "progress_at_s": _NUM,

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from aryl.errors import InvalidInputError
-from aryl.scheduling.placement import gang_place
+from aryl.scheduling.placement import gang_place_typed
 from aryl.scheduling.plan import Reason, SchedulePlan
 from aryl.scheduling.policy import PassContext, Policy
 from aryl.scheduling.state import ClusterState, Placement
@@ -68,9 +68,7 @@ class SjfPass:
 
     def place(self, free: list[int], j: int) -> Placement | None:
         st = self.st
-        servers = st.training_servers
-        S = st.server_gpus[servers[0]] if servers else 0
-        return gang_place(free, servers, self.pol.base_workers(st, j), st.gpus_per_worker[j], S)
+        return gang_place_typed(st, free, j, self.pol.base_workers(st, j))
 
     def take(self, free: list[int], place: Placement, j: int) -> None:
         g = self.st.gpus_per_worker[j]

@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from aryl.errors import InvalidInputError
+from aryl.scheduling.speed import DEFAULT_GPU_TYPE, SpeedModel
 
 __all__ = [
     "DONE",
@@ -108,6 +109,9 @@ class SchedulerConfig:
         Seed of the ``random`` reclaim policy.
     backend : {"native", "reference"}
         Kernel implementation (MCKP, reclaim).
+    mix_gpu_types : bool
+        A job's workers may span GPU types (it then runs at the pace of its
+        slowest type); False keeps each job on one type (docs/model.md).
     """
 
     rescale_pause_s: float = 30.0
@@ -119,6 +123,7 @@ class SchedulerConfig:
     reclaim_policy: str = "aryl"
     seed: int = 0
     backend: str = "native"
+    mix_gpu_types: bool = False
 
     def __post_init__(self) -> None:
         for name in ("rescale_pause_s", "restart_cost_s", "loan_cooldown_s"):
@@ -137,6 +142,10 @@ class SchedulerConfig:
             raise InvalidInputError(
                 f"config.reclaim_policy: unknown {self.reclaim_policy!r}; "
                 f"choose from {list(RECLAIM_POLICIES)}"
+            )
+        if not isinstance(self.mix_gpu_types, bool):
+            raise InvalidInputError(
+                f"config.mix_gpu_types: must be true or false, got {self.mix_gpu_types!r}"
             )
         if self.backend not in ("native", "reference"):
             raise InvalidInputError(
@@ -233,6 +242,7 @@ class ClusterState:
         "base_busy",
         "below",
         "busy",
+        "busy_by_pool",
         "busy_loaned",
         "checkpoint_remaining_s",
         "config",
@@ -241,11 +251,15 @@ class ClusterState:
         "elastic_running",
         "ex_job",
         "ex_srv",
+        "family",
         "free",
+        "gpu_types",
         "gpus_per_worker",
         "job_id",
         "jobs_on",
         "last_reclaim_s",
+        "loaned_gpus",
+        "loaned_gpus_by_pool",
         "max_workers",
         "min_workers",
         "n_loaned",
@@ -253,6 +267,7 @@ class ClusterState:
         "now_s",
         "np_static",
         "placement",
+        "pool_names",
         "progress_at_s",
         "qidx",
         "queued",
@@ -267,20 +282,35 @@ class ClusterState:
         "server_gpus",
         "server_id",
         "server_pool",
+        "server_pool_idx",
         "server_reclaimed_s",
         "server_status",
+        "servers_by_type",
         "servers_needed",
         "speed",
+        "speeds",
         "status",
+        "training_by_type",
         "training_gpus",
         "training_servers",
         "waited_s",
         "workers",
     )
 
-    def __init__(self, now_s: float = 0.0, config: SchedulerConfig | None = None) -> None:
+    def __init__(
+        self,
+        now_s: float = 0.0,
+        config: SchedulerConfig | None = None,
+        speeds: SpeedModel | None = None,
+    ) -> None:
         self.now_s = float(now_s)
         self.config = config if config is not None else SchedulerConfig()
+        # how fast jobs run per GPU type (None: one speed for every type, the
+        # homogeneous model)
+        self.speeds = speeds if speeds is not None and not speeds.is_trivial else None
+        self.gpu_types: list[str] = []  # distinct GPU types, in server order
+        self.servers_by_type: dict[str, list[int]] = {}  # every server of a type, ascending
+        self.training_by_type: dict[str, list[int]] = {}  # training servers of a type
         # servers
         self.server_id: list[str] = []
         self.server_pool: list[str] = []
@@ -293,6 +323,12 @@ class ClusterState:
         self.free: list[int] = []
         self.jobs_on: list[dict[int, int]] = []
         self.n_loaned = 0
+        self.loaned_gpus = 0  # GPUs of the servers on loan
+        # pools (by name, in order of first server): busy GPUs and loaned GPUs per pool
+        self.pool_names: list[str] = []
+        self.server_pool_idx: list[int] = []
+        self.busy_by_pool: list[int] = []
+        self.loaned_gpus_by_pool: list[int] = []
         self.last_reclaim_s = -math.inf  # when a server was last reclaimed (loan cool-down)
         # inference side
         self.servers_needed = 0
@@ -306,6 +342,7 @@ class ClusterState:
         self.ref_workers: list[int] = []
         self.elastic: list[bool] = []
         self.alpha: list[float] = []
+        self.family: list[str | None] = []  # model family (measured speeds) or None
         self.ref_throughput: list[float] = []
         self.status: list[int] = []
         self.workers: list[int] = []
@@ -354,7 +391,7 @@ class ClusterState:
         role: str,
         gpus: int,
         pool: str | None = None,
-        gpu_type: str = "default",
+        gpu_type: str = DEFAULT_GPU_TYPE,
         status: int | str | None = None,
         reclaimed_s: float = -math.inf,
     ) -> int:
@@ -396,8 +433,23 @@ class ClusterState:
                     f"{where}.status: an inference server is 'serving', 'idle' or 'loaned'"
                 )
         self.server_id.append(str(server_id))
-        self.server_pool.append(pool if pool is not None else role)
-        self.server_gpu_type.append(str(gpu_type))
+        pname = pool if pool is not None else role
+        self.server_pool.append(pname)
+        if pname not in self.pool_names:
+            self.pool_names.append(pname)
+            self.busy_by_pool.append(0)
+            self.loaned_gpus_by_pool.append(0)
+        pidx = self.pool_names.index(pname)
+        self.server_pool_idx.append(pidx)
+        gt = str(gpu_type)
+        self.server_gpu_type.append(gt)
+        if gt not in self.servers_by_type:
+            self.gpu_types.append(gt)
+            self.servers_by_type[gt] = []
+            self.training_by_type[gt] = []
+        self.servers_by_type[gt].append(i)
+        if role == "training":
+            self.training_by_type[gt].append(i)
         self.server_gpus.append(int(gpus))
         self.server_status.append(st)
         self.server_reclaimed_s.append(float(reclaimed_s))
@@ -412,6 +464,8 @@ class ClusterState:
         self.ex_srv.append(0)
         if st == LOANED:
             self.n_loaned += 1
+            self.loaned_gpus += int(gpus)
+            self.loaned_gpus_by_pool[pidx] += int(gpus)
         return i
 
     def add_job(
@@ -427,6 +481,7 @@ class ClusterState:
         elastic: bool = False,
         alpha: float = 0.05,
         status: int = PENDING,
+        family: str | None = None,
     ) -> int:
         """Append a job (status ``PENDING`` unless given); returns its index.
 
@@ -464,7 +519,11 @@ class ClusterState:
         self.ref_workers.append(int(ref_workers))
         self.elastic.append(bool(elastic))
         self.alpha.append(float(alpha))
-        self.ref_throughput.append(throughput_1(ref_workers, alpha))
+        if family is not None and (not isinstance(family, str) or not family):
+            raise InvalidInputError(f"{where}.family: must be a non-empty string or null")
+        self.family.append(family)
+        self.ref_throughput.append(self._ref_throughput(family, float(alpha), int(ref_workers),
+                                                        int(gpus_per_worker)))
         self.status.append(status)
         self.workers.append(0)
         self.placement.append(None)
@@ -509,6 +568,7 @@ class ClusterState:
         max_workers: list[int],
         elastic: list[bool],
         alpha: list[float],
+        family: list[str | None] | None = None,
     ) -> range:
         """Append many ``PENDING`` jobs at once (the simulator's trace); their indexes.
 
@@ -554,9 +614,17 @@ class ClusterState:
         self.ref_workers.extend(int(x) for x in ref_workers)
         self.elastic.extend(bool(x) for x in elastic)
         self.alpha.extend(float(x) for x in alpha)
-        self.ref_throughput.extend(
-            throughput_1(w, a) for w, a in zip(ref_workers, alpha, strict=True)
-        )
+        fams: list[str | None] = [None] * n if family is None else list(family)
+        self.family.extend(fams)
+        if self.speeds is None and family is None:
+            self.ref_throughput.extend(
+                throughput_1(w, a) for w, a in zip(ref_workers, alpha, strict=True)
+            )
+        else:
+            self.ref_throughput.extend(
+                self._ref_throughput(f, float(a), int(w), int(g))
+                for f, a, w, g in zip(fams, alpha, ref_workers, gpus_per_worker, strict=True)
+            )
         self.status.extend([PENDING] * n)
         self.workers.extend([0] * n)
         self.placement.extend([None] * n)
@@ -574,12 +642,46 @@ class ClusterState:
         return range(start, start + n)
 
     # ------------------------------------------------------------ job model
-    def speed_at(self, j: int, w: int) -> float:
-        """Progress rate of job ``j`` at ``w`` workers, reference seconds per second."""
-        if w == self.ref_workers[j]:
-            return 1.0
+    def _ref_throughput(self, family: str | None, alpha: float, ref: int, g: int) -> float:
+        """Throughput at the reference size on the reference type (the unit of work)."""
+        sp = self.speeds
+        if sp is None:
+            if family is not None:
+                raise InvalidInputError(
+                    f"model family {family!r}: the state has no speed model for families"
+                )
+            return throughput_1(ref, alpha)
+        return sp.throughput(family, alpha, sp.reference_gpu_type, ref, g)
+
+    def throughput_on(self, j: int, gpu_type: str, w: int) -> float:
+        """Throughput of job ``j`` on ``w`` workers of ``gpu_type`` (its reference size on
+        the reference type: ``ref_throughput[j]``). O(1)."""
+        sp = self.speeds
         a = self.alpha[j]
-        return (w / (1.0 + a * (w - 1))) / self.ref_throughput[j]
+        if sp is None:
+            return w / (1.0 + a * (w - 1)) if w > 0 else 0.0
+        return sp.throughput(self.family[j], a, gpu_type, w, self.gpus_per_worker[j])
+
+    def speed_at(self, j: int, w: int, place: Placement | None = None) -> float:
+        """Progress rate of job ``j`` at ``w`` workers, reference seconds per second.
+
+        On a cluster of several GPU types the rate depends on where it runs
+        (``place``): the slowest type of its placement sets the pace.
+        """
+        if self.speeds is None:
+            if w == self.ref_workers[j]:
+                return 1.0
+            a = self.alpha[j]
+            return (w / (1.0 + a * (w - 1))) / self.ref_throughput[j]
+        if place is None:
+            raise InvalidInputError("speed_at: a placement is needed on a typed cluster")
+        types = {self.server_gpu_type[s] for s in place}
+        return min(self.throughput_on(j, t, w) for t in types) / self.ref_throughput[j]
+
+    def placement_type(self, place: Placement) -> str:
+        """The GPU type of a placement (the slowest is not needed: one type unless mixed;
+        for a mixed placement the type of its first server)."""
+        return self.server_gpu_type[next(iter(place))]
 
     def remaining_at(self, j: int, now: float) -> float:
         """Reference seconds job ``j`` still needs at ``now`` (no mutation)."""
@@ -691,12 +793,15 @@ class ClusterState:
         free = self.free
         jobs_on = self.jobs_on
         nt = len(self.training_servers)
+        bp = self.busy_by_pool
+        spi = self.server_pool_idx
         w = 0
         for s, k in place.items():
             free[s] -= k * g
             on = jobs_on[s]
             on[j] = on.get(j, 0) + k
             w += k
+            bp[spi[s]] += k * g
             if s >= nt:
                 self.busy_loaned += k * g
         self.busy += w * g
@@ -713,9 +818,12 @@ class ClusterState:
         free = self.free
         jobs_on = self.jobs_on
         nt = len(self.training_servers)
+        bp = self.busy_by_pool
+        spi = self.server_pool_idx
         for s, k in place.items():
             free[s] += k * g
             del jobs_on[s][j]
+            bp[spi[s]] -= k * g
             if s >= nt:
                 self.busy_loaned -= k * g
         self.busy -= self.workers[j] * g
@@ -762,7 +870,7 @@ class ClusterState:
         self.base_busy += self.min_workers[j] * self.gpus_per_worker[j]
         self.waited_s[j] += now - self.queued_since_s[j]
         self.attained_at_s[j] = now
-        self.speed[j] = self.speed_at(j, w)
+        self.speed[j] = self.speed_at(j, w, place)
         lt = now + (self.config.restart_cost_s if self.restarted[j] else 0.0)
         self.progress_at_s[j] = lt
         self.checkpoint_remaining_s[j] = self.remaining_s[j]
@@ -784,7 +892,7 @@ class ClusterState:
     def place_resized(self, j: int, place: Placement, now: float) -> int:
         """Second half of a resize: new placement, checkpoint, rescale pause; new workers."""
         w = self._place(j, place)
-        self.speed[j] = self.speed_at(j, w)
+        self.speed[j] = self.speed_at(j, w, place)
         lt = max(self.progress_at_s[j], now + self.config.rescale_pause_s)
         self.progress_at_s[j] = lt
         self.checkpoint_remaining_s[j] = self.remaining_s[j]
@@ -824,8 +932,11 @@ class ClusterState:
                 f"servers[{s}] ({self.server_id[s]!r}): only an idle inference server can be lent"
             )
         self.server_status[s] = LOANED
-        self.free[s] = self.server_gpus[s]
+        gpus = self.server_gpus[s]
+        self.free[s] = gpus
         self.n_loaned += 1
+        self.loaned_gpus += gpus
+        self.loaned_gpus_by_pool[self.server_pool_idx[s]] += gpus
 
     def give_back(self, s: int, *, reclaimed: bool, now: float) -> None:
         """Loaned server ``s`` returns to the inference side (must host no training work)."""
@@ -836,6 +947,9 @@ class ClusterState:
         self.server_status[s] = IDLE
         self.free[s] = 0
         self.n_loaned -= 1
+        gpus = self.server_gpus[s]
+        self.loaned_gpus -= gpus
+        self.loaned_gpus_by_pool[self.server_pool_idx[s]] -= gpus
         if reclaimed:
             self.server_reclaimed_s[s] = now
             if now > self.last_reclaim_s:
@@ -856,6 +970,18 @@ class ClusterState:
                 st[s] = IDLE
 
     # ------------------------------------------------------------ views
+    @property
+    def multi_type(self) -> bool:
+        """More than one GPU type: placement keeps a job's workers on one type."""
+        return len(self.gpu_types) > 1
+
+    def type_order(self, j: int, w: int, types: list[str] | None = None) -> list[str]:
+        """GPU types by job ``j``'s throughput on ``w`` workers there, fastest first
+        (ties: the order of the types' first servers)."""
+        ts = self.gpu_types if types is None else types
+        rank = {t: i for i, t in enumerate(self.gpu_types)}
+        return sorted(ts, key=lambda t: (-self.throughput_on(j, t, w), rank[t]))
+
     def inference_servers(self) -> range:
         return range(len(self.training_servers), self.n_servers)
 
@@ -880,7 +1006,9 @@ class ClusterState:
         O(n_servers + placements).
         """
         (self.free, self.jobs_on, self.ex_srv, self.ex_job, self.below, self.elastic_running,
-         self.busy, self.base_busy, self.n_loaned, self.busy_loaned) = self._recompute()
+         self.busy, self.base_busy, self.n_loaned, self.busy_loaned, self.busy_by_pool,
+         self.loaned_gpus_by_pool) = self._recompute()
+        self.loaned_gpus = sum(self.loaned_gpus_by_pool)
         self.last_reclaim_s = max(self.server_reclaimed_s, default=-math.inf)
 
     def _recompute(self) -> tuple[Any, ...]:
@@ -897,6 +1025,7 @@ class ClusterState:
         busy = 0
         base_busy = 0
         busy_loaned = 0
+        busy_by_pool = [0] * len(self.pool_names)
         nt = len(self.training_servers)
         for j in self.running:
             place = self.placement[j]
@@ -910,6 +1039,7 @@ class ClusterState:
                 free[s] -= k * g
                 jobs_on[s][j] = k
                 w += k
+                busy_by_pool[self.server_pool_idx[s]] += k * g
                 if s >= nt:
                     busy_loaned += k * g
             if w != self.workers[j]:
@@ -935,8 +1065,12 @@ class ClusterState:
                         ex_srv[s] += (k - take) * g
                 ex_job[j] = e
         n_loaned = sum(1 for st in self.server_status if st == LOANED)
+        loaned_gpus_by_pool = [0] * len(self.pool_names)
+        for s in range(n):
+            if self.server_status[s] == LOANED:
+                loaned_gpus_by_pool[self.server_pool_idx[s]] += self.server_gpus[s]
         return (free, jobs_on, ex_srv, ex_job, below, elastic_running, busy, base_busy, n_loaned,
-                busy_loaned)
+                busy_loaned, busy_by_pool, loaned_gpus_by_pool)
 
     def check_indexes(self) -> None:
         """Raise AssertionError if a derived index differs from an independent
@@ -945,15 +1079,17 @@ class ClusterState:
         now = (
             self.free, self.jobs_on, self.ex_srv, self.ex_job, set(self.below),
             list(self.elastic_running), self.busy, self.base_busy, self.n_loaned,
-            self.busy_loaned, self.last_reclaim_s,
+            self.busy_loaned, self.busy_by_pool, self.loaned_gpus_by_pool, self.loaned_gpus,
+            self.last_reclaim_s,
         )
         r = self._recompute()
-        ref = (r[0], r[1], r[2], r[3], set(r[4]), list(r[5]), r[6], r[7], r[8], r[9],
-               max(self.server_reclaimed_s, default=-math.inf))
+        ref = (r[0], r[1], r[2], r[3], set(r[4]), list(r[5]), r[6], r[7], r[8], r[9], r[10],
+               r[11], sum(r[11]), max(self.server_reclaimed_s, default=-math.inf))
         names = ("free GPUs per server", "jobs per server", "extra GPUs per server",
                  "extra workers per job", "jobs below their maximum",
                  "running elastic jobs (start order)", "busy GPUs", "base-worker GPUs",
-                 "loaned servers", "GPUs busy on loaned servers", "last reclaim time")
+                 "loaned servers", "GPUs busy on loaned servers", "busy GPUs per pool",
+                 "loaned GPUs per pool", "loaned GPUs", "last reclaim time")
         for name, a, b in zip(names, now, ref, strict=True):
             if a != b:
                 raise AssertionError(f"{name} drifted")
@@ -976,6 +1112,8 @@ class ClusterState:
                 v = v.copy()
             setattr(c, name, v)
         c.jobs_on = [d.copy() for d in self.jobs_on]
+        c.servers_by_type = {t: v.copy() for t, v in self.servers_by_type.items()}
+        c.training_by_type = {t: v.copy() for t, v in self.training_by_type.items()}
         c.qidx = {n: (k, lst.copy(), keys.copy()) for n, (k, lst, keys) in self.qidx.items()}
         return c
 

@@ -22,7 +22,7 @@ import bisect
 from typing import Any, ClassVar
 
 from aryl.errors import InvalidInputError
-from aryl.scheduling.placement import gang_place
+from aryl.scheduling.placement import gang_place_typed
 from aryl.scheduling.plan import Reason, SchedulePlan
 from aryl.scheduling.policy import PassContext, Policy
 from aryl.scheduling.state import ClusterState, Placement
@@ -60,7 +60,6 @@ class TiresiasPolicy(Policy):
             return
         lst = st.sorted_queue(self.queue_name, self._key)
         servers = st.training_servers
-        S = st.server_gpus[servers[0]] if servers else 0
         free = list(ctx.free)
         avail = sum(free[s] for s in servers)
         gpw = st.gpus_per_worker
@@ -68,7 +67,7 @@ class TiresiasPolicy(Policy):
         for lv, j in lst:
             g = gpw[j]
             w = self.base_workers(st, j)
-            place = gang_place(free, servers, w, g, S) if w * g <= avail else None
+            place = gang_place_typed(st, free, j, w) if w * g <= avail else None
             if place is None:
                 if blocked is None:
                     blocked = (lv, j)
@@ -103,7 +102,6 @@ class TiresiasPolicy(Policy):
             return
         victims.sort()
         servers = st.training_servers
-        S = st.server_gpus[servers[0]] if servers else 0
         scratch = list(free)
         avail = sum(scratch[s] for s in servers)
         chosen: list[int] = []
@@ -117,7 +115,7 @@ class TiresiasPolicy(Policy):
             avail += st.workers[r] * gr
             chosen.append(r)
             if avail >= need:
-                p = gang_place(scratch, servers, w, g, S)
+                p = gang_place_typed(st, scratch, j, w)
                 if p is not None:
                     for r2 in chosen:
                         plan.preemptions.append((r2, Reason.LAS_PREEMPT))

@@ -86,16 +86,23 @@ def simulate(
     from aryl.sim.engine import Engine, InferenceSchedule
     from aryl.sim.jobs import build_job_table
     from aryl.sim.metrics import build_result
+    from aryl.sim.setup import check_types, job_families, resolve_cluster, speed_model
 
     cfg = config if config is not None else SimConfig()
+    spec = resolve_cluster(cfg)
+    model = speed_model(cfg, spec)
+    check_types(spec, model)
     jobs, meta = load_jobs(trace)
     if len(jobs) == 0:
         log.warning("the trace has no jobs: empty results")
-    table = build_job_table(
-        jobs, gpus_per_server=cfg.gpus_per_server, default_alpha=cfg.default_alpha
-    )
+    gps = max((p.gpus_per_server for p in spec.training_pools), default=cfg.gpus_per_server)
+    table = build_job_table(jobs, gpus_per_server=gps, default_alpha=cfg.default_alpha)
+    families = job_families(jobs, cfg, spec)
+    if families is not None:
+        families = [families[int(i)] for i in table.input_row]
+    n_inf = spec.n_inference_servers
     if inference is None:
-        sched = default_inference(cfg.n_inference_servers, cfg.seed)
+        sched = default_inference(n_inf, cfg.seed)
     elif inference is False:
         sched = None
     elif isinstance(inference, InferenceSchedule):
@@ -104,8 +111,9 @@ def simulate(
         t0 = cfg.start_time_s
         if t0 is None:
             t0 = float(table.submit_time_s[0]) if table.n_jobs else 0.0
-        sched = inference_schedule(inference, cfg.n_inference_servers, t0)
-    eng = Engine(table, policy, cfg, sched, progress=progress, policy_options=policy_options)
+        sched = inference_schedule(inference, n_inf, t0)
+    eng = Engine(table, policy, cfg, sched, progress=progress, policy_options=policy_options,
+                 cluster=spec, speeds=model, families=families)
     eng.reclaim_log = reclaim_log
     eng.run()
     res = build_result(eng, meta)

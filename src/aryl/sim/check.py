@@ -237,9 +237,20 @@ def check_result(res: SimResult) -> None:
             if v is not None and not v >= 0:
                 raise InvariantError(f"summary {key}.{stat} = {v} negative")
     for key in ("gpu_s_allocated", "gpu_s_allocated_on_loans", "gpu_s_available",
-                "mean_loaned_servers"):
+                "mean_loaned_servers", "useful_gpu_s"):
         if not s[key] >= 0:
             raise InvariantError(f"summary {key} = {s[key]} negative")
+    if s.get("goodput") is not None and s["goodput"] < 0:
+        raise InvariantError(f"summary goodput = {s['goodput']} negative")
+    pools = s.get("pools") or []
+    if pools:
+        tot = sum(p["gpu_s_allocated"] for p in pools)
+        if not math.isclose(tot, s["gpu_s_allocated"], rel_tol=1e-9, abs_tol=1e-6):
+            raise InvariantError(f"GPU-seconds per pool {tot} != allocated {s['gpu_s_allocated']}")
+        for p in pools:
+            u = p["usage"]
+            if u is not None and not (-tol <= u <= 1.0 + tol):
+                raise InvariantError(f"pool {p['pool']} usage = {u} outside [0, 1]")
     alloc, avail = s["gpu_s_allocated"], s["gpu_s_available"]
     if alloc > avail * (1 + tol) + 1e-6:
         raise InvariantError(f"allocated {alloc} GPU-s > available {avail}")
@@ -297,8 +308,8 @@ def check_result(res: SimResult) -> None:
             raise InvariantError(f"summary {key} != the sum over jobs")
     if s["n_reclaim_preemptions"] > s["n_preemptions"]:
         raise InvariantError("more reclaim preemptions than preemptions")
-    cfg = s["config"]
-    n_inf = cfg["n_inference_servers"]
+    cl = s["cluster"]
+    n_inf = cl["n_inference_servers"]
     if not s["mean_loaned_servers"] <= n_inf + tol:
         raise InvariantError("mean loaned servers above the inference cluster")
     ts = res.timeseries
@@ -313,7 +324,9 @@ def check_result(res: SimResult) -> None:
                 raise InvariantError(f"time series {col} negative")
         if (ts["loaned_servers"] > n_inf).any() or (ts["inference_servers_needed"] > n_inf).any():
             raise InvariantError("time series: more loaned or needed servers than exist")
-        usable = (cfg["n_training_servers"] + ts["loaned_servers"]) * cfg["gpus_per_server"]
+        inf_pools = [p for p in cl["pools"] if p["role"] == "inference"]
+        inf_size = max((p["gpus_per_server"] for p in inf_pools), default=0)
+        usable = cl["training_gpus"] + ts["loaned_servers"] * inf_size
         if (ts["busy_gpus"] > usable).any():
             raise InvariantError("time series: busy GPUs above training + loaned GPUs")
         if (ts["running_jobs"] + ts["queue_length"] > s["n_jobs"]).any():

@@ -111,6 +111,25 @@ class SimConfig:
         Run the invariant checker after every scheduling pass (slower).
     record_events : bool
         Keep the per-job event log (start, rescale, preempt, finish).
+    cluster : str or None
+        A cluster spec with GPU pools of several types: a preset (``default``,
+        ``lyra``) or a TOML file (docs/cluster.md).  It replaces
+        ``n_training_servers``, ``n_inference_servers`` and ``gpus_per_server``,
+        which must then keep their defaults.  None: those three give one pool of
+        each role, one GPU type.
+    speed_model : {"auto", "parametric", "measured"}
+        How fast jobs run per GPU type: ``parametric`` (the curve of
+        ``alpha``; every type equally fast unless ``loaned_gpu_speed``),
+        ``measured`` (each job gets a model family and the bundled measured
+        speeds and scaling per GPU type), ``auto`` (measured when the cluster
+        has several GPU types, else parametric).
+    loaned_gpu_speed : float or None
+        Relative speed of the inference pools' GPUs (to the reference type, the
+        first training pool's), ``(0, 10]``: the parametric factor, or the
+        measured single-GPU speed for every family.  None: the model's own.
+    mix_gpu_types : bool
+        A job's workers may span GPU types (it runs at the pace of its slowest
+        type); default False: each job stays on one type.
     """
 
     n_training_servers: int = DEFAULT_TRAINING_SERVERS
@@ -133,6 +152,10 @@ class SimConfig:
     default_alpha: float = 0.05
     check: bool = False
     record_events: bool = True
+    cluster: str | None = None
+    speed_model: str = "auto"
+    loaned_gpu_speed: float | None = None
+    mix_gpu_types: bool = False
 
     def __post_init__(self) -> None:
         # integers: exact int type (bools and floats such as 2.5 or 2.0 refused)
@@ -178,7 +201,7 @@ class SimConfig:
         if not 0.0 <= float(a) <= 1.0:  # NaN fails too
             raise InvalidInputError(f"default_alpha: must be in [0, 1], got {a!r}")
         object.__setattr__(self, "default_alpha", float(a))
-        for name in ("check", "record_events"):
+        for name in ("check", "record_events", "mix_gpu_types"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 got = getattr(self, name)
                 raise InvalidInputError(f"{name}: expected True or False, got {got!r}")
@@ -187,6 +210,36 @@ class SimConfig:
             raise InvalidInputError(
                 f"backend: must be 'native' or 'reference', got {self.backend!r}"
             )
+        if self.speed_model not in ("auto", "parametric", "measured"):
+            raise InvalidInputError(
+                f"speed_model: must be 'auto', 'parametric' or 'measured', "
+                f"got {self.speed_model!r}"
+            )
+        v = self.loaned_gpu_speed
+        if v is not None:
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+                raise InvalidInputError(f"loaned_gpu_speed: expected a number or None, got {v!r}")
+            if not 0.0 < float(v) <= 10.0:
+                raise InvalidInputError(f"loaned_gpu_speed: must be in (0, 10], got {v!r}")
+            object.__setattr__(self, "loaned_gpu_speed", float(v))
+        c = self.cluster
+        if c is not None:
+            if not isinstance(c, str) or not c.strip():
+                raise InvalidInputError(
+                    f"cluster: expected a preset name or a TOML path, got {c!r}"
+                )
+            changed = [
+                name for name, default in (
+                    ("n_training_servers", DEFAULT_TRAINING_SERVERS),
+                    ("n_inference_servers", DEFAULT_INFERENCE_SERVERS),
+                    ("gpus_per_server", 8),
+                ) if getattr(self, name) != default
+            ]
+            if changed:
+                raise InvalidInputError(
+                    f"cluster: {c!r} gives the server counts; do not also set "
+                    f"{', '.join(changed)}"
+                )
         from aryl.reclaiming import RECLAIM_POLICIES
 
         if not isinstance(self.reclaim_policy, str) or self.reclaim_policy not in RECLAIM_POLICIES:

@@ -66,7 +66,9 @@ from typing import Any
 
 import numpy as np
 
+from aryl.cluster import ClusterSpec
 from aryl.scheduling import ClusterState, Reason, SchedulerConfig, make_policy, schedule
+from aryl.scheduling.speed import SpeedModel
 from aryl.scheduling.state import DONE, IDLE, INFEASIBLE, PENDING, QUEUED, RUNNING, SERVING
 from aryl.sim.config import SimConfig
 from aryl.sim.jobs import JobTable
@@ -140,6 +142,7 @@ def scheduler_config(config: SimConfig) -> SchedulerConfig:
         reclaim_policy=config.reclaim_policy,
         seed=int(config.seed),
         backend=config.backend,
+        mix_gpu_types=bool(config.mix_gpu_types),
     )
 
 
@@ -154,25 +157,45 @@ class Engine:
         inference: InferenceSchedule | None,
         progress: Callable[[int, int, float], None] | None = None,
         policy_options: dict[str, Any] | None = None,
+        cluster: ClusterSpec | None = None,
+        speeds: SpeedModel | None = None,
+        families: list[str | None] | None = None,
     ) -> None:
         self.table = table
         self.config = config
         self.policy_name = policy
         self.policy = make_policy(policy, dict(policy_options or {}))
         n = table.n_jobs
-        S = config.gpus_per_server
-        self.gpus_per_server = S
-        self.n_train = config.n_training_servers
-        self.n_inf = config.n_inference_servers
+        spec = cluster if cluster is not None else ClusterSpec.from_counts(
+            config.n_training_servers, config.n_inference_servers, config.gpus_per_server, "V100"
+        )
+        self.cluster = spec
+        self.n_train = spec.n_training_servers
+        self.n_inf = spec.n_inference_servers
         self.inference = inference if (inference is not None and self.n_inf > 0) else None
         # without a demand series nothing is ever needed: every inference server is
         # idle (loanable), as documented for ``simulate(inference=False)``
-        st = ClusterState(config=scheduler_config(config))
-        for i in range(self.n_train):
-            st.add_server(f"t{i}", role="training", gpus=S)
+        st = ClusterState(config=scheduler_config(config), speeds=speeds)
         inf_status = SERVING if self.inference is not None else IDLE
-        for i in range(self.n_inf):
-            st.add_server(f"i{i}", role="inference", gpus=S, status=inf_status)
+        counters = {"training": 0, "inference": 0}
+        for pool in spec.server_pools():
+            role = pool.role
+            i = counters[role]
+            counters[role] += 1
+            st.add_server(f"{'t' if role == 'training' else 'i'}{i}", role=role,
+                          gpus=pool.gpus_per_server, pool=pool.name, gpu_type=pool.gpu_type,
+                          status=None if role == "training" else inf_status)
+        # a uniform server size per role keeps the homogeneous accounting's arithmetic
+        sizes_t = {p.gpus_per_server for p in spec.training_pools}
+        sizes_i = {p.gpus_per_server for p in spec.inference_pools}
+        self.train_S = sizes_t.pop() if len(sizes_t) == 1 else None
+        self.inf_S = sizes_i.pop() if len(sizes_i) == 1 else None
+        S = max((p.gpus_per_server for p in spec.training_pools), default=config.gpus_per_server)
+        self.gpus_per_server = S
+        # whole workers of g GPUs the training servers of each type hold (feasibility)
+        self._slots: dict[str, list[tuple[int, int]]] = {}
+        for p in spec.training_pools:
+            self._slots.setdefault(p.gpu_type, []).append((p.n_servers, p.gpus_per_server))
         ids = table.job_id.tolist()
         sub = table.submit_time_s.tolist()
         gpw = table.gpus_per_worker.tolist()
@@ -183,7 +206,8 @@ class Engine:
         el = table.elastic.tolist()
         al = table.alpha.tolist()
         st.add_jobs(ids, arrival_s=sub, gpus_per_worker=gpw, ref_workers=traced,
-                    remaining_s=dur, min_workers=mn, max_workers=mx, elastic=el, alpha=al)
+                    remaining_s=dur, min_workers=mn, max_workers=mx, elastic=el, alpha=al,
+                    family=families)
         self.state = st
         self.submit: list[float] = sub
         pol = self.policy
@@ -226,6 +250,12 @@ class Engine:
         check_timeseries_size(last - self.t0, config.timeseries_step_s)
         self.busy_int = 0.0
         self.busy_loaned_int = 0.0
+        n_pools = len(st.pool_names)
+        self.busy_pool_int = [0.0] * n_pools  # GPU-seconds allocated per pool
+        self.loan_pool_int = [0.0] * n_pools  # GPU-seconds of each pool's servers on loan
+        self.loan_gpu_int = 0.0  # GPU-seconds of every server on loan
+        # per job: GPU-seconds per pool (allocated lazily; goodput and JCT by pool)
+        self.job_pool_gpu_s: list[dict[int, float] | None] = [None] * n
         self.cap_int = 0.0
         self.loan_int = 0.0
         self.serving_int = 0.0
@@ -271,7 +301,23 @@ class Engine:
 
     # ------------------------------------------------ plan observer (accounting)
     def before_job_change(self, j: int) -> None:
-        pass
+        self._flush_pools(j, self.now)
+
+    def _flush_pools(self, j: int, now: float) -> None:
+        """Add job ``j``'s GPU-seconds since its last accounting to its pools."""
+        st = self.state
+        place = st.placement[j]
+        dt = now - st.attained_at_s[j]
+        if not place or dt <= 0:
+            return
+        d = self.job_pool_gpu_s[j]
+        if d is None:
+            d = self.job_pool_gpu_s[j] = {}
+        g = st.gpus_per_worker[j] * dt
+        spi = st.server_pool_idx
+        for s, k in place.items():
+            p = spi[s]
+            d[p] = d.get(p, 0.0) + k * g
 
     def job_started(self, j: int, reason: Reason) -> None:
         now = self.now
@@ -320,6 +366,7 @@ class Engine:
     def _finish(self, j: int) -> None:
         now = self.now
         st = self.state
+        self._flush_pools(j, now)
         st.advance(j, now)
         if st.remaining_s[j] > 1e-6 * max(1.0, self.table.duration_s[j]):
             raise RuntimeError(f"job {j} finished with {st.remaining_s[j]} s of work left")
@@ -329,13 +376,21 @@ class Engine:
         self.n_open -= 1
         self._log(j, "finish", 0)
 
+    def fits_ever(self, base: int, g: int) -> bool:
+        """Whether ``base`` workers of ``g`` GPUs fit the empty training servers: a server
+        of ``S`` GPUs holds ``S // g`` workers (one 5-GPU worker per 8-GPU server); on
+        one GPU type unless types may mix."""
+        slots = self._slots
+        if len(slots) == 1 or self.config.mix_gpu_types:
+            return base <= sum(n * (S // g) for v in slots.values() for n, S in v)
+        return any(base <= sum(n * (S // g) for n, S in v) for v in slots.values())
+
     def _arrive(self, j: int) -> None:
         base = self.base_workers[j]
         st = self.state
         g = st.gpus_per_worker[j]
         S = self.gpus_per_server
-        # a server holds S // g workers of g GPUs (one 5-GPU worker per 8-GPU server)
-        if g > S or base > self.n_train * (S // g):
+        if not self.fits_ever(base, g):
             st.status[j] = INFEASIBLE
             st.queued_since_s[j] = self.now
             self.n_infeasible += 1
@@ -444,8 +499,19 @@ class Engine:
             nl = st.n_loaned
             self.busy_int += st.busy * dt
             self.busy_loaned_int += st.busy_loaned * dt
-            self.cap_int += (self.n_train + nl) * self.gpus_per_server * dt
+            lg = st.loaned_gpus
+            self.cap_int += (st.training_gpus + lg) * dt
             self.loan_int += nl * dt
+            self.loan_gpu_int += lg * dt
+            bpi = self.busy_pool_int
+            for p, b in enumerate(st.busy_by_pool):
+                if b:
+                    bpi[p] += b * dt
+            if lg:
+                lpi = self.loan_pool_int
+                for p, x in enumerate(st.loaned_gpus_by_pool):
+                    if x:
+                        lpi[p] += x * dt
             # servers actually serving: the demand, but at most the servers not on
             # loan (during a reclaim grace period the inference side is short)
             free_inf = self.n_inf - nl
@@ -581,5 +647,6 @@ class Engine:
             self.checker.at_end()
         # close the per-job GPU-second accounting of jobs still running
         for j in st.running:
+            self._flush_pools(j, self.now)
             st.advance(j, self.now)
             st.close_attained(j, self.now)

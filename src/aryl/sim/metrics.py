@@ -112,6 +112,100 @@ def _share_positive(x: np.ndarray) -> float | None:
     return float(np.count_nonzero(x > 0) / x.size) if x.size else None
 
 
+def _cluster_record(eng: Engine) -> dict[str, Any]:
+    """The cluster spec and speed model of the run (for the summary)."""
+    st = eng.state
+    d: dict[str, Any] = dict(eng.cluster.to_dict())
+    d["n_training_servers"] = eng.n_train
+    d["n_inference_servers"] = eng.n_inf
+    d["training_gpus"] = st.training_gpus
+    d["inference_gpus"] = sum(st.server_gpus[s] for s in st.inference_servers())
+    d["speed_model"] = None if st.speeds is None else st.speeds.to_dict()
+    d["mix_gpu_types"] = st.config.mix_gpu_types
+    return d
+
+
+def _pool_measures(
+    eng: Engine,
+    span: float,
+    status: np.ndarray,
+    first: np.ndarray,
+    fin: np.ndarray,
+    sub: np.ndarray,
+) -> dict[str, Any]:
+    """Usage, goodput and JCT per pool; the main pool of each job.
+
+    Useful work of a job: its net progress in reference-GPU seconds, ``(traced
+    duration - remaining) x traced GPUs`` (work rolled back by a preemption does
+    not count).  Goodput = useful work / GPU-seconds available (training servers
+    all the time, loaned servers while on loan); per pool, a job's useful work
+    is split in proportion to its GPU-seconds there.  A job's main pool is the
+    one where it got the most GPU-seconds (ties: the first pool); its JCT counts
+    there.  O(jobs x pools).
+    """
+    st = eng.state
+    t = eng.table
+    n_p = len(st.pool_names)
+    gpus = t.gpus.astype(np.float64)
+    done_work = (t.duration_s - np.asarray(st.remaining_s, dtype=np.float64)) * gpus
+    done_work = np.where(status == "not_arrived", 0.0, np.maximum(done_work, 0.0))
+    useful_pool = [0.0] * n_p
+    main = np.full(t.n_jobs, "", dtype=object)
+    main_idx = np.full(t.n_jobs, -1, dtype=np.int64)
+    for j, d in enumerate(eng.job_pool_gpu_s):
+        if not d:
+            continue
+        tot = sum(d.values())
+        best = max(sorted(d), key=lambda p: d[p])
+        main_idx[j] = best
+        main[j] = st.pool_names[best]
+        if tot > 0:
+            for p, x in d.items():
+                useful_pool[p] += done_work[j] * (x / tot)
+    useful = float(done_work.sum())
+    # training pools are available all the time; inference pools while on loan
+    avail_pool = [0.0] * n_p
+    n_train = len(st.training_servers)
+    for s in range(st.n_servers):
+        if s < n_train:
+            avail_pool[st.server_pool_idx[s]] += st.server_gpus[s] * span
+    for p in range(n_p):
+        avail_pool[p] += eng.loan_pool_int[p]
+    avail = sum(avail_pool)
+    roles: dict[int, str] = {}
+    types: dict[int, str] = {}
+    counts: dict[int, int] = {}
+    for s in range(st.n_servers):
+        p = st.server_pool_idx[s]
+        roles[p] = "training" if s < n_train else "inference"
+        types[p] = st.server_gpu_type[s]
+        counts[p] = counts.get(p, 0) + 1
+    done = status == "finished"
+    out = []
+    for p, name in enumerate(st.pool_names):
+        sel = done & (main_idx == p)
+        a = avail_pool[p]
+        out.append({
+            "pool": name,
+            "role": roles.get(p, ""),
+            "gpu_type": types.get(p, ""),
+            "n_servers": counts.get(p, 0),
+            "gpu_s_available": a,
+            "gpu_s_allocated": eng.busy_pool_int[p],
+            "usage": eng.busy_pool_int[p] / a if a > 0 else None,
+            "useful_gpu_s": useful_pool[p],
+            "goodput": useful_pool[p] / a if a > 0 else None,
+            "n_jobs_main": int((main_idx == p).sum()),
+            "jct_s": _stats((fin - sub)[sel]),
+        })
+    return {
+        "pools": out,
+        "useful_gpu_s": useful,
+        "goodput": useful / avail if avail > 0 else None,
+        "_main_pool": main,
+    }
+
+
 def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
     """Assemble a :class:`SimResult` from a finished engine run. O(n_jobs + n_events)."""
     from aryl.sim.engine import DONE, INFEASIBLE, PENDING, QUEUED
@@ -160,7 +254,16 @@ def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
     done = state == DONE
     span = eng.now - eng.t0
     cfg = eng.config
-    n_inf = cfg.n_inference_servers
+    n_inf = eng.n_inf
+    n_train = eng.n_train
+    pools = _pool_measures(eng, span, status, first, fin, sub)
+    jobs["main_pool"] = pools.pop("_main_pool")
+    train_avail = (
+        span * n_train * eng.train_S if eng.train_S is not None else span * st.training_gpus
+    )
+    loan_avail = (
+        eng.loan_int * eng.inf_S if eng.inf_S is not None else eng.loan_gpu_int
+    )
     summary: dict[str, Any] = {
         "policy": eng.policy_name,
         "seed": cfg.seed,
@@ -179,16 +282,17 @@ def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
         "share_jobs_waited_total": _share_positive(wait[done]),
         "cluster_usage": (eng.busy_int / eng.cap_int) if eng.cap_int > 0 else None,
         "training_usage_no_loans": (
-            (eng.busy_int - eng.busy_loaned_int)
-            / (span * cfg.n_training_servers * cfg.gpus_per_server)
-            if span > 0 and cfg.n_training_servers > 0
+            (eng.busy_int - eng.busy_loaned_int) / train_avail
+            if span > 0 and n_train > 0
             else None
         ),
         "loan_usage": (
-            eng.busy_loaned_int / (eng.loan_int * cfg.gpus_per_server)
+            eng.busy_loaned_int / loan_avail
             if eng.loan_int > 0
             else None
         ),
+        "goodput": pools["goodput"],
+        "useful_gpu_s": pools["useful_gpu_s"],
         "gpu_s_allocated": eng.busy_int,
         "gpu_s_allocated_on_loans": eng.busy_loaned_int,
         "gpu_s_available": eng.cap_int,
@@ -207,6 +311,8 @@ def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
         "n_loan_returns": eng.n_loan_returns,
         "n_decisions": eng.n_decisions,
         "config": cfg.to_dict(),
+        "cluster": _cluster_record(eng),
+        "pools": pools["pools"],
         "trace": meta,
     }
     # time series at a fixed step: the value holding at each step time

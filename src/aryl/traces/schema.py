@@ -58,7 +58,9 @@ SCALING_COLUMNS: tuple[str, ...] = (
     "elastic",
     "alpha",
 )
-OPTIONAL_COLUMNS: tuple[str, ...] = (*SCALING_COLUMNS, "tenant", "priority", "gpu_type")
+OPTIONAL_COLUMNS: tuple[str, ...] = (
+    *SCALING_COLUMNS, "tenant", "priority", "gpu_type", "model",
+)
 CANONICAL_COLUMNS: tuple[str, ...] = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
 
 # column -> "str" | "float64" | "int64" | "bool"
@@ -75,6 +77,7 @@ DTYPES: dict[str, str] = {
     "tenant": "str",
     "priority": "int64",
     "gpu_type": "str",
+    "model": "str",
 }
 
 

@@ -684,7 +684,7 @@ def check_jobs(
                     values=raw["elastic"].to_numpy(dtype=object))
             ck.flag((out["alpha"] < 0) | (out["alpha"] > 1), "bad_scaling", "alpha",
                     "alpha must be in [0, 1]", values=out["alpha"])
-    for col in ("tenant", "gpu_type"):
+    for col in ("tenant", "gpu_type", "model"):
         if col in raw.columns:
             out[col] = ck.text(raw[col], col, required=False)
     if "priority" in raw.columns:
