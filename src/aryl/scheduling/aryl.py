@@ -312,10 +312,15 @@ class ArylPass(SjfPass):
                 continue
             ex = {j: self.extras[j] for j in cand if j in self.extras}
             self.groups_extra = self.groups_extra_t[t]
-            self.elastic_phase(
-                d, free, cand, ex, servers=servers, gpu_type=t,
-                new_filter={j for j, x in new_types.items() if x == t},
-            )
+            new_t = {j for j, x in new_types.items() if x == t}
+            # every job's own best option fitting at once is the optimum: no solver
+            fast = list(free)
+            if self.elastic_phase(d, fast, cand, ex, unconstrained_only=True, servers=servers,
+                                  gpu_type=t, new_filter=new_t):
+                free[:] = fast
+                continue
+            self.elastic_phase(d, free, cand, ex, servers=servers, gpu_type=t,
+                               new_filter=new_t)
 
     def run(self, d: SchedulePlan) -> None:
         st = self.st

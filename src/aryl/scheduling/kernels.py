@@ -168,10 +168,16 @@ def throughput_rows(
     extra = mx - base
     n_cols = int(extra.max()) + 1 if extra.size else 1
     out = np.full((len(cand), n_cols), np.nan)
+    sp = st.speeds
     for i, j in enumerate(cand):
         b = int(base[i])
-        for k in range(int(extra[i]) + 1):
-            out[i, k] = st.throughput_on(j, gpu_type, b + k)
+        n = int(extra[i]) + 1
+        if sp is None:
+            a = st.alpha[j]
+            out[i, :n] = [w / (1.0 + a * (w - 1)) for w in range(b, b + n)]
+        else:
+            out[i, :n] = sp.throughput_row(st.family[j], st.alpha[j], gpu_type, b, n,
+                                           st.gpus_per_worker[j])
     return out
 
 

@@ -77,7 +77,7 @@ class SpeedModel:
                 f"speed factors[{self.reference_gpu_type!r}]: the reference type's factor is 1"
             )
         self.table = table
-        self._cache: dict[tuple[str, str], tuple[float, Any]] = {}
+        self._cache: dict[tuple[str, str], list[float]] = {}
 
     @property
     def is_trivial(self) -> bool:
@@ -95,20 +95,48 @@ class SpeedModel:
             t = w / (1.0 + alpha * (w - 1)) if w > 0 else 0.0
             f = self.factors.get(gpu_type, 1.0)
             return t if f == 1.0 else f * t
-        key = (family, gpu_type)
-        c = self._cache.get(key)
-        if c is None:
-            if self.table is None:
-                raise InvalidInputError(
-                    f"model family {family!r}: no measured speed table given"
-                )
-            rel = self.override.get(gpu_type)
-            if rel is None:
-                rel = float(self.table.relative_speed(family, gpu_type))
-            c = (rel, self.table)
-            self._cache[key] = c
-        rel, table = c
-        return rel * float(table.scaling(family, gpu_type, w * g)) if w > 0 else 0.0
+        r = w * g
+        if r <= 0:
+            return 0.0
+        lut = self._cache.get((family, gpu_type))
+        if lut is None or r >= len(lut):
+            lut = self._build(family, gpu_type, r)
+        return lut[r]
+
+    def throughput_row(
+        self, family: str | None, alpha: float, gpu_type: str, w0: int, n: int, g: int
+    ) -> list[float]:
+        """``[throughput(w0 + k) for k in range(n)]`` (the same floats). O(n)."""
+        if family is None:
+            f = self.factors.get(gpu_type, 1.0)
+            out = [w / (1.0 + alpha * (w - 1)) if w > 0 else 0.0 for w in range(w0, w0 + n)]
+            return out if f == 1.0 else [f * t for t in out]
+        top = (w0 + n - 1) * g
+        lut = self._cache.get((family, gpu_type))
+        if lut is None or top >= len(lut):
+            lut = self._build(family, gpu_type, max(top, 1))
+        return lut[w0 * g: top + 1: g]
+
+    def _build(self, family: str, gpu_type: str, r: int) -> list[float]:
+        """Throughput by replica count ``0 .. >= r`` of one (family, type), cached.
+
+        ``relative_speed * S(replicas)`` from one vectorised call of the table (whose
+        scalar and array look-ups give the same floats). O(size) once per doubling.
+        """
+        import numpy as np
+
+        if self.table is None:
+            raise InvalidInputError(f"model family {family!r}: no measured speed table given")
+        old = self._cache.get((family, gpu_type))
+        size = max(64, 2 * r, 2 * len(old) if old else 0)
+        rel = self.override.get(gpu_type)
+        if rel is None:
+            rel = float(self.table.relative_speed(family, gpu_type))
+        sc = self.table.scaling(family, gpu_type, np.arange(size + 1, dtype=np.int64))
+        lut = [rel * float(x) for x in sc.tolist()]
+        lut[0] = 0.0
+        self._cache[(family, gpu_type)] = lut
+        return lut
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable description (the table by its source)."""
