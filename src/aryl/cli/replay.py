@@ -52,6 +52,7 @@ OPTION_FIELDS: dict[str, tuple[str, str]] = {
     "training_servers": ("--training-servers", "sim.n_training_servers"),
     "inference_servers": ("--inference-servers", "sim.n_inference_servers"),
     "gpus_per_server": ("--gpus-per-server", "sim.gpus_per_server"),
+    "cluster": ("--cluster", "sim.cluster"),
     "seed": ("--seed", "sim.seed"),
     "reclaim_policy": ("--reclaim-policy", "sim.reclaim_policy"),
     "backend": ("--backend", "sim.backend"),
@@ -106,6 +107,10 @@ def _common(func: Any) -> Any:
         click.option("--inference-servers", type=_ServersType(0), default=None,
                      help=f"Inference servers or 'auto' (16/46 of the training servers, "
                           f"at least 4).  [default: {DEFAULT_INFERENCE_SERVERS}]"),
+        click.option("--cluster", default=None, metavar="PRESET|FILE.toml",
+                     help="GPU pools of several types: a preset ('default', 'lyra') or a "
+                          "TOML file (docs/cluster.md); replaces --training-servers / "
+                          "--inference-servers / --gpus-per-server."),
         click.option("--drop-invalid", is_flag=True,
                      help="Drop bad trace rows (counted by kind) instead of failing."),
         click.option("--gpus-per-server", type=click.IntRange(min=1), default=8, show_default=True),
@@ -266,14 +271,20 @@ def _prepare(o: dict[str, Any], console: Console) -> tuple[Any, RunConfig, Any, 
     except InvalidInputError as exc:
         raise click.ClickException(f"elastic synthesis: {exc}") from exc
     jobs = trace.jobs
-    n_train, n_inf = _sizes(rc, o, jobs, console)
-    src = {f: rc.source("sim", f) for f in ("n_training_servers", "n_inference_servers")}
-    rc.set("sim", "n_training_servers", n_train,
-           src["n_training_servers"] + (" (auto)" if rc.get("sim", "n_training_servers") == _AUTO
-                                        else ""))
-    rc.set("sim", "n_inference_servers", n_inf,
-           src["n_inference_servers"] + (" (auto)" if rc.get("sim", "n_inference_servers") ==
-                                         _AUTO else ""))
+    if rc.get("sim", "cluster") is not None:
+        if _AUTO in (rc.get("sim", "n_training_servers"), rc.get("sim", "n_inference_servers")):
+            raise click.UsageError("--cluster gives the server counts: do not use 'auto'")
+        n_inf_spec = _cluster_spec(rc).n_inference_servers
+    else:
+        n_train, n_inf = _sizes(rc, o, jobs, console)
+        src = {f: rc.source("sim", f) for f in ("n_training_servers", "n_inference_servers")}
+        rc.set("sim", "n_training_servers", n_train,
+               src["n_training_servers"]
+               + (" (auto)" if rc.get("sim", "n_training_servers") == _AUTO else ""))
+        rc.set("sim", "n_inference_servers", n_inf,
+               src["n_inference_servers"]
+               + (" (auto)" if rc.get("sim", "n_inference_servers") == _AUTO else ""))
+        n_inf_spec = n_inf
     t0 = float(jobs["submit_time_s"].iloc[0]) if len(jobs) else 0.0
     span = float(jobs["submit_time_s"].iloc[-1] - t0) if len(jobs) else 0.0
     if horizon is not None:
@@ -283,11 +294,38 @@ def _prepare(o: dict[str, Any], console: Console) -> tuple[Any, RunConfig, Any, 
     except InvalidInputError as exc:  # checked in _resolve; kept for a clear message
         raise click.ClickException(str(exc)) from exc
     try:
-        demand = load_inference_spec(inp.inference, cfg.n_inference_servers, t0, span, cfg.seed,
+        demand = load_inference_spec(inp.inference, n_inf_spec, t0, span, cfg.seed,
                                      peak_utilisation=inp.peak_utilisation)
     except InvalidInputError as exc:
         raise click.ClickException(f"inference: {exc}") from exc
     return trace, rc, cfg, demand
+
+
+def _cluster_spec(rc: RunConfig) -> Any:
+    """The cluster spec of ``--cluster`` (errors name the option)."""
+    from aryl.sim import SimConfig
+    from aryl.sim.setup import resolve_cluster
+
+    try:
+        return resolve_cluster(SimConfig(cluster=rc.get("sim", "cluster")))
+    except InvalidInputError as exc:
+        raise click.UsageError(f"--cluster: {exc}") from None
+
+
+def _cluster_text(cfg: Any) -> str:
+    """``46 training + 16 inference servers (8 GPUs each)`` or the pools of a spec."""
+    if cfg.cluster is None:
+        return (f"{cfg.n_training_servers} training + {cfg.n_inference_servers} inference "
+                f"servers ({cfg.gpus_per_server} GPUs each)")
+    from aryl.sim.setup import resolve_cluster
+
+    spec = resolve_cluster(cfg)
+    parts = [f"{p.n_servers} {p.gpu_type} ({p.gpus_per_server} GPUs)" for p in spec.pools
+             if p.role == "training"]
+    inf = [f"{p.n_servers} {p.gpu_type} ({p.gpus_per_server} GPUs)" for p in spec.pools
+           if p.role == "inference"]
+    return (f"cluster {cfg.cluster}: training {' + '.join(parts) or 'none'}, "
+            f"inference {' + '.join(inf) or 'none'}")
 
 
 def _run(
@@ -435,8 +473,7 @@ def _describe(trace: Any, cfg: Any, rc: RunConfig, o: dict[str, Any], policies: 
     else:
         jobs_text = (f"{share} under {', '.join(elastic)}; traced sizes under "
                      f"{', '.join(rigid)}")
-    return (f"{label}: {len(trace.jobs):,} jobs on {cfg.n_training_servers} training + "
-            f"{cfg.n_inference_servers} inference servers ({cfg.gpus_per_server} GPUs each), "
+    return (f"{label}: {len(trace.jobs):,} jobs on {escape(_cluster_text(cfg))}, "
             f"{jobs_text}, inference demand {escape(str(inp.inference))}, seed {cfg.seed}")
 
 
@@ -462,6 +499,7 @@ def _print_summary(console: Console, s: dict[str, Any]) -> None:
         *([("jobs not arrived by the horizon", f"{s['n_not_arrived']:,}")]
           if s.get("n_not_arrived") else []),
         ("cluster usage (training + loaned)", _pct(s["cluster_usage"])),
+        ("goodput (useful work / GPU-s available)", _pct(s.get("goodput"))),
         ("inference utilisation", _pct(s["inference_utilisation"])),
         ("inference utilisation with loans", _pct(s["inference_utilisation_with_loans"])),
         ("preemptions", f"{s['n_preemptions']:,}"),
@@ -478,6 +516,18 @@ def _print_summary(console: Console, s: dict[str, Any]) -> None:
         ("scheduler time per decision (ms)", f"{s['scheduler_ms_per_decision']:.3f}"),
     ]
     print_tables(console, [Col("count", "left"), Col("value")], [list(r) for r in counts])
+    pools = [p for p in s.get("pools", []) if p["gpu_s_available"] > 0]
+    if len(pools) > 1:
+        print_tables(
+            console,
+            [Col("pool", "left"), Col("GPU"), Col("usage"), Col("goodput"), Col("jobs"),
+             Col("mean JCT (s)")],
+            [[p["pool"], p["gpu_type"], _pct(p["usage"]), _pct(p["goodput"]),
+              f"{p['n_jobs_main']:,}", _fmt(p["jct_s"]["mean"])] for p in pools],
+            title="by pool",
+            caption="goodput: useful work (reference-GPU seconds) / GPU-seconds available; "
+                    "a job counts in the pool where it got most GPU-seconds",
+        )
 
 
 def _finish_run_config(res: Any, rc: RunConfig) -> None:
