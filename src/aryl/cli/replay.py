@@ -37,8 +37,8 @@ from aryl.sim.config import DEFAULT_INFERENCE_SERVERS, DEFAULT_TRAINING_SERVERS
 
 DEFAULT_TRACE = "itp-c07"
 # Choices for click (checked against the registries in tests/test_replay_cli_fixes.py).
-POLICIES = ("aryl", "aryl-no-elastic", "aryl-no-loan", "elastic-greedy", "fifo", "sjf",
-            "tiresias")
+POLICIES = ("aryl", "aryl-no-elastic", "aryl-no-loan", "elastic-greedy", "fifo",
+            "fifo-backfill", "sjf", "tiresias")
 RECLAIM_POLICIES = ("aryl", "random", "fewest-jobs", "most-idle", "exact")
 # The trace formats of aryl.traces.load_trace (checked against its registry in the tests).
 FORMATS = ("canonical", "itp", "philly", "helios", "pai2020", "alibaba2023")

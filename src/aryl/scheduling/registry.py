@@ -16,6 +16,7 @@ from aryl.scheduling.aryl import (
     ElasticGreedyPolicy,
 )
 from aryl.scheduling.fifo import FifoPolicy
+from aryl.scheduling.fifo_backfill import FifoBackfillPolicy
 from aryl.scheduling.policy import Policy
 from aryl.scheduling.sjf import SjfPolicy
 from aryl.scheduling.tiresias import TiresiasPolicy
@@ -26,6 +27,7 @@ POLICIES: dict[str, type[Policy]] = {
     cls.name: cls
     for cls in (
         FifoPolicy,
+        FifoBackfillPolicy,
         SjfPolicy,
         TiresiasPolicy,
         ArylPolicy,
