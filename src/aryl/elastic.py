@@ -279,9 +279,10 @@ def solve_mckp(
     time and O(n_jobs * capacity) memory.  The native kernel releases the GIL.
 
     Per-call overhead is a few tens of microseconds for simulator-sized instances
-    (tens of jobs); ``validate=False`` saves about a third of it.  The native kernel
-    quantises the values itself (bit for bit as the reference's ``_quantize``) and
-    reuses a per-thread workspace across calls.
+    (tens of jobs); ``validate=False`` skips only the Python-side checks of shapes,
+    dtypes and scalars (a few microseconds).  The native kernel quantises the values
+    itself (bit for bit as the reference's ``_quantize``) and reuses a per-thread
+    workspace across calls.
 
     References
     ----------
