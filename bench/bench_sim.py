@@ -22,7 +22,9 @@ Two modes.
   servers.  Each policy runs in its own process, so its peak RSS is its own; the
   progress callback (every 2048 loop iterations, each one event instant) gives
   the wall and CPU time per 10,000 iterations from start to end (CPU time is
-  the steadier figure on a shared machine).  Writes
+  the steadier figure on a shared machine), and the RSS along the way
+  (``rss_loop_end_mb``: at the end of the event loop, before the results are
+  built; ``peak_rss_mb`` includes building them).  Writes
   ``million-<policy>.csv`` (that series, with the RSS) and
   ``million-time-per-10k.png`` to ``--out`` (default ``bench-million/``).
 """
@@ -200,17 +202,25 @@ def _million_case(policy: str, n_jobs: int, out: Path) -> dict[str, Any]:
     cpu = time.process_time() - start_cpu
     frame = pd.DataFrame(series, columns=["wall_s", "cpu_s", "jobs_done", "sim_time_s",
                                           "rss_mb"])
-    # every call but the last closes a block of ITER_PER_CALL loop iterations
-    full = frame.iloc[:-1] if len(frame) > 1 else frame
-    per_10k = full["wall_s"].diff().fillna(full["wall_s"]) * (10_000 / ITER_PER_CALL)
-    cpu_10k = full["cpu_s"].diff().fillna(full["cpu_s"]) * (10_000 / ITER_PER_CALL)
-    frame["s_per_10k_iter"] = per_10k.reindex(frame.index)
-    frame["cpu_s_per_10k_iter"] = cpu_10k.reindex(frame.index)
-    frame.insert(0, "iterations", np.arange(1, len(frame) + 1) * ITER_PER_CALL)
+    # Every call but the last closes a block of ITER_PER_CALL loop iterations; the
+    # first block also holds the set-up (job table, engine) and the last call comes
+    # at the end, after a partial block: the series per 10,000 iterations leaves both
+    # out (NaN).
+    iterations = np.arange(1, len(frame) + 1, dtype=np.float64) * ITER_PER_CALL
+    iterations[-1] = np.nan
+    frame.insert(0, "iterations", iterations)
+    scale = 10_000 / ITER_PER_CALL
+    frame["s_per_10k_iter"] = frame["wall_s"].diff() * scale
+    frame["cpu_s_per_10k_iter"] = frame["cpu_s"].diff() * scale
+    frame.loc[frame.index[-1], ["s_per_10k_iter", "cpu_s_per_10k_iter"]] = np.nan
+    per_10k = frame["s_per_10k_iter"].dropna()
+    cpu_10k = frame["cpu_s_per_10k_iter"].dropna()
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_dataframe(frame, out / f"million-{policy}.csv")
     s = res.summary
     tenth = max(1, len(per_10k) // 10)
+    if per_10k.empty:  # a tiny trace: fewer than three progress calls
+        per_10k = cpu_10k = pd.Series([np.nan])
     return {
         "policy": policy,
         "jobs": n_jobs,
@@ -221,7 +231,9 @@ def _million_case(policy: str, n_jobs: int, out: Path) -> dict[str, Any]:
         "generate_s": round(gen_s, 1),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "rss_before_sim_mb": round(rss_before),
-        "iterations": int(len(full) * ITER_PER_CALL),
+        "rss_loop_end_mb": round(float(frame["rss_mb"].iloc[-1])),
+        "first_block_s": round(float(frame["wall_s"].iloc[0]), 1),
+        "iterations": int((len(frame) - 1) * ITER_PER_CALL),  # whole blocks of 2048
         "s_per_10k_iter_first_10pct": round(float(per_10k.iloc[:tenth].median()), 3),
         "s_per_10k_iter_last_10pct": round(float(per_10k.iloc[-tenth:].median()), 3),
         "cpu_s_per_10k_iter_first_10pct": round(float(cpu_10k.iloc[:tenth].median()), 3),
