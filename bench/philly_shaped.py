@@ -3,11 +3,11 @@
 ``generate(n_jobs, seed, source=PHILLY_CSV)`` returns a canonical job table
 (``job_id``, ``submit_time_s``, ``duration_s``, ``gpus``, ``tenant``; see
 :mod:`aryl.traces.schema`) whose jobs look like the Microsoft Philly 2017 table
-(the Pollux extraction: 82,247 jobs, 2017-09-04 .. 2017-12-22; not bundled, read
-from ``$ARYL_PHILLY_CSV`` or ``../shared/traces/philly-pollux/philly.csv`` beside the
-repository).  Command line::
+(the Pollux extraction: 82,247 jobs, 2017-09-04 .. 2017-12-22; not bundled: its
+path in ``$ARYL_PHILLY_CSV``, or ``source=`` / ``--source``).  Command line::
 
-    python bench/philly_shaped.py --jobs 1000000 --seed 0 --out philly-1m.parquet
+    ARYL_PHILLY_CSV=path/to/philly.csv \
+        python bench/philly_shaped.py --jobs 1000000 --seed 0 --out philly-1m.parquet
 
 Arrivals (time-of-week-aware hour-block bootstrap)
     The source's submissions are cut into clock hours ``k = 0 .. H-1`` from the
@@ -58,11 +58,9 @@ from aryl.traces import Trace, load_trace, write_trace
 
 __all__ = ["PHILLY_CSV", "SourceModel", "generate", "source_model"]
 
-REPO = Path(__file__).resolve().parents[1]
-#: The Philly table (not bundled: no licence to redistribute).
-PHILLY_CSV = os.environ.get(
-    "ARYL_PHILLY_CSV", str(REPO.parent / "shared" / "traces" / "philly-pollux" / "philly.csv")
-)
+#: The Microsoft Philly job table (not bundled, no licence file): its path, from
+#: $ARYL_PHILLY_CSV ("" when unset).
+PHILLY_CSV = os.environ.get("ARYL_PHILLY_CSV", "")
 #: Local time of the Philly cluster (the reader's default for naive timestamps).
 TZ = "America/Los_Angeles"
 HOUR_S = 3600.0
@@ -174,10 +172,11 @@ def source_model(source: str | os.PathLike[str] = PHILLY_CSV) -> SourceModel:
     TraceFormatError
         A bad row (from :func:`aryl.traces.load_trace`, naming the line).
     """
-    path = Path(source)
-    if not path.is_file():
+    path = Path(source).expanduser()
+    if not os.fspath(source) or not path.is_file():
         raise InvalidInputError(
-            f"source: Philly table not found at {path} (set ARYL_PHILLY_CSV or pass source=)"
+            f"source: Philly table not found at {os.fspath(source)!r} (set ARYL_PHILLY_CSV "
+            "to its path, or pass source=)"
         )
     return _model(str(path.resolve()), path.stat().st_mtime_ns)
 
@@ -271,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, required=True, help="number of jobs (>= 1)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--out", required=True, help="output .parquet, .csv or .csv.gz")
-    parser.add_argument("--source", default=PHILLY_CSV, help=f"Philly table (default {PHILLY_CSV})")
+    parser.add_argument("--source", default=PHILLY_CSV,
+                        help="Philly table (default: $ARYL_PHILLY_CSV)")
     args = parser.parse_args(argv)
     t = time.perf_counter()
     try:

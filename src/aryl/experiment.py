@@ -20,8 +20,11 @@ the **largest training cluster on which strict ``fifo`` still has a mean
 queuing delay of at least 4,000 s** — the regime the paper reports for its
 baseline (mean > 3,000 s).  Offered load alone is a poor guide: Philly's
 heavy-tailed durations leave a load-sized cluster nearly idle for ``fifo``.
-The search is a bisection over ``fifo`` replays (each well under a second);
-for ``itp-c07`` it gives the simulator's default of 46 servers.  The inference
+The search is a bisection over ``fifo`` replays (each well under a second),
+never below the servers the largest job needs and never above those that run
+every job at once; for ``itp-c07`` it gives the simulator's default of 46
+servers.  :func:`size_cluster` returns the rule that decided
+(:data:`SIZING_RULES`).  The inference
 cluster has ``16/46`` as many servers as the training cluster (the default
 pair of :class:`aryl.sim.SimConfig`), and at least 4.
 
@@ -39,7 +42,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -52,6 +55,8 @@ from aryl.errors import InvalidInputError
 
 __all__ = [
     "PAPER_FIGURES",
+    "SIZING_RULES",
+    "ClusterSize",
     "RunSpec",
     "TraceSpec",
     "paper_plan",
@@ -122,10 +127,15 @@ class RunSpec:
     peak_utilisation : float
         Peak of the bundled inference profile, as a share of the inference servers.
     config : tuple of (str, Any)
-        :class:`aryl.sim.SimConfig` overrides.
+        :class:`aryl.sim.SimConfig` overrides (the user's common ones, then the
+        run's own, which win).
+    policy_options : tuple of (str, Any)
+        Policy options that define the variant (named in :attr:`variant`).
     seed : int
     keep_series : bool
         Return the per-job delays and the time series (for figures).
+    common_policy_options : tuple of (str, Any)
+        Policy options the user set for every run (the variant's own win).
     """
 
     section: str
@@ -139,6 +149,7 @@ class RunSpec:
     policy_options: tuple[tuple[str, Any], ...] = ()
     seed: int = 0
     keep_series: bool = False
+    common_policy_options: tuple[tuple[str, Any], ...] = ()
 
     @property
     def variant(self) -> str:
@@ -153,19 +164,108 @@ class RunSpec:
         return f"{self.trace.label} {self.variant}{extra}"
 
 
+#: The rules :func:`size_cluster` may decide by (``ClusterSize.rule``).
+SIZING_RULES: dict[str, str] = {
+    "target-delay": "the largest training cluster on which strict fifo's mean queuing delay "
+                    "is still >= the target",
+    "largest-job": "the largest job must fit: fifo already queues less than the target on "
+                   "the smallest cluster that can hold it",
+    "every-job-at-once": "capped at the servers that run every job at once",
+}
+
+
+class ClusterSize(tuple[int, int]):
+    """``(n_training_servers, n_inference_servers)`` and why (from :func:`size_cluster`).
+
+    A plain 2-tuple to unpack or compare, with the rule that decided.
+
+    Attributes
+    ----------
+    n_training_servers, n_inference_servers : int
+    rule : str
+        A key of :data:`SIZING_RULES`.
+    reason : str
+        One sentence naming the rule and the figures that decided it.
+    mean_queuing_delay_s : dict of int to float
+        fifo's mean queuing delay (s) on each training cluster size probed.
+    """
+
+    rule: str
+    reason: str
+    mean_queuing_delay_s: dict[int, float]
+
+    def __new__(
+        cls,
+        n_training_servers: int,
+        n_inference_servers: int,
+        *,
+        rule: str,
+        reason: str,
+        mean_queuing_delay_s: dict[int, float],
+    ) -> ClusterSize:
+        self = super().__new__(cls, (int(n_training_servers), int(n_inference_servers)))
+        self.rule = rule
+        self.reason = reason
+        self.mean_queuing_delay_s = dict(mean_queuing_delay_s)
+        return self
+
+    @property
+    def n_training_servers(self) -> int:
+        """Training servers."""
+        return self[0]
+
+    @property
+    def n_inference_servers(self) -> int:
+        """Inference servers."""
+        return self[1]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_cluster_size, (self[0], self[1], self.rule, self.reason,
+                                self.mean_queuing_delay_s))
+
+
+def _cluster_size(a: int, b: int, rule: str, reason: str, delays: dict[int, float]
+                  ) -> ClusterSize:
+    return ClusterSize(a, b, rule=rule, reason=reason, mean_queuing_delay_s=delays)
+
+
+def _servers_alone(gpus: np.ndarray, gpus_per_server: int) -> np.ndarray:
+    """Servers each rigid job needs on an empty cluster (int64, shape (n,)).
+
+    A rigid job of ``G`` GPUs has workers of ``g`` = the largest divisor of
+    ``G`` that is at most ``gpus_per_server`` (as :mod:`aryl.sim.jobs`); a
+    server holds ``gpus_per_server // g`` of them, so the job needs
+    ``ceil((G / g) / (gpus_per_server // g))`` servers (15 GPUs: 3 workers of 5,
+    one per 8-GPU server, 3 servers, not ``ceil(15 / 8) = 2``).  O(n) over the
+    distinct sizes.
+    """
+    from aryl.sim.jobs import largest_divisor_at_most
+
+    out = np.empty(len(gpus), dtype=np.int64)
+    sizes, inverse = np.unique(gpus.astype(np.int64), return_inverse=True)
+    need = np.empty(len(sizes), dtype=np.int64)
+    for k, size in enumerate(sizes.tolist()):
+        g = largest_divisor_at_most(int(size), gpus_per_server)
+        need[k] = -(-(int(size) // g) // (gpus_per_server // g))
+    out[:] = need[inverse]
+    return out
+
+
 def size_cluster(
     jobs: pd.DataFrame,
     *,
     target_queuing_delay_s: float = TARGET_QUEUING_DELAY_S,
     gpus_per_server: int = GPUS_PER_SERVER,
     inference_ratio: float = INFERENCE_RATIO,
-) -> tuple[int, int]:
+    progress: Callable[[int, int, int, float], None] | None = None,
+) -> ClusterSize:
     """Training and inference server counts for a trace (documented sizing rule).
 
     Parameters
     ----------
     jobs : DataFrame
-        Canonical jobs (``submit_time_s``, ``duration_s``, ``gpus``).
+        Canonical jobs (``submit_time_s``, ``duration_s``, ``gpus``), checked
+        like every replay input.
     target_queuing_delay_s : float > 0
         The training cluster is the largest on which strict ``fifo`` (no
         loaning, no elastic scaling) has a mean queuing delay of at least this.
@@ -173,68 +273,146 @@ def size_cluster(
     inference_ratio : float
         Inference servers per training server (at least
         ``MIN_INFERENCE_SERVERS``).
+    progress : callable ``(probes_done, probes_estimate, n_servers, mean_queuing_delay_s)``,
+        optional.  Called after each ``fifo`` probe replay with the number of
+        probes done, an estimate of the total (exact once the search has
+        bracketed the answer; it may grow while it looks for an upper bound),
+        the cluster size just probed and fifo's mean queuing delay there (s).
 
     Returns
     -------
-    (int, int)
-        ``(n_training_servers, n_inference_servers)``.  When even the smallest
-        cluster that fits the largest job queues less than the target, that
-        smallest cluster.
+    ClusterSize
+        ``(n_training_servers, n_inference_servers)``, a tuple, with ``.rule``
+        and ``.reason`` naming the rule that decided (:data:`SIZING_RULES`):
+        ``target-delay``; ``largest-job`` when even the smallest cluster that
+        fits the largest job queues less than the target (that cluster); or
+        ``every-job-at-once`` when fifo still queues at least the target on the
+        cluster that runs every job at once (that cluster).
 
     Raises
     ------
     InvalidInputError
-        Empty trace or a parameter out of range.
+        Empty trace, a bad job row, or a parameter out of range.
 
     Notes
     -----
     Assumes ``fifo``'s mean queuing delay does not grow with the cluster.
-    Doubling then bisection from the offered-load estimate: O(log n) ``fifo``
-    replays.
+    Doubling then bisection from the offered-load estimate, the upper end
+    capped at the servers that run every job at once (each job alone on its
+    own servers): O(log n) ``fifo`` replays, however close the submit times
+    (three jobs within 2 ms no longer make the load estimate, and the
+    cluster, explode).  Each probe runs without the event log, keeps only its
+    mean delay, and its memory is freed before the next, so the peak memory
+    is that of one replay.
     """
+    import gc
+
     from aryl.sim import SimConfig, simulate
 
-    if not target_queuing_delay_s > 0:
-        raise InvalidInputError("target_queuing_delay_s: must be > 0")
+    if not target_queuing_delay_s > 0 or not math.isfinite(target_queuing_delay_s):
+        raise InvalidInputError("target_queuing_delay_s: must be a finite number > 0")
+    if isinstance(gpus_per_server, bool) or not isinstance(gpus_per_server, int | np.integer) \
+            or gpus_per_server < 1:
+        raise InvalidInputError(f"gpus_per_server: must be an integer >= 1, got "
+                                f"{gpus_per_server!r}")
+    if not (math.isfinite(inference_ratio) and inference_ratio >= 0):
+        raise InvalidInputError(f"inference_ratio: must be a finite number >= 0, got "
+                                f"{inference_ratio!r}")
     if len(jobs) == 0:
         raise InvalidInputError("jobs: the trace is empty, nothing to size")
-    rigid = jobs[["job_id", "submit_time_s", "duration_s", "gpus"]]
+    from aryl.traces.validate import validate_jobs
+
+    needed = [c for c in ("job_id", "submit_time_s", "duration_s", "gpus") if c in jobs.columns]
+    cols, _, _ = validate_jobs(jobs[needed],
+                               drop_hint="aryl.traces.load_trace(jobs, on_invalid='drop')")
+    rigid = pd.DataFrame({k: cols[k] for k in ("job_id", "submit_time_s", "duration_s")})
+    gpus = cols["gpus"].astype(np.int64)
+    rigid["gpus"] = gpus
+    target = float(target_queuing_delay_s)
     cache: dict[int, float] = {}
 
-    def delay(n: int) -> float:
+    def left(a: int, b: int) -> int:
+        """Bisection probes left once ``delay(a) >= target > delay(b)``."""
+        return math.ceil(math.log2(b - a)) if b - a > 1 else 0
+
+    def delay(n: int, lo: int, hi: int | None) -> float:
+        """fifo's mean queuing delay on ``n`` servers.  ``lo``: the largest size known
+        to queue >= target; ``hi``: the smallest known to queue less, or None while the
+        search still goes up (progress estimates only)."""
         if n not in cache:
             cfg = SimConfig(
                 n_training_servers=n,
                 n_inference_servers=0,
-                gpus_per_server=gpus_per_server,
+                gpus_per_server=int(gpus_per_server),
                 record_events=False,
             )
             res = simulate(rigid, policy="fifo", config=cfg, inference=False)
             mean = res.summary["queuing_delay_s"]["mean"]
             cache[n] = math.inf if mean is None else float(mean)
+            del res
+            gc.collect()  # the engine holds reference cycles: free it before the next probe
+            if progress is not None:
+                below = cache[n] < target
+                if hi is not None:  # bisection inside (lo, hi)
+                    rest = left(lo, n) if below else left(n, hi)
+                elif below:  # the upper end is found
+                    rest = 0 if n == lo else left(lo, n)
+                elif n >= upper:
+                    rest = 0
+                else:  # the next probe goes up: the load estimate, then doubling
+                    up = guess if n == lo and guess > n else min(2 * n, upper)
+                    rest = 1 + left(n, up)
+                progress(len(cache), len(cache) + rest, n, cache[n])
         return cache[n]
 
-    lo = max(1, math.ceil(int(jobs["gpus"].max()) / gpus_per_server))
-    if delay(lo) < target_queuing_delay_s:
-        n_train = lo
+    alone = _servers_alone(gpus, int(gpus_per_server))
+    lo = max(1, int(alone.max()))
+    upper = max(lo, int(alone.sum()))  # every job at once, each on its own servers
+    biggest = str(cols["job_id"][int(np.argmax(alone))])
+    sub = rigid["submit_time_s"].to_numpy(dtype=np.float64)
+    span = float(sub.max() - sub.min())
+    gpu_s = float(np.dot(rigid["duration_s"].to_numpy(np.float64), gpus.astype(np.float64)))
+    # offered-load estimate; with near-equal submit times it is huge, hence the cap
+    guess = min(upper, max(lo + 1, math.ceil(gpu_s / span / gpus_per_server))
+                if span > 0 else lo + 1)
+    rule = "target-delay"
+    if delay(lo, lo, None) < target:
+        n_train, rule = lo, "largest-job"
+    elif lo == upper:
+        n_train, rule = lo, "every-job-at-once"
     else:
-        sub = jobs["submit_time_s"].to_numpy(dtype=np.float64)
-        gpus = jobs["gpus"].to_numpy(np.float64)
-        span = float(sub.max() - sub.min())
-        gpu_s = float(np.dot(jobs["duration_s"].to_numpy(np.float64), gpus))
-        guess = math.ceil(gpu_s / span / gpus_per_server) if span > 0 else lo + 1
-        hi = max(lo + 1, guess)
-        while delay(hi) >= target_queuing_delay_s:
-            lo, hi = hi, 2 * hi
-        while hi - lo > 1:  # delay(lo) >= target > delay(hi)
-            mid = (lo + hi) // 2
-            if delay(mid) >= target_queuing_delay_s:
-                lo = mid
-            else:
-                hi = mid
-        n_train = lo
+        hi = guess
+        while delay(hi, lo, None) >= target and hi < upper:
+            lo, hi = hi, min(2 * hi, upper)
+        if cache[hi] >= target:  # hi == upper: fifo still queues there
+            n_train, rule = hi, "every-job-at-once"
+        else:
+            while hi - lo > 1:  # delay(lo) >= target > delay(hi)
+                mid = (lo + hi) // 2
+                if delay(mid, lo, hi) >= target:
+                    lo = mid
+                else:
+                    hi = mid
+            n_train = lo
     n_inf = max(MIN_INFERENCE_SERVERS, round(n_train * inference_ratio))
-    return n_train, n_inf
+    d = cache[n_train]
+    if rule == "largest-job":
+        reason = (f"the largest job must fit: job {biggest!r} needs {n_train} server(s) of "
+                  f"{gpus_per_server} GPUs, and strict fifo's mean queuing delay there is "
+                  f"{d:,.0f} s, already below the target {target:,.0f} s")
+    elif rule == "every-job-at-once":
+        reason = (f"capped at {n_train} servers, enough to run every job at once; strict "
+                  f"fifo's mean queuing delay there is still {d:,.0f} s >= the target "
+                  f"{target:,.0f} s")
+    else:
+        above = cache.get(n_train + 1, math.nan)
+        reason = (f"the largest training cluster on which strict fifo's mean queuing delay "
+                  f"is still >= {target:,.0f} s: {d:,.0f} s on {n_train} servers, "
+                  f"{above:,.0f} s on {n_train + 1}")
+    reason += f" ({len(cache)} fifo replays)"
+    log.info("size_cluster: %d training + %d inference servers: %s", n_train, n_inf, reason)
+    return ClusterSize(n_train, n_inf, rule=rule, reason=reason,
+                       mean_queuing_delay_s=dict(sorted(cache.items())))
 
 
 # --------------------------------------------------------------------------- plan
@@ -257,6 +435,8 @@ def paper_plan(
     quick: bool = False,
     philly: str | None = None,
     presets: Sequence[str] | None = None,
+    config: Mapping[str, Any] | None = None,
+    policy_options: Mapping[str, Any] | None = None,
 ) -> list[RunSpec]:
     """The runs of the evaluation, in a fixed order.
 
@@ -271,11 +451,22 @@ def paper_plan(
     presets : sequence of str, optional
         ITP presets of the headline (default ``itp-c07, itp-c04, itp-c08``);
         the first one also carries the ablations and sweeps.
+    config : mapping, optional
+        :class:`aryl.sim.SimConfig` fields for every run (``seed`` becomes each
+        run's seed); a sweep or ablation overrides the field it varies.  The
+        cluster shape is sized per trace and cannot be set here.
+    policy_options : mapping, optional
+        Policy options for every run (an ablation's own options win).
 
     Returns
     -------
     list of RunSpec
     """
+    common = dict(config or {})
+    fixed = sorted(set(common) & {"n_training_servers", "n_inference_servers", "gpus_per_server"})
+    if fixed:
+        raise InvalidInputError(
+            f"{fixed[0]}: the evaluation sizes each trace's cluster itself; it cannot be set")
     if quick:
         presets = list(presets or ["itp-c10"])
     else:
@@ -340,7 +531,13 @@ def paper_plan(
         tr = dataclasses.replace(main, n_training_servers=n_train)
         for pol in ("fifo", "aryl"):
             runs.append(RunSpec("sensitivity", "training_servers_x", scale, tr, pol))
-    return runs
+    seed = int(common.pop("seed", 0))
+    popts = tuple((policy_options or {}).items())
+    return [
+        dataclasses.replace(r, config=tuple({**common, **dict(r.config)}.items()), seed=seed,
+                            common_policy_options=popts)
+        for r in runs
+    ]
 
 
 # --------------------------------------------------------------------------- run
@@ -365,20 +562,21 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
 
     trace = load_trace(spec.trace.source, window=spec.trace.window)
     trace = synthesize_elastic(trace, elastic_fraction=spec.elastic_fraction, seed=spec.seed)
+    fields: dict[str, Any] = {"seed": spec.seed, "record_events": False}
+    fields.update(spec.config)
     cfg = SimConfig(
         n_training_servers=spec.trace.n_training_servers,
         n_inference_servers=spec.trace.n_inference_servers,
-        seed=spec.seed,
-        record_events=False,
-        **dict(spec.config),
+        **fields,
     )
+    options = {**dict(spec.common_policy_options), **dict(spec.policy_options)}
     t0 = time.perf_counter()
     res = simulate(
         trace,
         policy=spec.policy,
         config=cfg,
         inference=_inference(cfg.n_inference_servers, spec.peak_utilisation, spec.seed),
-        policy_options=dict(spec.policy_options) or None,
+        policy_options=options or None,
     )
     wall = time.perf_counter() - t0
     s = res.summary
@@ -395,6 +593,8 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         "policy": spec.policy,
         "variant": spec.variant,
         "reclaim_policy": cfg.reclaim_policy,
+        "rescale_pause_s": cfg.rescale_pause_s,
+        "checkpoint_interval_s": cfg.checkpoint_interval_s,
         "elastic_fraction": spec.elastic_fraction,
         "peak_utilisation": spec.peak_utilisation,
         "n_training_servers": cfg.n_training_servers,
@@ -419,7 +619,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         "n_loans": s["n_loans"],
         "n_reclaims": s["n_reclaims"],
         "n_loan_returns": s.get("n_loan_returns", 0),
-        "scheduler_ms_per_decision": s["scheduler_ms_per_decision"],
+        "scheduler_ms_per_decision": res.timing["scheduler_ms_per_decision"],
         "wall_s": wall,
         "seed": spec.seed,
     }
@@ -467,6 +667,8 @@ def reclaim_quality(
     trace_window: str | None = None,
     n_training_servers: int | None = None,
     n_inference_servers: int | None = None,
+    config: Mapping[str, Any] | None = None,
+    policy_options: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Greedy vs exact reclaim on small instances cut from a replay's own states.
 
@@ -475,7 +677,9 @@ def reclaim_quality(
     at most ``max_servers`` of its loaned servers (chosen at random, with the
     jobs on them and their totals unchanged) and a random ``n`` in
     ``[1, n_servers]``.  Each is solved by the cost greedy (``aryl``) and by
-    the exact optimum (``exact``: fewest preempted jobs).
+    the exact optimum (``exact``: fewest preempted jobs).  ``config`` and
+    ``policy_options`` (other :class:`aryl.sim.SimConfig` fields, policy
+    options) apply to the replay.
 
     Returns
     -------
@@ -495,14 +699,15 @@ def reclaim_quality(
     trace = synthesize_elastic(load_trace(source, window=trace_window), seed=seed)
     if n_training_servers is None or n_inference_servers is None:
         n_training_servers, n_inference_servers = size_cluster(trace.jobs)
+    fields: dict[str, Any] = {"record_events": False, **(config or {}), "seed": seed}
     cfg = SimConfig(
         n_training_servers=n_training_servers,
         n_inference_servers=n_inference_servers,
-        seed=seed,
-        record_events=False,
+        **fields,
     )
     recorded: list[ReclaimRequest] = []
-    simulate(trace, policy="aryl", config=cfg, reclaim_log=recorded)
+    simulate(trace, policy="aryl", config=cfg, reclaim_log=recorded,
+             policy_options=dict(policy_options or {}) or None)
     busy = [r for r in recorded if len(r.placement_job) > 0]
     if not busy:
         raise InvalidInputError(f"{source}: the replay made no reclaim of a busy loaned server")
@@ -595,7 +800,10 @@ def headline_table(runs: pd.DataFrame) -> pd.DataFrame:
             "usage gain": PAPER_FIGURES["usage_gain"],
         }
     )
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    # a count stays an integer in headline.csv although the paper's row has none
+    table["jobs"] = table["jobs"].astype("Int64")
+    return table
 
 
 def ablation_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -639,8 +847,10 @@ def _default_value(sweep: str, run: pd.Series) -> float:
         "elastic_fraction": float(run["elastic_fraction"]),
         "inference_ratio": run["n_inference_servers"] / run["n_training_servers"],
         "peak_utilisation": float(run["peak_utilisation"]),
-        "checkpoint_interval_s": cfg.checkpoint_interval_s,
-        "rescale_pause_s": cfg.rescale_pause_s,
+        # the headline run's own value (a common --set changes it)
+        "checkpoint_interval_s": float(run.get("checkpoint_interval_s",
+                                               cfg.checkpoint_interval_s)),
+        "rescale_pause_s": float(run.get("rescale_pause_s", cfg.rescale_pause_s)),
         "training_servers_x": 1.0,
     }[sweep]
 
@@ -694,8 +904,12 @@ def sensitivity_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _fmt(v: Any) -> str:
-    """Number format shared by the CLI tables and results.md."""
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+    """Number format shared by the CLI tables and results.md.
+
+    Integers (counts) print whole with thousands separators; floats with 0, 2
+    or 3 decimals by magnitude; missing values (None, NaN, ``pd.NA``) as "–".
+    """
+    if v is None or v is pd.NA or (isinstance(v, (float, np.floating)) and not math.isfinite(v)):
         return "–"
     if isinstance(v, (bool, np.bool_)):
         return "yes" if v else ""
@@ -717,9 +931,18 @@ def markdown_table(df: pd.DataFrame) -> str:
     """A GitHub-flavoured Markdown table with the same number formats as the CLI."""
     cols = list(df.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for _, r in df.iterrows():
-        lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
+    lines += ["| " + " | ".join(row) + " |" for row in formatted_rows(df)]
     return "\n".join(lines)
+
+
+def formatted_rows(df: pd.DataFrame) -> list[list[str]]:
+    """Each row's cells formatted by :func:`_fmt`, read column by column.
+
+    Reading by column keeps each column's dtype (``iterrows`` would turn an
+    integer count into a float in a row that also holds floats).
+    """
+    columns = [df[c].tolist() for c in df.columns]
+    return [[_fmt(col[i]) for col in columns] for i in range(len(df))]
 
 
 def _png(fig: Any, path: Path) -> None:
@@ -806,6 +1029,8 @@ def run_paper(
     n_procs: int = 1,
     reclaim_instances: int = 2000,
     progress: Callable[[int, int, str], None] | None = None,
+    config: Mapping[str, Any] | None = None,
+    policy_options: Mapping[str, Any] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Run the whole evaluation and write tables, figures and ``results.md``.
 
@@ -822,6 +1047,10 @@ def run_paper(
     reclaim_instances : int
         Instances of the greedy-vs-exact reclaim comparison.
     progress : callable ``(done, total, label)``, optional
+    config, policy_options : mapping, optional
+        :class:`aryl.sim.SimConfig` fields and policy options for every run
+        (see :func:`paper_plan`); recorded in ``manifest.json`` and named in the
+        command that ``results.md`` quotes.
 
     Returns
     -------
@@ -836,7 +1065,8 @@ def run_paper(
     if n_procs < 1:
         raise InvalidInputError("n_procs: must be >= 1")
     out = Path(out_dir)
-    plan = paper_plan(quick=quick, philly=philly)  # reads and sizes every trace first
+    plan = paper_plan(quick=quick, philly=philly, config=config,
+                      policy_options=policy_options)  # reads and sizes every trace first
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     rows = _run_all(plan, n_procs, progress)
@@ -850,6 +1080,9 @@ def run_paper(
         n_instances=reclaim_instances if not quick else min(reclaim_instances, 200),
         n_training_servers=main.n_training_servers,
         n_inference_servers=main.n_inference_servers,
+        seed=plan[0].seed,
+        config={k: v for k, v in (config or {}).items() if k != "seed"},
+        policy_options=policy_options,
     )
     rq_summary = pd.DataFrame(
         [
@@ -874,8 +1107,10 @@ def run_paper(
     for name, df in tables.items():
         atomic_write_dataframe(df, out / f"{name}.csv")
     figures = _figures(rows, sensitivity, out)
+    command = paper_command(quick=quick, philly=philly is not None, config=config,
+                            policy_options=policy_options)
     manifest = {
-        "command": "aryl experiment paper" + (" --quick" if quick else ""),
+        "command": command,
         "quick": quick,
         "philly": philly is not None,
         "n_runs": len(plan),
@@ -883,26 +1118,70 @@ def run_paper(
         "target_queuing_delay_s": TARGET_QUEUING_DELAY_S,
         "inference_ratio": INFERENCE_RATIO,
         "paper": PAPER_FIGURES,
-        "seed": 0,
+        "seed": plan[0].seed,
+        "config": dict(config or {}),
+        "policy_options": dict(policy_options or {}),
     }
     atomic_write_text(out / "manifest.json", json.dumps(manifest, indent=2, default=str) + "\n")
-    atomic_write_text(out / "results.md", render_markdown(tables, figures, quick=quick))
+    atomic_write_text(out / "results.md",
+                      render_markdown(tables, figures, quick=quick, command=command))
     return tables
 
 
-def render_markdown(
-    tables: dict[str, pd.DataFrame], figures: Sequence[str], *, quick: bool
+def paper_command(
+    *,
+    quick: bool = False,
+    philly: bool = False,
+    config: Mapping[str, Any] | None = None,
+    policy_options: Mapping[str, Any] | None = None,
 ) -> str:
-    """The ``results.md`` text: the same numbers as the CSVs and the CLI tables."""
+    """The ``aryl experiment paper`` command line that produces a run with these arguments.
+
+    The Philly table's path is written ``PATH`` (it is the user's); every
+    common setting appears as ``--set NAME=VALUE``.
+    """
+    def text(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (tuple, list)):
+            return ",".join(f"{x:g}" for x in v)
+        return f"{v:g}" if isinstance(v, float) else str(v)
+
+    parts = ["aryl experiment paper"]
+    if quick:
+        parts.append("--quick")
+    if philly:
+        parts.append("--philly PATH")
+    for k, v in {**dict(config or {}), **dict(policy_options or {})}.items():
+        parts.append(f"--set {k}={text(v)}")
+    return " ".join(parts)
+
+
+def render_markdown(
+    tables: dict[str, pd.DataFrame],
+    figures: Sequence[str],
+    *,
+    quick: bool,
+    command: str | None = None,
+) -> str:
+    """The ``results.md`` text: the same numbers as the CSVs and the CLI tables.
+
+    ``command`` is the command line that produced the tables (default: from
+    ``quick`` and whether the headline has a Philly row, see :func:`paper_command`).
+    """
     h = tables["headline"]
     ours = h[~h["trace"].str.startswith("paper")]
+    if command is None:
+        command = paper_command(quick=quick,
+                                philly=bool(h["trace"].str.startswith("philly").any()))
+    runs = tables.get("runs")
+    seed = int(runs["seed"].iloc[0]) if runs is not None and len(runs) else 0
     lines = [
         "# Results: Aryl vs FIFO on public traces",
         "",
-        "Generated by `aryl experiment paper"
-        + (" --quick" if quick else " --philly PATH")
-        + "`; every number below is the one the command prints and writes to the CSVs "
-        "beside this file. Deterministic seeds (0). The paper's figures are from a private "
+        f"Generated by `{command}`; every number below is the one the command prints and "
+        "writes to the CSVs "
+        f"beside this file. Deterministic seed ({seed}). The paper's figures are from a private "
         "15-day, >50,000-job trace; ours from the public traces named in each row.",
         "",
         "## Headline: fifo vs aryl",

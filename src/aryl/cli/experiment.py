@@ -3,44 +3,49 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.progress import MofNCompleteColumn
 
+from aryl.cli._progress import make_progress
+from aryl.cli._tables import Col, print_tables
+from aryl.cli.config import config_options, resolve
 from aryl.errors import ArylError
 
 __all__ = ["experiment_command"]
 
+#: SimConfig fields the evaluation sets per trace (docs/results.md, "Set-up").
+FIXED_FIELDS = {
+    name: "is sized per trace by the evaluation (docs/results.md); it cannot be set here"
+    for name in ("n_training_servers", "n_inference_servers", "gpus_per_server")
+}
 
-def _rich_table(title: str, df: object, *, transpose: bool = False) -> Table:
-    """A rich table of ``df`` with the number formats of results.md.
+
+def print_frame(console: Console, title: str, df: Any, *, transpose: bool = False,
+                keys: int = 1) -> None:
+    """Print ``df`` with the number formats of results.md, in groups that fit the width.
 
     ``transpose`` puts the first column's values across the top (one column per
-    trace or policy), so wide tables stay readable in an 80-column terminal.
+    trace or policy, one row per measure); otherwise the first ``keys`` columns
+    are repeated in every group.
     """
     import pandas as pd
 
-    from aryl.experiment import _fmt
+    from aryl.experiment import formatted_rows
 
     assert isinstance(df, pd.DataFrame)
-    table = Table(title=title, show_lines=False)
+    cells = formatted_rows(df)
     if transpose:
-        first = str(df.columns[0])
-        table.add_column(first)
-        for v in df[first]:
-            table.add_column(str(v), justify="right", overflow="fold")
-        for col in df.columns[1:]:
-            table.add_row(str(col), *(_fmt(v) for v in df[col]))
-        return table
-    for col in df.columns:
-        table.add_column(str(col), overflow="fold")
-    for _, row in df.iterrows():
-        table.add_row(*(_fmt(row[c]) for c in df.columns))
-    return table
+        cols = [Col("measure", "left"), *(Col(r[0]) for r in cells)]
+        rows = [[str(name), *(r[j] for r in cells)] for j, name in enumerate(df.columns)
+                if j > 0]
+        print_tables(console, cols, rows, title=title)
+        return
+    cols = [Col(str(c), "left" if j < keys else "right") for j, c in enumerate(df.columns)]
+    print_tables(console, cols, cells, keys=keys, title=title)
 
 
 @click.group("experiment")
@@ -61,7 +66,8 @@ def experiment_command() -> None:
     "--philly",
     type=click.Path(exists=True, dir_okay=False),
     default=None,
-    help="Path of the Philly job table (philly.csv, not bundled); adds its busiest 15 days.",
+    help="Path of the Microsoft Philly job table (philly.csv, not bundled); adds its "
+         "busiest 15 days.",
 )
 @click.option("--quick", is_flag=True, help="Small plan on itp-c10 (a smoke run, a few seconds).")
 @click.option(
@@ -80,28 +86,32 @@ def experiment_command() -> None:
     show_default=True,
     help="Small reclaim instances for the greedy-vs-exact comparison.",
 )
+@config_options
 def paper(
-    out_dir: Path, philly: str | None, quick: bool, n_procs: int, reclaim_instances: int
+    out_dir: Path, philly: str | None, quick: bool, n_procs: int, reclaim_instances: int,
+    config_file: str | None, sets: tuple[str, ...], show_config: bool,
 ) -> None:
     """Headline table, ablations, sensitivity sweeps and reclaim quality.
 
     Every table is printed here and written, with the figures, to OUT; the
-    numbers in OUT/results.md are the ones printed.
+    numbers in OUT/results.md are the ones printed.  --set / --config take the
+    simulator fields (except the cluster shape, sized per trace) and policy
+    options (`aryl config`), applied to every run; a sweep overrides the field
+    it varies.
     """
     from aryl.experiment import run_paper
 
-    # Tables are wide: use the terminal's width, and 160 columns when writing to a file.
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    rc = resolve(sections=("sim", "policy"), config_file=config_file, sets=sets,
+                 fixed=FIXED_FIELDS)
+    if show_config:
+        click.echo(rc.to_toml("aryl experiment paper"), nl=False)
+        return
+    changed = {sec: {k: v for k, v in vals.items() if rc.source(sec, k) != "default"}
+               for sec, vals in rc.values.items()}
+    console = Console()
     try:
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[last]}"),
-            console=console,
-            transient=False,
-        ) as bar:
+        with make_progress(console, MofNCompleteColumn(), trailing="{task.fields[last]}",
+                           transient=False) as bar:
             task = bar.add_task("replays", total=None, last="")
 
             def progress(done: int, total: int, label: str) -> None:
@@ -114,14 +124,16 @@ def paper(
                 n_procs=n_procs,
                 reclaim_instances=reclaim_instances,
                 progress=progress,
+                config=changed["sim"],
+                policy_options=changed["policy"],
             )
     except ArylError as exc:
         raise click.ClickException(str(exc)) from exc
-    for name, title, transpose in (
-        ("headline", "Headline: fifo vs aryl (times in s; ratios in the paper's form)", True),
-        ("ablations", "Ablations and peers (main trace; ratios against fifo)", True),
-        ("sensitivity", "Sensitivity (aryl vs fifo on the same training cluster)", False),
-        ("reclaim", "Reclaim quality: cost greedy vs exact optimum", False),
+    for name, title, transpose, keys in (
+        ("headline", "Headline: fifo vs aryl (times in s; ratios in the paper's form)", True, 1),
+        ("ablations", "Ablations and peers (main trace; ratios against fifo)", True, 1),
+        ("sensitivity", "Sensitivity (aryl vs fifo on the same training cluster)", False, 2),
+        ("reclaim", "Reclaim quality: cost greedy vs exact optimum", False, 0),
     ):
-        console.print(_rich_table(title, tables[name], transpose=transpose))
+        print_frame(console, title, tables[name], transpose=transpose, keys=keys)
     console.print(f"Wrote {out_dir / 'results.md'} (tables, figures, manifest) in {out_dir}/")
