@@ -90,7 +90,7 @@ enum Stat : int {
   STAT_LB = 7,          // incumbent value (quantised units)
   STAT_UB = 8,          // Lagrangian upper bound, floored
   STAT_OPT = 9,         // optimal value (quantised units)
-  STAT_SPARSE_BYTES = 10,  // peak bytes reserved by the sparse DP's state vectors
+  STAT_SPARSE_BYTES = 10,  // peak bytes of states held by the sparse DP (this call)
   STAT_USED = 11,       // weight (GPUs) of the returned choice
   STAT_BAD_INDEX = 12,  // flat index (row * K + col) of the first invalid entry, else -1
   STAT_SELECT_LEVELS = 13,  // histogram levels of the radix select for the LP break
@@ -228,6 +228,9 @@ struct Workspace {
   std::vector<Item> alts;
   std::vector<double> rem;
   std::vector<int64_t> pick;
+  // the sparse DP: stored states, one stage's candidates and their sorted runs
+  std::vector<State> states, cand;
+  std::vector<size_t> runs, merged;
 
   size_t bytes() const {
     return (iw.capacity() + iq.capacity() + ik.capacity() + off.capacity() + hw.capacity() +
@@ -241,10 +244,19 @@ struct Workspace {
                sizeof(Seg) +
            fill_lvl.capacity() * sizeof(size_t) + fill_all.capacity() +
            (best_rc.capacity() + gap2.capacity() + rem.capacity()) * 8 +
-           alts.capacity() * sizeof(Item);
+           alts.capacity() * sizeof(Item) + (states.capacity() + cand.capacity()) * sizeof(State) +
+           (runs.capacity() + merged.capacity()) * sizeof(size_t);
   }
 };
 
+// Not inlined: inlined, the compiler addresses the thread-local object afresh at every
+// use (a __tls_get_addr call per access in a shared library, ~10% of a solve); called
+// once per solve, it hands out a plain reference.
+#if defined(_MSC_VER)
+__declspec(noinline)
+#else
+__attribute__((noinline))
+#endif
 inline Workspace& workspace() {
   thread_local Workspace ws;
   return ws;
@@ -711,9 +723,13 @@ inline int solve_impl(const Src& src, const int64_t* wt, int64_t n, int64_t K, i
       dp_mode == 1 ? mem_states : std::min(mem_states, std::max(dense_cells / 8.0, 4096.0)));
   bool sparse_ok = dp_mode != 2;
   if (sparse_ok) {
-    std::vector<State> all;
-    std::vector<State> cand;
-    std::vector<size_t> runs, merged;  // run boundaries in cand
+    // buffers kept per thread (their capacity stays between calls)
+    std::vector<State>& all = ws.states;
+    std::vector<State>& cand = ws.cand;
+    std::vector<size_t>& runs = ws.runs;  // run boundaries in cand
+    std::vector<size_t>& merged = ws.merged;
+    all.clear();
+    size_t cand_peak = 0, runs_peak = 0;
     all.push_back({0, 0, -1, -1});
     size_t lo = 0, hi = 1;
     for (int64_t t = 0; t < m && sparse_ok; ++t) {
@@ -741,6 +757,8 @@ inline int solve_impl(const Src& src, const int64_t* wt, int64_t n, int64_t K, i
         }
         if (cand.size() > runs.back()) runs.push_back(cand.size());
       }
+      cand_peak = std::max(cand_peak, cand.size());
+      runs_peak = std::max(runs_peak, runs.size());
       if (!sparse_ok) break;
       // Each alternative's run is sorted by weight: merge the runs bottom-up,
       // O(candidates * log(alternatives)), by (weight, -value, rank).
@@ -780,9 +798,11 @@ inline int solve_impl(const Src& src, const int64_t* wt, int64_t n, int64_t K, i
       if (hi == lo) sparse_ok = false;
     }
     stats[STAT_N_STATES] = static_cast<int64_t>(all.size());
+    // In use at the peak; growing a vector may reserve up to twice its size, so the
+    // budget (states per vector <= max_table_bytes / (4 * sizeof(State))) keeps the
+    // reservations within max_table_bytes.
     stats[STAT_SPARSE_BYTES] = static_cast<int64_t>(
-        (all.capacity() + cand.capacity()) * sizeof(State) +
-        (runs.capacity() + merged.capacity()) * sizeof(size_t));
+        (all.size() + cand_peak) * sizeof(State) + 2 * runs_peak * sizeof(size_t));
     if (sparse_ok) {
       // hi > lo: the canonical optimum is never pruned; the last state has the max value
       int64_t idx = static_cast<int64_t>(hi) - 1;
