@@ -26,7 +26,7 @@ Two modes.
   (``rss_loop_end_mb``: at the end of the event loop, before the results are
   built; ``peak_rss_mb`` includes building them).  Writes
   ``million-<policy>.csv`` (that series, with the RSS) and
-  ``million-time-per-10k.png`` to ``--out`` (default ``bench-million/``).
+  ``million-time-per-10k.png`` to ``--out`` (default ``results/bench-million/``).
 """
 
 from __future__ import annotations
@@ -271,7 +271,9 @@ def _plot_million(out: Path, policies: list[str], n_jobs: int) -> Path:
 def million(argv: list[str]) -> None:
     """``--million``: each policy in a fresh process (its own peak RSS), then a table."""
     n_jobs = int(argv[argv.index("--jobs") + 1]) if "--jobs" in argv else 1_000_000
-    out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else Path("bench-million")
+    out = Path("results") / "bench-million"
+    if "--out" in argv:
+        out = Path(argv[argv.index("--out") + 1])
     policies = ["aryl", "fifo"]
     if not PHILLY or not Path(PHILLY).is_file():
         print(f"Philly table not found at {PHILLY!r} (set ARYL_PHILLY_CSV)")
