@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from aryl.errors import ArylError
@@ -21,25 +19,26 @@ def _rich_table(title: str, df: object, *, transpose: bool = False) -> Table:
 
     ``transpose`` puts the first column's values across the top (one column per
     trace or policy), so wide tables stay readable in an 80-column terminal.
+    A ``NAME ±`` column is shown inside ``NAME``'s cells (``mean ± half-width``).
     """
     import pandas as pd
 
-    from aryl.experiment import _fmt
+    from aryl.experiment import table_cells
 
     assert isinstance(df, pd.DataFrame)
+    cols, rows = table_cells(df)
     table = Table(title=title, show_lines=False)
     if transpose:
-        first = str(df.columns[0])
-        table.add_column(first)
-        for v in df[first]:
-            table.add_column(str(v), justify="right", overflow="fold")
-        for col in df.columns[1:]:
-            table.add_row(str(col), *(_fmt(v) for v in df[col]))
+        table.add_column(cols[0])
+        for cells in rows:
+            table.add_column(cells[0], justify="right", overflow="fold")
+        for j, col in enumerate(cols[1:], start=1):
+            table.add_row(col, *(cells[j] for cells in rows))
         return table
-    for col in df.columns:
-        table.add_column(str(col), overflow="fold")
-    for _, row in df.iterrows():
-        table.add_row(*(_fmt(row[c]) for c in df.columns))
+    for col in cols:
+        table.add_column(col, overflow="fold")
+    for cells in rows:
+        table.add_row(*cells)
     return table
 
 
@@ -69,9 +68,34 @@ def experiment_command() -> None:
     "--jobs",
     "n_procs",
     type=click.IntRange(min=1),
-    default=min(2, os.cpu_count() or 1),
-    show_default=True,
-    help="Replays run in parallel processes (results do not depend on it).",
+    default=None,
+    help="Replays run in parallel processes (default: the machine's cores; results do "
+    "not depend on it).",
+)
+@click.option(
+    "--ray",
+    "ray_address",
+    is_flag=False,
+    flag_value="local",
+    default=None,
+    metavar="[ADDRESS]",
+    help="Run the replays on Ray (pip install 'aryl[ray]'): alone, a local Ray; with an "
+    "address (auto, ray://HOST:10001), that cluster.",
+)
+@click.option(
+    "--data",
+    "data_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep the sweep's Parquet dataset (every run, per-job tables) in this folder and "
+    "reuse its finished runs. Default: a hidden .OUT.sweep beside OUT, deleted when done.",
+)
+@click.option(
+    "--spec",
+    "spec",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Another sweep spec with the sections of the bundled paper.toml.",
 )
 @click.option(
     "--reclaim-instances",
@@ -81,40 +105,52 @@ def experiment_command() -> None:
     help="Small reclaim instances for the greedy-vs-exact comparison.",
 )
 def paper(
-    out_dir: Path, philly: str | None, quick: bool, n_procs: int, reclaim_instances: int
+    out_dir: Path,
+    philly: str | None,
+    quick: bool,
+    n_procs: int | None,
+    ray_address: str | None,
+    data_dir: Path | None,
+    spec: Path | None,
+    reclaim_instances: int,
 ) -> None:
     """Headline table, ablations, sensitivity sweeps and reclaim quality.
 
     Every table is printed here and written, with the figures, to OUT; the
-    numbers in OUT/results.md are the ones printed.
+    numbers in OUT/results.md are the ones printed.  The replays are the sweep
+    spec aryl/data/sweeps/paper.toml (5 seeds; means with 95% intervals).
+    OUT is replaced as a whole at the end: Ctrl-C (which stops within about 2 s
+    and ends every worker) or an error leaves the previous results untouched;
+    finished replays are kept, so the same command resumes.
     """
+    from aryl.cli.sweep import EXIT_INTERRUPTED, report_interrupt, run_with_progress
     from aryl.experiment import run_paper
+    from aryl.sweep import SweepInterrupted
 
     # Tables are wide: use the terminal's width, and 160 columns when writing to a file.
     console = Console(width=None if sys.stdout.isatty() else 160)
+    data_shown = data_dir or out_dir.parent / f".{out_dir.name}.sweep"
     try:
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[last]}"),
-            console=console,
-            transient=False,
-        ) as bar:
-            task = bar.add_task("replays", total=None, last="")
-
-            def progress(done: int, total: int, label: str) -> None:
-                bar.update(task, completed=done, total=total, last=label)
-
-            tables = run_paper(
-                out_dir,
-                quick=quick,
-                philly=philly,
-                n_procs=n_procs,
-                reclaim_instances=reclaim_instances,
-                progress=progress,
-            )
+        tables = run_with_progress(
+            console,
+            run_paper,
+            out_dir=out_dir,
+            quick=quick,
+            philly=philly,
+            spec=spec,
+            n_procs=n_procs,
+            ray=ray_address,
+            data_dir=data_dir,
+            reclaim_instances=reclaim_instances,
+        )
+    except SweepInterrupted as exc:
+        report_interrupt(console, exc.outcome, data_shown)
+        console.print(f"{out_dir}/ is unchanged.")
+        sys.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt:
+        console.print(f"[bold]Interrupted.[/bold] {out_dir}/ is unchanged; the finished "
+                      f"replays are kept in {data_shown}/: run the same command to resume.")
+        sys.exit(EXIT_INTERRUPTED)
     except ArylError as exc:
         raise click.ClickException(str(exc)) from exc
     for name, title, transpose in (
