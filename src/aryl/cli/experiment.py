@@ -123,7 +123,13 @@ def paper(
     and ends every worker) or an error leaves the previous results untouched;
     finished replays are kept, so the same command resumes.
     """
-    from aryl.cli.sweep import EXIT_INTERRUPTED, report_interrupt, run_with_progress
+    from aryl.cli.sweep import (
+        EXIT_INTERRUPTED,
+        exit_interrupted,
+        first_interrupt_only,
+        report_interrupt,
+        run_with_progress,
+    )
     from aryl.experiment import run_paper
     from aryl.sweep import SweepInterrupted
 
@@ -131,22 +137,23 @@ def paper(
     console = Console(width=None if sys.stdout.isatty() else 160)
     data_shown = data_dir or out_dir.parent / f".{out_dir.name}.sweep"
     try:
-        tables = run_with_progress(
-            console,
-            run_paper,
-            out_dir=out_dir,
-            quick=quick,
-            philly=philly,
-            spec=spec,
-            n_procs=n_procs,
-            ray=ray_address,
-            data_dir=data_dir,
-            reclaim_instances=reclaim_instances,
-        )
+        with first_interrupt_only():
+            tables = run_with_progress(
+                console,
+                run_paper,
+                out_dir=out_dir,
+                quick=quick,
+                philly=philly,
+                spec=spec,
+                n_procs=n_procs,
+                ray=ray_address,
+                data_dir=data_dir,
+                reclaim_instances=reclaim_instances,
+            )
     except SweepInterrupted as exc:
         report_interrupt(console, exc.outcome, data_shown)
         console.print(f"{out_dir}/ is unchanged.")
-        sys.exit(EXIT_INTERRUPTED)
+        exit_interrupted(exc.outcome)
     except KeyboardInterrupt:
         console.print(f"[bold]Interrupted.[/bold] {out_dir}/ is unchanged; the finished "
                       f"replays are kept in {data_shown}/: run the same command to resume.")
