@@ -38,15 +38,16 @@ def test_bad_option_is_a_usage_error_naming_it(args: list[str], option: str) -> 
 
 
 @pytest.mark.parametrize(
-    ("args", "prefix"),
+    ("args", "prefix", "code"),
     [
-        (["--inference", "foo"], "Error: --inference: expected 'bundled', 'diurnal', 'none'"),
-        (["--trace", "itp-c7"], "Error: --trace/--window: "),
+        # checked with every other setting before the trace is read: a usage error
+        (["--inference", "foo"], "Error: --inference: expected 'bundled', 'diurnal', 'none'", 2),
+        (["--trace", "itp-c7"], "Error: --trace/--window: ", 1),
     ],
 )
-def test_bad_value_names_the_option(args: list[str], prefix: str) -> None:
+def test_bad_value_names_the_option(args: list[str], prefix: str, code: int) -> None:
     r = CliRunner().invoke(main, ["replay", *args])
-    assert r.exit_code == 1, r.output
+    assert r.exit_code == code, r.output
     assert r.output.strip().splitlines()[-1].startswith(prefix), r.output
 
 
@@ -61,12 +62,28 @@ def tiny(tmp_path: Path) -> Path:
 
 def test_run_header_says_what_is_replayed(tiny: Path) -> None:
     r = CliRunner().invoke(main, ["replay", "--trace", str(tiny), "--training-servers", "2",
-                                  "--inference-servers", "1", "--policy", "fifo"])
+                                  "--inference-servers", "1", "--policy", "aryl"])
     assert r.exit_code == 0, r.output
     flat = " ".join(r.output.split())
     assert "6 jobs on 2 training + 1 inference servers (8 GPUs each)" in flat
     assert "50% of jobs elastic" in flat
     assert "seed 0" in flat
+
+
+def test_fifo_header_does_not_claim_elastic_jobs(tiny: Path) -> None:
+    # fifo runs every job at its traced size: the elastic share does not apply to it
+    r = CliRunner().invoke(main, ["replay", "--trace", str(tiny), "--training-servers", "2",
+                                  "--inference-servers", "1", "--policy", "fifo"])
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.output.split())
+    assert "elastic" not in flat.split("aryl replay")[0]
+    assert "every job at its traced size (fifo does not scale jobs)" in flat
+    # compare names which policies get the elastic share
+    r = CliRunner().invoke(main, ["compare", "--trace", str(tiny), "--training-servers", "2",
+                                  "--inference-servers", "1", "--policies", "fifo,aryl,sjf"])
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.output.split())
+    assert "50% of jobs elastic under aryl; traced sizes under fifo, sjf" in flat
 
 
 def test_auto_sizing_message_shows_the_numbers_used(tiny: Path) -> None:

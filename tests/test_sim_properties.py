@@ -29,7 +29,8 @@ def scenario(draw: st.DrawFn) -> tuple[pd.DataFrame, InferenceDemand, int, int]:
             lo = hi = gpus // gpw
         rows.append(
             {"job_id": f"j{i}", "submit_time_s": t,
-             "duration_s": float(draw(st.sampled_from([0, 50, 700, 4000]))), "gpus": gpus,
+             # > 0: a zero duration is invalid for every input (aryl.traces.validate)
+             "duration_s": float(draw(st.sampled_from([1, 50, 700, 4000]))), "gpus": gpus,
              "gpus_per_worker": gpw, "min_workers": lo, "max_workers": hi, "elastic": elastic,
              "alpha": draw(st.sampled_from([0.0, 0.05, 0.3]))}
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -18,15 +19,22 @@ def test_inspect(tmp_path: Path) -> None:
     path.write_text(ITP)
     runner = CliRunner()
     result = runner.invoke(main, ["trace", "inspect", str(path)])
-    assert result.exit_code != 0
-    assert "line 4" in result.output
-    assert "'duration'" in result.output
+    assert result.exit_code == 1
+    assert f"Error: {path}, line 4, column 'duration': not a finite number (got 'x') " \
+        "[not_a_number]" in result.output
     result = runner.invoke(main, ["trace", "inspect", str(path), "--drop-invalid", "--bins", "2"])
     assert result.exit_code == 0, result.output
     assert "not_a_number" in result.output
     assert "GPU sizes" in result.output
-    # offered load: bins [0, 900) and [900, 1800): job a only, then a (1 GPU) + nothing
-    assert "1.0" in result.output
+    # jobs a (1 GPU, 0..3600) and b (2 GPUs from 1800): 3 GPU-hours over a 1,800 s span
+    # is a mean offered load of 3 * 3600 / 1800 = 6 GPUs; bins [0, 900) and [900, 1800)
+    # hold job a only (b starts at 1,800): 1.0 GPU each
+    out = result.output
+    assert re.search(r"GPU-hours\s+│ 3\s+│", out), out
+    assert re.search(r"mean offered load\s+│ 6\.0 GPUs\s+│", out), out
+    assert re.search(r"│\s+0 │\s+900 │\s+1\.0 │", out), out
+    assert re.search(r"│\s+900 │\s+1,800 │\s+1\.0 │", out), out
+    assert re.search(r"│ not_a_number │\s+1 │", out), out
 
 
 def test_convert_writes_canonical_with_meta(tmp_path: Path) -> None:

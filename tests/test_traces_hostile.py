@@ -270,8 +270,17 @@ def test_pod_gpu_share_is_checked(tmp_path: Path, row: str, kind: str) -> None:
     assert trace.dropped == {kind: 1}
 
 
-def test_cli_inspect_header_only_says_no_nan(tmp_path: Path) -> None:
+def test_cli_inspect_header_only_is_an_error(tmp_path: Path) -> None:
+    # issue 10: a header-only file is an error, not a table of dashes
     result = CliRunner().invoke(main, ["trace", "inspect", str(_w(tmp_path, "h.csv", H))])
+    assert result.exit_code == 1, result.output
+    assert "line 2: no jobs: the file has a header but no data rows" in result.output
+
+
+def test_cli_inspect_empty_window_says_no_nan(tmp_path: Path) -> None:
+    # a window that keeps no job (the job is submitted at 500 s) shows dashes, not nan
+    path = str(_w(tmp_path, "w.csv", H + "a,500,10,1\n"))
+    result = CliRunner().invoke(main, ["trace", "inspect", path, "--window", "0,100"])
     assert result.exit_code == 0, result.output
     assert "nan" not in result.output
     assert "- / -" in result.output

@@ -177,7 +177,7 @@ def test_bad_options(tmp_path: Path) -> None:
     path = _write(tmp_path, ITP_HEADER + "a,1,10,1\n")
     with pytest.raises(InvalidInputError, match="on_invalid"):
         load_trace(path, on_invalid="ignore")
-    with pytest.raises(InvalidInputError, match="neither a file nor a preset"):
+    with pytest.raises(InvalidInputError, match=r"missing\.csv. does not exist"):
         load_trace(tmp_path / "missing.csv")
     with pytest.raises(InvalidInputError, match="tz"):
         load_trace(_write(tmp_path, "timestamp,duration,num_gpus\n2017-10-09 07:01:55,1,1\n",

@@ -3,7 +3,7 @@
 Every elastic job is one *class*; option ``k - 1`` of a class is "give the job ``k``
 extra workers above its minimum", weighing ``k * gpus_per_worker`` GPUs and worth
 the job-completion-time (JCT) reduction that those workers bring, net of the
-rescale pause [Aryl]_ (ARYL.md §3, phase 2).  At most one option per class is
+rescale pause [Aryl]_ (docs/model.md, phase 2).  At most one option per class is
 chosen so that the chosen weights fit the capacity and the total value is
 maximal: the multiple-choice knapsack problem (MCKP).
 
@@ -333,7 +333,7 @@ def _mckp_stats(
 
 
 def throughput(workers: ArrayLike, alpha: ArrayLike) -> NDArray[np.float64]:
-    """Sub-linear throughput ``T(w) = w / (1 + alpha * (w - 1))`` (ARYL.md §2).
+    """Sub-linear throughput ``T(w) = w / (1 + alpha * (w - 1))`` (docs/model.md).
 
     Parameters
     ----------
@@ -408,7 +408,7 @@ def jct_reduction_table(
     *,
     max_table_bytes: int = MAX_TABLE_BYTES,
 ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    """MCKP values and weights of extra workers for elastic jobs (ARYL.md §3, phase 2).
+    """MCKP values and weights of extra workers for elastic jobs (docs/model.md, phase 2).
 
     With ``T(w) = w / (1 + alpha * (w - 1))``, ``b = min_workers``,
     ``c = current_workers`` and remaining work ``R`` (single-worker seconds), the

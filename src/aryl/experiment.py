@@ -20,8 +20,11 @@ the **largest training cluster on which strict ``fifo`` still has a mean
 queuing delay of at least 4,000 s** — the regime the paper reports for its
 baseline (mean > 3,000 s).  Offered load alone is a poor guide: Philly's
 heavy-tailed durations leave a load-sized cluster nearly idle for ``fifo``.
-The search is a bisection over ``fifo`` replays (each well under a second);
-for ``itp-c07`` it gives the simulator's default of 46 servers.  The inference
+The search is a bisection over ``fifo`` replays (each well under a second),
+never below the servers the largest job needs and never above those that run
+every job at once; for ``itp-c07`` it gives the simulator's default of 46
+servers.  :func:`size_cluster` returns the rule that decided
+(:data:`SIZING_RULES`).  The inference
 cluster has ``16/46`` as many servers as the training cluster (the default
 pair of :class:`aryl.sim.SimConfig`), and at least 4.
 
@@ -43,7 +46,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +61,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "PAPER_FIGURES",
+    "SIZING_RULES",
+    "ClusterSize",
     "paper_runs",
     "paper_spec",
     "reclaim_quality",
@@ -85,19 +90,108 @@ GPUS_PER_SERVER = 8
 MIN_INFERENCE_SERVERS = 4
 
 
+#: The rules :func:`size_cluster` may decide by (``ClusterSize.rule``).
+SIZING_RULES: dict[str, str] = {
+    "target-delay": "the largest training cluster on which strict fifo's mean queuing delay "
+                    "is still >= the target",
+    "largest-job": "the largest job must fit: fifo already queues less than the target on "
+                   "the smallest cluster that can hold it",
+    "every-job-at-once": "capped at the servers that run every job at once",
+}
+
+
+class ClusterSize(tuple[int, int]):
+    """``(n_training_servers, n_inference_servers)`` and why (from :func:`size_cluster`).
+
+    A plain 2-tuple to unpack or compare, with the rule that decided.
+
+    Attributes
+    ----------
+    n_training_servers, n_inference_servers : int
+    rule : str
+        A key of :data:`SIZING_RULES`.
+    reason : str
+        One sentence naming the rule and the figures that decided it.
+    mean_queuing_delay_s : dict of int to float
+        fifo's mean queuing delay (s) on each training cluster size probed.
+    """
+
+    rule: str
+    reason: str
+    mean_queuing_delay_s: dict[int, float]
+
+    def __new__(
+        cls,
+        n_training_servers: int,
+        n_inference_servers: int,
+        *,
+        rule: str,
+        reason: str,
+        mean_queuing_delay_s: dict[int, float],
+    ) -> ClusterSize:
+        self = super().__new__(cls, (int(n_training_servers), int(n_inference_servers)))
+        self.rule = rule
+        self.reason = reason
+        self.mean_queuing_delay_s = dict(mean_queuing_delay_s)
+        return self
+
+    @property
+    def n_training_servers(self) -> int:
+        """Training servers."""
+        return self[0]
+
+    @property
+    def n_inference_servers(self) -> int:
+        """Inference servers."""
+        return self[1]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_cluster_size, (self[0], self[1], self.rule, self.reason,
+                                self.mean_queuing_delay_s))
+
+
+def _cluster_size(a: int, b: int, rule: str, reason: str, delays: dict[int, float]
+                  ) -> ClusterSize:
+    return ClusterSize(a, b, rule=rule, reason=reason, mean_queuing_delay_s=delays)
+
+
+def _servers_alone(gpus: np.ndarray, gpus_per_server: int) -> np.ndarray:
+    """Servers each rigid job needs on an empty cluster (int64, shape (n,)).
+
+    A rigid job of ``G`` GPUs has workers of ``g`` = the largest divisor of
+    ``G`` that is at most ``gpus_per_server`` (as :mod:`aryl.sim.jobs`); a
+    server holds ``gpus_per_server // g`` of them, so the job needs
+    ``ceil((G / g) / (gpus_per_server // g))`` servers (15 GPUs: 3 workers of 5,
+    one per 8-GPU server, 3 servers, not ``ceil(15 / 8) = 2``).  O(n) over the
+    distinct sizes.
+    """
+    from aryl.sim.jobs import largest_divisor_at_most
+
+    out = np.empty(len(gpus), dtype=np.int64)
+    sizes, inverse = np.unique(gpus.astype(np.int64), return_inverse=True)
+    need = np.empty(len(sizes), dtype=np.int64)
+    for k, size in enumerate(sizes.tolist()):
+        g = largest_divisor_at_most(int(size), gpus_per_server)
+        need[k] = -(-(int(size) // g) // (gpus_per_server // g))
+    out[:] = need[inverse]
+    return out
+
+
 def size_cluster(
     jobs: pd.DataFrame,
     *,
     target_queuing_delay_s: float = TARGET_QUEUING_DELAY_S,
     gpus_per_server: int = GPUS_PER_SERVER,
     inference_ratio: float = INFERENCE_RATIO,
-) -> tuple[int, int]:
+    progress: Callable[[int, int, int, float], None] | None = None,
+) -> ClusterSize:
     """Training and inference server counts for a trace (documented sizing rule).
 
     Parameters
     ----------
     jobs : DataFrame
-        Canonical jobs (``submit_time_s``, ``duration_s``, ``gpus``).
+        Canonical jobs (``submit_time_s``, ``duration_s``, ``gpus``), checked
+        like every replay input.
     target_queuing_delay_s : float > 0
         The training cluster is the largest on which strict ``fifo`` (no
         loaning, no elastic scaling) has a mean queuing delay of at least this.
@@ -105,68 +199,146 @@ def size_cluster(
     inference_ratio : float
         Inference servers per training server (at least
         ``MIN_INFERENCE_SERVERS``).
+    progress : callable ``(probes_done, probes_estimate, n_servers, mean_queuing_delay_s)``,
+        optional.  Called after each ``fifo`` probe replay with the number of
+        probes done, an estimate of the total (exact once the search has
+        bracketed the answer; it may grow while it looks for an upper bound),
+        the cluster size just probed and fifo's mean queuing delay there (s).
 
     Returns
     -------
-    (int, int)
-        ``(n_training_servers, n_inference_servers)``.  When even the smallest
-        cluster that fits the largest job queues less than the target, that
-        smallest cluster.
+    ClusterSize
+        ``(n_training_servers, n_inference_servers)``, a tuple, with ``.rule``
+        and ``.reason`` naming the rule that decided (:data:`SIZING_RULES`):
+        ``target-delay``; ``largest-job`` when even the smallest cluster that
+        fits the largest job queues less than the target (that cluster); or
+        ``every-job-at-once`` when fifo still queues at least the target on the
+        cluster that runs every job at once (that cluster).
 
     Raises
     ------
     InvalidInputError
-        Empty trace or a parameter out of range.
+        Empty trace, a bad job row, or a parameter out of range.
 
     Notes
     -----
     Assumes ``fifo``'s mean queuing delay does not grow with the cluster.
-    Doubling then bisection from the offered-load estimate: O(log n) ``fifo``
-    replays.
+    Doubling then bisection from the offered-load estimate, the upper end
+    capped at the servers that run every job at once (each job alone on its
+    own servers): O(log n) ``fifo`` replays, however close the submit times
+    (three jobs within 2 ms no longer make the load estimate, and the
+    cluster, explode).  Each probe runs without the event log, keeps only its
+    mean delay, and its memory is freed before the next, so the peak memory
+    is that of one replay.
     """
+    import gc
+
     from aryl.sim import SimConfig, simulate
 
-    if not target_queuing_delay_s > 0:
-        raise InvalidInputError("target_queuing_delay_s: must be > 0")
+    if not target_queuing_delay_s > 0 or not math.isfinite(target_queuing_delay_s):
+        raise InvalidInputError("target_queuing_delay_s: must be a finite number > 0")
+    if isinstance(gpus_per_server, bool) or not isinstance(gpus_per_server, int | np.integer) \
+            or gpus_per_server < 1:
+        raise InvalidInputError(f"gpus_per_server: must be an integer >= 1, got "
+                                f"{gpus_per_server!r}")
+    if not (math.isfinite(inference_ratio) and inference_ratio >= 0):
+        raise InvalidInputError(f"inference_ratio: must be a finite number >= 0, got "
+                                f"{inference_ratio!r}")
     if len(jobs) == 0:
         raise InvalidInputError("jobs: the trace is empty, nothing to size")
-    rigid = jobs[["job_id", "submit_time_s", "duration_s", "gpus"]]
+    from aryl.traces.validate import validate_jobs
+
+    needed = [c for c in ("job_id", "submit_time_s", "duration_s", "gpus") if c in jobs.columns]
+    cols, _, _ = validate_jobs(jobs[needed],
+                               drop_hint="aryl.traces.load_trace(jobs, on_invalid='drop')")
+    rigid = pd.DataFrame({k: cols[k] for k in ("job_id", "submit_time_s", "duration_s")})
+    gpus = cols["gpus"].astype(np.int64)
+    rigid["gpus"] = gpus
+    target = float(target_queuing_delay_s)
     cache: dict[int, float] = {}
 
-    def delay(n: int) -> float:
+    def left(a: int, b: int) -> int:
+        """Bisection probes left once ``delay(a) >= target > delay(b)``."""
+        return math.ceil(math.log2(b - a)) if b - a > 1 else 0
+
+    def delay(n: int, lo: int, hi: int | None) -> float:
+        """fifo's mean queuing delay on ``n`` servers.  ``lo``: the largest size known
+        to queue >= target; ``hi``: the smallest known to queue less, or None while the
+        search still goes up (progress estimates only)."""
         if n not in cache:
             cfg = SimConfig(
                 n_training_servers=n,
                 n_inference_servers=0,
-                gpus_per_server=gpus_per_server,
+                gpus_per_server=int(gpus_per_server),
                 record_events=False,
             )
             res = simulate(rigid, policy="fifo", config=cfg, inference=False)
             mean = res.summary["queuing_delay_s"]["mean"]
             cache[n] = math.inf if mean is None else float(mean)
+            del res
+            gc.collect()  # the engine holds reference cycles: free it before the next probe
+            if progress is not None:
+                below = cache[n] < target
+                if hi is not None:  # bisection inside (lo, hi)
+                    rest = left(lo, n) if below else left(n, hi)
+                elif below:  # the upper end is found
+                    rest = 0 if n == lo else left(lo, n)
+                elif n >= upper:
+                    rest = 0
+                else:  # the next probe goes up: the load estimate, then doubling
+                    up = guess if n == lo and guess > n else min(2 * n, upper)
+                    rest = 1 + left(n, up)
+                progress(len(cache), len(cache) + rest, n, cache[n])
         return cache[n]
 
-    lo = max(1, math.ceil(int(jobs["gpus"].max()) / gpus_per_server))
-    if delay(lo) < target_queuing_delay_s:
-        n_train = lo
+    alone = _servers_alone(gpus, int(gpus_per_server))
+    lo = max(1, int(alone.max()))
+    upper = max(lo, int(alone.sum()))  # every job at once, each on its own servers
+    biggest = str(cols["job_id"][int(np.argmax(alone))])
+    sub = rigid["submit_time_s"].to_numpy(dtype=np.float64)
+    span = float(sub.max() - sub.min())
+    gpu_s = float(np.dot(rigid["duration_s"].to_numpy(np.float64), gpus.astype(np.float64)))
+    # offered-load estimate; with near-equal submit times it is huge, hence the cap
+    guess = min(upper, max(lo + 1, math.ceil(gpu_s / span / gpus_per_server))
+                if span > 0 else lo + 1)
+    rule = "target-delay"
+    if delay(lo, lo, None) < target:
+        n_train, rule = lo, "largest-job"
+    elif lo == upper:
+        n_train, rule = lo, "every-job-at-once"
     else:
-        sub = jobs["submit_time_s"].to_numpy(dtype=np.float64)
-        gpus = jobs["gpus"].to_numpy(np.float64)
-        span = float(sub.max() - sub.min())
-        gpu_s = float(np.dot(jobs["duration_s"].to_numpy(np.float64), gpus))
-        guess = math.ceil(gpu_s / span / gpus_per_server) if span > 0 else lo + 1
-        hi = max(lo + 1, guess)
-        while delay(hi) >= target_queuing_delay_s:
-            lo, hi = hi, 2 * hi
-        while hi - lo > 1:  # delay(lo) >= target > delay(hi)
-            mid = (lo + hi) // 2
-            if delay(mid) >= target_queuing_delay_s:
-                lo = mid
-            else:
-                hi = mid
-        n_train = lo
+        hi = guess
+        while delay(hi, lo, None) >= target and hi < upper:
+            lo, hi = hi, min(2 * hi, upper)
+        if cache[hi] >= target:  # hi == upper: fifo still queues there
+            n_train, rule = hi, "every-job-at-once"
+        else:
+            while hi - lo > 1:  # delay(lo) >= target > delay(hi)
+                mid = (lo + hi) // 2
+                if delay(mid, lo, hi) >= target:
+                    lo = mid
+                else:
+                    hi = mid
+            n_train = lo
     n_inf = max(MIN_INFERENCE_SERVERS, round(n_train * inference_ratio))
-    return n_train, n_inf
+    d = cache[n_train]
+    if rule == "largest-job":
+        reason = (f"the largest job must fit: job {biggest!r} needs {n_train} server(s) of "
+                  f"{gpus_per_server} GPUs, and strict fifo's mean queuing delay there is "
+                  f"{d:,.0f} s, already below the target {target:,.0f} s")
+    elif rule == "every-job-at-once":
+        reason = (f"capped at {n_train} servers, enough to run every job at once; strict "
+                  f"fifo's mean queuing delay there is still {d:,.0f} s >= the target "
+                  f"{target:,.0f} s")
+    else:
+        above = cache.get(n_train + 1, math.nan)
+        reason = (f"the largest training cluster on which strict fifo's mean queuing delay "
+                  f"is still >= {target:,.0f} s: {d:,.0f} s on {n_train} servers, "
+                  f"{above:,.0f} s on {n_train + 1}")
+    reason += f" ({len(cache)} fifo replays)"
+    log.info("size_cluster: %d training + %d inference servers: %s", n_train, n_inf, reason)
+    return ClusterSize(n_train, n_inf, rule=rule, reason=reason,
+                       mean_queuing_delay_s=dict(sorted(cache.items())))
 
 
 # --------------------------------------------------------------------------- plan
@@ -177,6 +349,8 @@ def paper_spec(
     quick: bool = False,
     philly: str | os.PathLike[str] | None = None,
     spec: str | os.PathLike[str] | None = None,
+    config: Mapping[str, Any] | None = None,
+    policy_options: Mapping[str, Any] | None = None,
 ) -> SweepSpec:
     """The evaluation's sweep spec.
 
@@ -193,6 +367,13 @@ def paper_spec(
         Another spec file with the same sections (tags ``section`` =
         ``headline`` / ``ablation`` / ``sensitivity`` and ``sweep`` = the swept
         parameter), instead of the bundled one.
+    config : mapping, optional
+        :class:`aryl.sim.SimConfig` fields for every run: set in the
+        ``[grid]`` unless it sets them itself, so a table that varies a field
+        keeps its own values; ``seed`` replaces the spec's seeds.  The cluster
+        shape is sized per trace and cannot be set here.
+    policy_options : mapping, optional
+        Policy options for every run (a table's own options win).
 
     Returns
     -------
@@ -205,8 +386,25 @@ def paper_spec(
     """
     from aryl.sweep.spec import bundled_spec, parse_spec, read_spec_data
 
+    common = dict(config or {})
+    fixed = sorted(set(common) & {"n_training_servers", "n_inference_servers", "gpus_per_server"})
+    if fixed:
+        raise InvalidInputError(
+            f"{fixed[0]}: the evaluation sizes each trace's cluster itself; it cannot be set")
     path = Path(spec) if spec is not None else bundled_spec("paper-quick" if quick else "paper")
     data = read_spec_data(path)
+    grid = data.get("grid")
+    if (common or policy_options) and not isinstance(grid, dict):
+        raise InvalidInputError(f"{path}: common settings need a [grid] table")
+    if isinstance(grid, dict):
+        if "seed" in common:
+            grid["seed"] = common.pop("seed")
+        for k, v in common.items():
+            grid.setdefault(k, list(v) if isinstance(v, tuple) else v)
+        if policy_options:
+            for table in [grid, *(r for r in data.get("run", []) if "policy_options" in r)]:
+                table["policy_options"] = {**dict(policy_options),
+                                           **table.get("policy_options", {})}
     if philly is not None:
         grid = data.get("grid")
         if not isinstance(grid, dict) or "trace" not in grid:
@@ -272,6 +470,8 @@ def reclaim_quality(
     trace_window: str | None = None,
     n_training_servers: int | None = None,
     n_inference_servers: int | None = None,
+    config: Mapping[str, Any] | None = None,
+    policy_options: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Greedy vs exact reclaim on small instances cut from a replay's own states.
 
@@ -280,7 +480,9 @@ def reclaim_quality(
     at most ``max_servers`` of its loaned servers (chosen at random, with the
     jobs on them and their totals unchanged) and a random ``n`` in
     ``[1, n_servers]``.  Each is solved by the cost greedy (``aryl``) and by
-    the exact optimum (``exact``: fewest preempted jobs).
+    the exact optimum (``exact``: fewest preempted jobs).  ``config`` and
+    ``policy_options`` (other :class:`aryl.sim.SimConfig` fields, policy
+    options) apply to the replay.
 
     Returns
     -------
@@ -300,14 +502,15 @@ def reclaim_quality(
     trace = synthesize_elastic(load_trace(source, window=trace_window), seed=seed)
     if n_training_servers is None or n_inference_servers is None:
         n_training_servers, n_inference_servers = size_cluster(trace.jobs)
+    fields: dict[str, Any] = {"record_events": False, **(config or {}), "seed": seed}
     cfg = SimConfig(
         n_training_servers=n_training_servers,
         n_inference_servers=n_inference_servers,
-        seed=seed,
-        record_events=False,
+        **fields,
     )
     recorded: list[ReclaimRequest] = []
-    simulate(trace, policy="aryl", config=cfg, reclaim_log=recorded)
+    simulate(trace, policy="aryl", config=cfg, reclaim_log=recorded,
+             policy_options=dict(policy_options or {}) or None)
     busy = [r for r in recorded if len(r.placement_job) > 0]
     if not busy:
         raise InvalidInputError(f"{source}: the replay made no reclaim of a busy loaned server")
@@ -390,6 +593,8 @@ def _paired(
     """Mean and 95% half-width over seeds of ``fn(x's col, y's col)`` for the same seed."""
     from aryl.sweep.stats import mean_ci
 
+    if "seed" not in x or "seed" not in y:  # one run per scenario (hand-made frames)
+        x, y = x.assign(seed=0), y.assign(seed=0)
     m = x[["seed", col]].merge(y[["seed", col]], on="seed", suffixes=("_x", "_y"))
     vals = [fn(a, b) for a, b in zip(m[f"{col}_x"], m[f"{col}_y"], strict=True)]
     mean, half, _ = mean_ci(np.nan if v is None else v for v in vals)
@@ -415,8 +620,6 @@ def headline_table(runs: pd.DataFrame) -> pd.DataFrame:
             "trace": tr,
             "jobs": int(a0["n_jobs"]),
             "servers": f"{a0['n_training_servers']}+{a0['n_inference_servers']}",
-            # a string, so that the paper's row can say "–" and the CSV reads back the same
-            "seeds": str(a["seed"].nunique()),
         }
         for label, col in (("qd", "mean_queuing_delay_s"), ("p95 qd", "p95_queuing_delay_s"),
                            ("JCT", "mean_jct_s"), ("p95 JCT", "p95_jct_s")):
@@ -433,14 +636,15 @@ def headline_table(runs: pd.DataFrame) -> pd.DataFrame:
     rows.append(
         {
             "trace": "paper [Aryl]",
-            "seeds": "–",
             "qd ratio": PAPER_FIGURES["queuing_delay_ratio"],
             "JCT ratio": PAPER_FIGURES["jct_ratio"],
             "usage gain": PAPER_FIGURES["usage_gain"],
         }
     )
     table = pd.DataFrame(rows)
-    order = ["trace", "jobs", "servers", "seeds"]
+    # a count stays an integer in headline.csv although the paper's row has none
+    table["jobs"] = table["jobs"].astype("Int64")
+    order = ["trace", "jobs", "servers"]
     for name in ("fifo qd", "aryl qd", "qd ratio", "fifo p95 qd", "aryl p95 qd", "fifo JCT",
                  "aryl JCT", "JCT ratio", "fifo p95 JCT", "aryl p95 JCT", "fifo usage",
                  "aryl usage", "usage gain", "all-GPU usage gain", "preempt/1k jobs"):
@@ -484,10 +688,17 @@ def ablation_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _default_value(sweep: str, run: pd.Series) -> float:
-    """The value a sweep's parameter has in the headline run."""
+    """The value a sweep's parameter has in the headline run (its own column, else the
+    sweep's default: a run row always has it, a hand-made frame may not)."""
     if sweep == "inference_ratio":
         return float(run["n_inference_servers"] / run["n_training_servers"])
-    return float(run[sweep])
+    if sweep in run and not pd.isna(run[sweep]):
+        return float(run[sweep])
+    from aryl.sim import SimConfig
+    from aryl.sweep.spec import AXES
+
+    defaults = {**SimConfig().to_dict(), **AXES}
+    return float(defaults[sweep])
 
 
 def sensitivity_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -539,8 +750,12 @@ def sensitivity_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _fmt(v: Any) -> str:
-    """Number format shared by the CLI tables and results.md."""
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+    """Number format shared by the CLI tables and results.md.
+
+    Integers (counts) print whole with thousands separators; floats with 0, 2
+    or 3 decimals by magnitude; missing values (None, NaN, ``pd.NA``) as "–".
+    """
+    if v is None or v is pd.NA or (isinstance(v, (float, np.floating)) and not math.isfinite(v)):
         return "–"
     if isinstance(v, (bool, np.bool_)):
         return "yes" if v else ""
@@ -558,36 +773,51 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def markdown_table(df: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table with the same number formats as the CLI.
+
+    A column ``NAME ±`` is shown inside ``NAME``'s cells (:func:`table_cells`).
+    """
+    cols, rows = table_cells(df)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def formatted_rows(df: pd.DataFrame) -> list[list[str]]:
+    """Each row's cells formatted by :func:`_fmt`, read column by column.
+
+    Reading by column keeps each column's dtype (``iterrows`` would turn an
+    integer count into a float in a row that also holds floats).
+    """
+    columns = [df[c].tolist() for c in df.columns]
+    return [[_fmt(col[i]) for col in columns] for i in range(len(df))]
+
+
 def table_cells(df: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     """Column names and formatted cells, each ``NAME ±`` column merged into ``NAME``.
 
-    A cell reads ``mean ± half-width`` (``_fmt`` for both numbers), or just the
-    mean where the half-width is missing (one seed, or the paper's own row).
-    Shared by results.md and the CLI tables.
+    A cell reads ``mean ± half-width`` (:func:`_fmt` for both numbers), or just
+    the mean where the half-width is missing (one seed, or the paper's own row).
+    Cells are formatted column by column (:func:`formatted_rows`).  Shared by
+    results.md and the CLI tables.
     """
-    cols = [c for c in df.columns if not str(c).endswith(" ±")]
+    names = [str(c) for c in df.columns]
+    cells = formatted_rows(df)
+    keep = [i for i, c in enumerate(names) if not c.endswith(" ±")]
+    half = {names.index(c[: -len(" ±")]): i for i, c in enumerate(names)
+            if c.endswith(" ±") and c[: -len(" ±")] in names}
     rows = []
-    for _, r in df.iterrows():
-        cells = []
-        for c in cols:
-            half = r.get(f"{c} ±")
-            if half is not None and isinstance(half, (float, np.floating)) and math.isfinite(
-                half
-            ) and not (isinstance(r[c], float) and not math.isfinite(r[c])):
-                cells.append(f"{_fmt(r[c])} ± {_fmt(half)}")
+    for row in cells:
+        out = []
+        for i in keep:
+            j = half.get(i)
+            if j is not None and row[j] != "–" and row[i] != "–":
+                out.append(f"{row[i]} ± {row[j]}")
             else:
-                cells.append(_fmt(r[c]))
-        rows.append(cells)
-    return [str(c) for c in cols], rows
-
-
-def markdown_table(df: pd.DataFrame) -> str:
-    """A GitHub-flavoured Markdown table with the same number formats as the CLI."""
-    cols, rows = table_cells(df)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for cells in rows:
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+                out.append(row[i])
+        rows.append(out)
+    return [names[i] for i in keep], rows
 
 
 def _png(fig: Any, path: Path) -> None:
@@ -714,6 +944,8 @@ def run_paper(
     reclaim_instances: int = 2000,
     progress: Callable[[int, int, str], None] | None = None,
     status: Callable[[str], None] | None = None,
+    config: Mapping[str, Any] | None = None,
+    policy_options: Mapping[str, Any] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Run the whole evaluation and write tables, figures and ``results.md``.
 
@@ -749,6 +981,10 @@ def run_paper(
         Instances of the greedy-vs-exact reclaim comparison.
     progress : callable ``(done, total, label)``, optional
     status : callable ``(message)``, optional
+    config, policy_options : mapping, optional
+        :class:`aryl.sim.SimConfig` fields and policy options for every run
+        (see :func:`paper_spec`); recorded in ``manifest.json`` and named in the
+        command that ``results.md`` quotes.
 
     Returns
     -------
@@ -777,7 +1013,8 @@ def run_paper(
     say = status or (lambda _m: None)
     out = Path(out_dir)
     check_output_folder(out)  # before hours of replays, not after
-    sweep_spec = paper_spec(quick=quick, philly=philly, spec=spec)
+    sweep_spec = paper_spec(quick=quick, philly=philly, spec=spec, config=config,
+                            policy_options=policy_options)
     keep = data_dir is not None
     data = Path(data_dir) if data_dir is not None else out.parent / f".{out.name}.sweep"
     t0 = time.perf_counter()
@@ -794,7 +1031,8 @@ def run_paper(
     headline = headline_table(runs)
     ablations = ablation_table(runs)
     sensitivity = sensitivity_table(runs)
-    main = runs[runs["section"] == "headline"].iloc[0]
+    head = runs[runs["section"] == "headline"]
+    main = head[head["trace"] == head.iloc[0]["trace"]].sort_values("seed").iloc[0]
     say("reclaim quality: greedy vs exact")
     rq = reclaim_quality(
         source=str(main["trace_source"]),
@@ -802,6 +1040,9 @@ def run_paper(
         n_instances=reclaim_instances if not quick else min(reclaim_instances, 200),
         n_training_servers=int(main["n_training_servers"]),
         n_inference_servers=int(main["n_inference_servers"]),
+        seed=int(main["seed"]),
+        config={k: v for k, v in (config or {}).items() if k != "seed"},
+        policy_options=policy_options,
     )
     rq_summary = pd.DataFrame(
         [
@@ -828,8 +1069,10 @@ def run_paper(
         for name, df in tables.items():
             atomic_write_dataframe(df, tmp / f"{name}.csv")
         figures = _figures(series, sensitivity, tmp)
+        command = paper_command(quick=quick, philly=philly is not None, config=config,
+                                policy_options=policy_options)
         manifest = {
-            "command": "aryl experiment paper" + (" --quick" if quick else ""),
+            "command": command,
             "quick": quick,
             "philly": philly is not None,
             "spec": sweep_spec.name,
@@ -841,31 +1084,81 @@ def run_paper(
             "inference_ratio": INFERENCE_RATIO,
             "paper": PAPER_FIGURES,
             "data": str(data) if keep else None,
+            "config": dict(config or {}),
+            "policy_options": dict(policy_options or {}),
         }
         atomic_write_text(tmp / "manifest.json",
                           json.dumps(manifest, indent=2, default=str) + "\n")
-        atomic_write_text(tmp / "results.md", render_markdown(tables, figures, quick=quick))
+        atomic_write_text(tmp / "results.md",
+                          render_markdown(tables, figures, quick=quick, command=command))
     if not keep:
         shutil.rmtree(data, ignore_errors=True)
     return tables
 
 
-def render_markdown(
-    tables: dict[str, pd.DataFrame], figures: Sequence[str], *, quick: bool
+def paper_command(
+    *,
+    quick: bool = False,
+    philly: bool = False,
+    config: Mapping[str, Any] | None = None,
+    policy_options: Mapping[str, Any] | None = None,
 ) -> str:
-    """The ``results.md`` text: the same numbers as the CSVs and the CLI tables."""
+    """The ``aryl experiment paper`` command line that produces a run with these arguments.
+
+    The Philly table's path is written ``PATH`` (it is the user's); every
+    common setting appears as ``--set NAME=VALUE``.
+    """
+    def text(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (tuple, list)):
+            return ",".join(f"{x:g}" for x in v)
+        return f"{v:g}" if isinstance(v, float) else str(v)
+
+    parts = ["aryl experiment paper"]
+    if quick:
+        parts.append("--quick")
+    if philly:
+        parts.append("--philly PATH")
+    for k, v in {**dict(config or {}), **dict(policy_options or {})}.items():
+        parts.append(f"--set {k}={text(v)}")
+    return " ".join(parts)
+
+
+def render_markdown(
+    tables: dict[str, pd.DataFrame],
+    figures: Sequence[str],
+    *,
+    quick: bool,
+    command: str | None = None,
+) -> str:
+    """The ``results.md`` text: the same numbers as the CSVs and the CLI tables.
+
+    ``command`` is the command line that produced the tables (default: from
+    ``quick`` and whether the headline has a Philly row, see :func:`paper_command`).
+    """
     h = tables["headline"]
     ours = h[~h["trace"].str.startswith("paper")]
+    if command is None:
+        command = paper_command(quick=quick,
+                                philly=bool(h["trace"].str.startswith("philly").any()))
+    runs = tables.get("runs")
+    seeds = sorted({int(x) for x in runs["seed"]}) if runs is not None and len(runs) else [0]
+    if len(seeds) == 1:
+        about_seeds = f"Deterministic seed ({seeds[0]})."
+    else:
+        about_seeds = (
+            f"Each number is a mean over {len(seeds)} seeds ({', '.join(map(str, seeds))}: "
+            "the seed draws the elastic jobs, their scaling and the inference demand's "
+            "noise); `a ± h` gives the half-width h of its 95% Student-t interval, and "
+            "ratios are averaged per seed (docs/sweep.md)."
+        )
     lines = [
         "# Results: Aryl vs FIFO on public traces",
         "",
-        "Generated by `aryl experiment paper"
-        + (" --quick" if quick else " --philly PATH")
-        + "`; every number below is the one the command prints and writes to the CSVs "
-        "beside this file. Each number is a mean over the seeds in the `seeds` column "
-        "(the seed draws the elastic jobs, their scaling and the inference demand's noise); "
-        "`a ± h` gives the half-width h of its 95% Student-t interval, and ratios are "
-        "averaged per seed (docs/sweep.md). The paper's figures are from a private "
+        f"Generated by `{command}`; every number below is the one the command prints and "
+        "writes to the CSVs "
+        f"beside this file. {about_seeds} The paper's figures are from a private "
         "15-day, >50,000-job trace; ours from the public traces named in each row.",
         "",
         "## Headline: fifo vs aryl",

@@ -4,42 +4,48 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
+from rich.progress import MofNCompleteColumn
 
+from aryl.cli._progress import make_progress
+from aryl.cli._tables import Col, print_tables
+from aryl.cli.config import config_options, resolve
+from aryl.cli.sweep import EXIT_INTERRUPTED
 from aryl.errors import ArylError
 
 __all__ = ["experiment_command"]
 
+#: SimConfig fields the evaluation sets per trace (docs/results.md, "Set-up").
+FIXED_FIELDS = {
+    name: "is sized per trace by the evaluation (docs/results.md); it cannot be set here"
+    for name in ("n_training_servers", "n_inference_servers", "gpus_per_server")
+}
 
-def _rich_table(title: str, df: object, *, transpose: bool = False) -> Table:
-    """A rich table of ``df`` with the number formats of results.md.
+
+def print_frame(console: Console, title: str, df: Any, *, transpose: bool = False,
+                keys: int = 1) -> None:
+    """Print ``df`` with the number formats of results.md, in groups that fit the width.
 
     ``transpose`` puts the first column's values across the top (one column per
-    trace or policy), so wide tables stay readable in an 80-column terminal.
-    A ``NAME ±`` column is shown inside ``NAME``'s cells (``mean ± half-width``).
+    trace or policy, one row per measure); otherwise the first ``keys`` columns
+    are repeated in every group.
     """
     import pandas as pd
 
     from aryl.experiment import table_cells
 
     assert isinstance(df, pd.DataFrame)
-    cols, rows = table_cells(df)
-    table = Table(title=title, show_lines=False)
+    names, cells = table_cells(df)  # a NAME ± column shows inside NAME's cells
     if transpose:
-        table.add_column(cols[0])
-        for cells in rows:
-            table.add_column(cells[0], justify="right", overflow="fold")
-        for j, col in enumerate(cols[1:], start=1):
-            table.add_row(col, *(cells[j] for cells in rows))
-        return table
-    for col in cols:
-        table.add_column(col, overflow="fold")
-    for cells in rows:
-        table.add_row(*cells)
-    return table
+        cols = [Col("measure", "left"), *(Col(r[0]) for r in cells)]
+        rows = [[name, *(r[j] for r in cells)] for j, name in enumerate(names) if j > 0]
+        print_tables(console, cols, rows, title=title)
+        return
+    cols = [Col(c, "left" if j < keys else "right") for j, c in enumerate(names)]
+    print_tables(console, cols, cells, keys=keys, title=title)
 
 
 @click.group("experiment")
@@ -60,7 +66,8 @@ def experiment_command() -> None:
     "--philly",
     type=click.Path(exists=True, dir_okay=False),
     default=None,
-    help="Path of the Philly job table (philly.csv, not bundled); adds its busiest 15 days.",
+    help="Path of the Microsoft Philly job table (philly.csv, not bundled); adds its "
+         "busiest 15 days.",
 )
 @click.option("--quick", is_flag=True, help="Small plan on itp-c10 (a smoke run, a few seconds).")
 @click.option(
@@ -104,44 +111,51 @@ def experiment_command() -> None:
     show_default=True,
     help="Small reclaim instances for the greedy-vs-exact comparison.",
 )
+@config_options
 def paper(
-    out_dir: Path,
-    philly: str | None,
-    quick: bool,
-    n_procs: int | None,
-    ray_address: str | None,
-    data_dir: Path | None,
-    spec: Path | None,
-    reclaim_instances: int,
+    out_dir: Path, philly: str | None, quick: bool, n_procs: int | None,
+    ray_address: str | None, data_dir: Path | None, spec: Path | None,
+    reclaim_instances: int, config_file: str | None, sets: tuple[str, ...], show_config: bool,
 ) -> None:
     """Headline table, ablations, sensitivity sweeps and reclaim quality.
 
     Every table is printed here and written, with the figures, to OUT; the
     numbers in OUT/results.md are the ones printed.  The replays are the sweep
     spec aryl/data/sweeps/paper.toml (5 seeds; means with 95% intervals).
-    OUT is replaced as a whole at the end: Ctrl-C (which stops within about 2 s
-    and ends every worker) or an error leaves the previous results untouched;
-    finished replays are kept, so the same command resumes.
+    --set / --config take the simulator fields (except the cluster shape, sized
+    per trace) and policy options (`aryl config`), applied to every run; a sweep
+    overrides the field it varies.  OUT is replaced as a whole at the end:
+    Ctrl-C (which stops within about 2 s and ends every worker) or an error
+    leaves the previous results untouched; finished replays are kept, so the
+    same command resumes.
     """
-    from aryl.cli.sweep import (
-        EXIT_INTERRUPTED,
-        exit_interrupted,
-        first_interrupt_only,
-        report_interrupt,
-        run_with_progress,
-    )
+    from aryl.cli.sweep import exit_interrupted, first_interrupt_only, report_interrupt
     from aryl.experiment import run_paper
     from aryl.sweep import SweepInterrupted
 
-    # Tables are wide: use the terminal's width, and 160 columns when writing to a file.
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    rc = resolve(sections=("sim", "policy"), config_file=config_file, sets=sets,
+                 fixed=FIXED_FIELDS)
+    if show_config:
+        click.echo(rc.to_toml("aryl experiment paper"), nl=False)
+        return
+    changed = {sec: {k: v for k, v in vals.items() if rc.source(sec, k) != "default"}
+               for sec, vals in rc.values.items()}
+    console = Console()
     data_shown = data_dir or out_dir.parent / f".{out_dir.name}.sweep"
     try:
-        with first_interrupt_only():
-            tables = run_with_progress(
-                console,
-                run_paper,
-                out_dir=out_dir,
+        with first_interrupt_only(), make_progress(
+            console, MofNCompleteColumn(), trailing="{task.fields[last]}", transient=False
+        ) as bar:
+            task = bar.add_task("replays", total=None, last="")
+
+            def progress(done: int, total: int, label: str) -> None:
+                bar.update(task, completed=done, total=total, last=label)
+
+            def status(message: str) -> None:
+                bar.update(task, last=message)
+
+            tables = run_paper(
+                out_dir,
                 quick=quick,
                 philly=philly,
                 spec=spec,
@@ -149,6 +163,10 @@ def paper(
                 ray=ray_address,
                 data_dir=data_dir,
                 reclaim_instances=reclaim_instances,
+                progress=progress,
+                status=status,
+                config=changed["sim"],
+                policy_options=changed["policy"],
             )
     except SweepInterrupted as exc:
         report_interrupt(console, exc.outcome, data_shown)
@@ -160,11 +178,11 @@ def paper(
         sys.exit(EXIT_INTERRUPTED)
     except ArylError as exc:
         raise click.ClickException(str(exc)) from exc
-    for name, title, transpose in (
-        ("headline", "Headline: fifo vs aryl (times in s; ratios in the paper's form)", True),
-        ("ablations", "Ablations and peers (main trace; ratios against fifo)", True),
-        ("sensitivity", "Sensitivity (aryl vs fifo on the same training cluster)", False),
-        ("reclaim", "Reclaim quality: cost greedy vs exact optimum", False),
+    for name, title, transpose, keys in (
+        ("headline", "Headline: fifo vs aryl (times in s; ratios in the paper's form)", True, 1),
+        ("ablations", "Ablations and peers (main trace; ratios against fifo)", True, 1),
+        ("sensitivity", "Sensitivity (aryl vs fifo on the same training cluster)", False, 2),
+        ("reclaim", "Reclaim quality: cost greedy vs exact optimum", False, 0),
     ):
-        console.print(_rich_table(title, tables[name], transpose=transpose))
+        print_frame(console, title, tables[name], transpose=transpose, keys=keys)
     console.print(f"Wrote {out_dir / 'results.md'} (tables, figures, manifest) in {out_dir}/")

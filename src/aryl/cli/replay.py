@@ -8,6 +8,13 @@ same input and prints one table with ratios against ``fifo`` (the paper's
 "1.53x lower mean queuing delay / +26.9% usage" form; ratios are
 baseline / policy, ``compare.csv`` stores them as numbers).
 
+Every knob (``aryl.sim.SimConfig``, the elastic synthesis, the inference
+demand, the policy options) can be set with ``--set NAME=VALUE`` or
+``--config FILE.toml`` (:mod:`aryl.cli.config`, docs/configuration.md); the
+effective configuration is in ``summary.json`` (``config`` and ``run``),
+``--json`` and ``--show-config``.  Tables are laid out to fit the terminal
+(:mod:`aryl.cli._tables`).
+
 ``--out DIR`` writes ``DIR/manifest.json`` listing the files of the run; a
 re-run into the same directory deletes the files the previous manifest lists
 and this run does not write, and never touches files no manifest lists.
@@ -17,14 +24,14 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 
+from aryl.cli._tables import Col, print_tables
+from aryl.cli.config import AUTO, RunConfig, config_options, given, resolve
 from aryl.errors import InvalidInputError, TraceFormatError
 from aryl.sim.config import DEFAULT_INFERENCE_SERVERS, DEFAULT_TRAINING_SERVERS
 
@@ -33,11 +40,25 @@ DEFAULT_TRACE = "itp-c07"
 POLICIES = ("aryl", "aryl-no-elastic", "aryl-no-loan", "elastic-greedy", "fifo", "sjf",
             "tiresias")
 RECLAIM_POLICIES = ("aryl", "random", "fewest-jobs", "most-idle", "exact")
+# The trace formats of aryl.traces.load_trace (checked against its registry in the tests).
+FORMATS = ("canonical", "itp", "philly", "helios", "pai2020", "alibaba2023")
 
 __all__ = ["compare_command", "replay_command"]
 
+_AUTO = AUTO
 
-_AUTO = "auto"
+#: Dedicated options and the field each one sets when it is given.
+OPTION_FIELDS: dict[str, tuple[str, str]] = {
+    "training_servers": ("--training-servers", "sim.n_training_servers"),
+    "inference_servers": ("--inference-servers", "sim.n_inference_servers"),
+    "gpus_per_server": ("--gpus-per-server", "sim.gpus_per_server"),
+    "seed": ("--seed", "sim.seed"),
+    "reclaim_policy": ("--reclaim-policy", "sim.reclaim_policy"),
+    "backend": ("--backend", "sim.backend"),
+    "check": ("--check", "sim.check"),
+    "elastic_fraction": ("--elastic-fraction", "input.elastic_fraction"),
+    "inference": ("--inference", "input.inference"),
+}
 
 
 class _ServersType(click.ParamType):
@@ -66,7 +87,13 @@ class _ServersType(click.ParamType):
 def _common(func: Any) -> Any:
     options = [
         click.option("--trace", "trace", default=DEFAULT_TRACE, show_default=True,
-                     help="Trace path or preset (itp-c01..itp-c10, itp-all)."),
+                     help="Trace path or preset (itp-c01..itp-c10, itp-all); any format of "
+                          "`aryl trace inspect` (docs/traces.md)."),
+        click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+                     help="Trace format (default: detected from the header)."),
+        click.option("--tz", default=None,
+                     help="Time zone of naive timestamps (Philly default America/Los_Angeles, "
+                          "Helios Asia/Shanghai)."),
         click.option("--window", default=None,
                      help="Trace window: 'busiest-15d' or 'START,END' (submit times)."),
         click.option("--inference", default="bundled", show_default=True,
@@ -84,7 +111,7 @@ def _common(func: Any) -> Any:
         click.option("--gpus-per-server", type=click.IntRange(min=1), default=8, show_default=True),
         click.option("--elastic-fraction", type=click.FloatRange(0.0, 1.0), default=0.5,
                      show_default=True,
-                     help="Fraction of jobs made elastic when the trace has no scaling columns."),
+                     help="Fraction of jobs made elastic (for the elastic policies)."),
         click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
                      help="Seed of the elastic synthesis and random choices."),
         click.option("--reclaim-policy", type=click.Choice(RECLAIM_POLICIES), default="aryl",
@@ -100,70 +127,127 @@ def _common(func: Any) -> Any:
         click.option("--out", "out", type=click.Path(file_okay=False), default=None,
                      help="Directory for per-job tables, summary JSON, time series."),
         click.option("--plot", is_flag=True, help="Write PNG figures (needs --out)."),
+        click.option("--json", "as_json", is_flag=True,
+                     help="Print the summary as JSON on stdout (and nothing else; messages "
+                          "go to stderr)."),
         click.option("--no-progress", is_flag=True, help="No progress bar."),
     ]
     for option in reversed(options):
         func = option(func)
-    return func
+    return config_options(func)
+
+
+def _resolve(o: dict[str, Any]) -> RunConfig:
+    """The effective configuration: defaults, --config, --set, then the options given."""
+    ctx = click.get_current_context()
+    options = {field: (name, o[param]) for param, (name, field) in OPTION_FIELDS.items()
+               if given(ctx, param)}
+    if o["keep_idle_loans"]:
+        options["policy.return_idle_loans"] = ("--keep-idle-loans", False)
+    rc = resolve(sections=("sim", "input", "policy"), config_file=o["config_file"],
+                 sets=o["sets"], options=options)
+    rp = rc.get("sim", "reclaim_policy")
+    if rp not in RECLAIM_POLICIES:
+        raise click.UsageError(f"reclaim_policy: expected one of {', '.join(RECLAIM_POLICIES)}, "
+                               f"got {rp!r} (from {rc.source('sim', 'reclaim_policy')})")
+    o["gpus_per_server"] = rc.get("sim", "gpus_per_server")  # the trace loader needs it
+    return rc
+
+
+def _console(o: dict[str, Any]) -> Console:
+    """Messages and tables: stdout, or stderr when stdout carries --json or --show-config."""
+    return Console(stderr=bool(o["as_json"] or o["show_config"]))
 
 
 def _load(o: dict[str, Any], console: Console) -> Any:
-    """Read the trace (``--drop-invalid`` drops bad rows and prints the counts)."""
+    """Read the trace (``--drop-invalid`` drops bad rows and prints the counts).
+
+    A trace left with no job (header-only file, every row dropped, a window
+    that keeps none) is an error: there is nothing to replay.
+    """
     from aryl.traces import load_trace
+    from aryl.traces.validate import InvalidRowsError
 
     drop = o["drop_invalid"]
     try:
         trace = load_trace(o["trace"], window=o["window"], gpus_per_server=o["gpus_per_server"],
-                           on_invalid="drop" if drop else "raise")
+                           on_invalid="drop" if drop else "raise",
+                           format=o["fmt"], tz=o["tz"])
+    except InvalidRowsError as exc:  # bad data rows: say how many, by kind, and the flag
+        raise click.ClickException(exc.describe(drop_hint="--drop-invalid")) from exc
     except InvalidInputError as exc:
-        # a bad data row (not the header, not the file as a whole) can be dropped
-        row_error = isinstance(exc, TraceFormatError) and (exc.line or 0) > 1
-        hint = " (use --drop-invalid to skip bad rows)" if row_error and not drop else ""
         where = "" if isinstance(exc, TraceFormatError) else "--trace/--window: "
-        raise click.ClickException(f"{where}{exc}{hint}") from exc
+        raise click.ClickException(f"{where}{exc}") from exc
+    dropped = {k: int(v) for k, v in trace.dropped.items() if v}
     if drop:
-        dropped = {k: int(v) for k, v in trace.dropped.items() if v}
         if dropped:
             kinds = ", ".join(f"{k}: {v:,}" for k, v in dropped.items())
             console.print(f"dropped {sum(dropped.values()):,} invalid row(s) ({kinds})")
         else:
             console.print("dropped 0 invalid rows")
+    if trace.n_jobs == 0:
+        if "window" in trace.meta:
+            w = trace.meta["window"]
+            why = (f"the window [{w['start_s']:,.0f}, {w['end_s']:,.0f}) keeps none of its "
+                   f"jobs ({w['n_before']:,} before, {w['n_after']:,} after)")
+        elif dropped:
+            why = (f"all {sum(dropped.values()):,} rows were dropped "
+                   f"({', '.join(f'{k}: {v:,}' for k, v in dropped.items())})")
+        else:
+            why = "it has no job rows"
+        raise click.ClickException(f"--trace: nothing to replay in {o['trace']}: {why}")
     return trace
 
 
-def _sizes(o: dict[str, Any], jobs: Any, console: Console) -> tuple[int, int]:
-    """Resolve ``--training-servers`` / ``--inference-servers`` (numbers, ``auto`` or unset)."""
-    n_train, n_inf = o["training_servers"], o["inference_servers"]
+def _sizes(rc: RunConfig, o: dict[str, Any], jobs: Any, console: Console) -> tuple[int, int]:
+    """Resolve the server counts (numbers or ``auto``) of the effective configuration."""
+    n_train = rc.get("sim", "n_training_servers")
+    n_inf = rc.get("sim", "n_inference_servers")
     if _AUTO in (n_train, n_inf):
+        from rich.progress import TextColumn
+
+        from aryl.cli._progress import make_progress
         from aryl.experiment import size_cluster
 
+        gps = rc.get("sim", "gpus_per_server")
+        # fifo probe replays (about 10 s on Philly): a bar with an ETA on a terminal
+        show = not o["no_progress"] and console.is_terminal
         try:
-            auto_train, auto_inf = size_cluster(jobs, gpus_per_server=o["gpus_per_server"])
+            if show:
+                with make_progress(console, TextColumn("{task.completed}/{task.total} probes"),
+                                   trailing="{task.fields[last]}") as bar:
+                    task = bar.add_task("sizing the cluster (fifo replays)", total=None,
+                                        last="")
+
+                    def probe(done: int, total: int, n: int, delay_s: float) -> None:
+                        bar.update(task, completed=done, total=total,
+                                   last=f"{n} servers: mean delay {delay_s:,.0f} s")
+
+                    sized = size_cluster(jobs, gpus_per_server=gps, progress=probe)
+            else:
+                sized = size_cluster(jobs, gpus_per_server=gps)
         except InvalidInputError as exc:
             raise click.ClickException(f"--training-servers auto: {exc}") from exc
+        auto_train, auto_inf = sized
         if n_train == _AUTO:
             n_train = auto_train
         if n_inf == _AUTO:
             n_inf = auto_inf
-        n_train = DEFAULT_TRAINING_SERVERS if n_train is None else n_train
-        n_inf = DEFAULT_INFERENCE_SERVERS if n_inf is None else n_inf
         console.print(f"auto-sized cluster: {n_train} training + {n_inf} inference servers "
-                      f"(largest training cluster on which strict fifo's mean queuing delay "
-                      f"is still >= 4,000 s)")
-    elif n_train is None and n_inf is None and o["trace"] != DEFAULT_TRACE:
+                      f"({sized.reason})")
+    elif (rc.source("sim", "n_training_servers") == "default"
+          and rc.source("sim", "n_inference_servers") == "default"
+          and o["trace"] != DEFAULT_TRACE):
         click.echo(f"hint: the default cluster ({DEFAULT_TRAINING_SERVERS} training + "
                    f"{DEFAULT_INFERENCE_SERVERS} inference servers) is sized for "
                    f"{DEFAULT_TRACE}; use --training-servers auto --inference-servers auto "
                    "to size it for this trace", err=True)
-    if n_train is None:
-        n_train = DEFAULT_TRAINING_SERVERS
-    if n_inf is None:
-        n_inf = DEFAULT_INFERENCE_SERVERS
     return int(n_train), int(n_inf)
 
 
-def _prepare(o: dict[str, Any], console: Console) -> tuple[Any, dict[str, Any], Any, Any]:
-    """Load and synthesise the trace, build the config and the inference demand."""
+def _prepare(o: dict[str, Any], console: Console) -> tuple[Any, RunConfig, Any, Any]:
+    """Resolve the configuration, load and synthesise the trace, size the cluster,
+    build the config and the inference demand."""
     from aryl.sim import SimConfig
     from aryl.sim.adapters import load_inference_spec
     from aryl.traces import synthesize_elastic
@@ -171,58 +255,53 @@ def _prepare(o: dict[str, Any], console: Console) -> tuple[Any, dict[str, Any], 
     horizon = o["horizon"]
     if horizon is not None and not (math.isfinite(horizon) and horizon > 0):
         raise click.ClickException(f"--horizon: must be a number of seconds > 0, got {horizon:g}")
+    rc = _resolve(o)  # every value checked before the trace is read
+    inp = rc.input_options()
     trace = _load(o, console)
     try:
-        trace = synthesize_elastic(trace, elastic_fraction=o["elastic_fraction"], seed=o["seed"],
-                                   gpus_per_server=o["gpus_per_server"])
+        trace = synthesize_elastic(trace, elastic_fraction=inp.elastic_fraction,
+                                   seed=rc.get("sim", "seed"), alpha_low=inp.alpha_low,
+                                   alpha_high=inp.alpha_high,
+                                   gpus_per_server=rc.get("sim", "gpus_per_server"))
     except InvalidInputError as exc:
         raise click.ClickException(f"elastic synthesis: {exc}") from exc
     jobs = trace.jobs
-    n_train, n_inf = _sizes(o, jobs, console)
+    n_train, n_inf = _sizes(rc, o, jobs, console)
+    src = {f: rc.source("sim", f) for f in ("n_training_servers", "n_inference_servers")}
+    rc.set("sim", "n_training_servers", n_train,
+           src["n_training_servers"] + (" (auto)" if rc.get("sim", "n_training_servers") == _AUTO
+                                        else ""))
+    rc.set("sim", "n_inference_servers", n_inf,
+           src["n_inference_servers"] + (" (auto)" if rc.get("sim", "n_inference_servers") ==
+                                         _AUTO else ""))
+    t0 = float(jobs["submit_time_s"].iloc[0]) if len(jobs) else 0.0
+    span = float(jobs["submit_time_s"].iloc[-1] - t0) if len(jobs) else 0.0
+    if horizon is not None:
+        rc.set("sim", "horizon_s", t0 + horizon, "--horizon")
     try:
-        t0 = float(jobs["submit_time_s"].iloc[0]) if len(jobs) else 0.0
-        span = float(jobs["submit_time_s"].iloc[-1] - t0) if len(jobs) else 0.0
-        cfg = SimConfig(
-            n_training_servers=n_train,
-            n_inference_servers=n_inf,
-            gpus_per_server=o["gpus_per_server"],
-            seed=o["seed"],
-            reclaim_policy=o["reclaim_policy"],
-            backend=o["backend"],
-            horizon_s=None if horizon is None else t0 + horizon,
-            check=o["check"],
-        )
-    except InvalidInputError as exc:
-        # SimConfig names its field (gpus_per_server, ...): say the option instead
-        msg = str(exc)
-        field = msg.split(":", 1)[0]
-        if field.isidentifier():
-            msg = f"--{field.replace('_', '-')}{msg[len(field):]}"
-        raise click.ClickException(msg) from exc
+        cfg = SimConfig(**rc.values["sim"])
+    except InvalidInputError as exc:  # checked in _resolve; kept for a clear message
+        raise click.ClickException(str(exc)) from exc
     try:
-        demand = load_inference_spec(o["inference"], cfg.n_inference_servers, t0, span, o["seed"])
+        demand = load_inference_spec(inp.inference, cfg.n_inference_servers, t0, span, cfg.seed,
+                                     peak_utilisation=inp.peak_utilisation)
     except InvalidInputError as exc:
-        msg = str(exc)
-        if msg.startswith("spec:"):  # the library does not know the CLI's 'none'
-            msg = ("expected 'bundled', 'diurnal', 'none' or a CSV of time_s,servers_needed, "
-                   f"got {o['inference']!r}")
-        raise click.ClickException(f"--inference: {msg}") from exc
-    meta = dict(trace.meta)
-    meta.setdefault("source", trace.source)
-    return trace, meta, cfg, demand
+        raise click.ClickException(f"inference: {exc}") from exc
+    return trace, rc, cfg, demand
 
 
 def _run(
-    trace: Any, policy: str, cfg: Any, demand: Any, show_progress: bool, keep_loans: bool = False,
-    console: Console | None = None,
+    trace: Any, policy: str, cfg: Any, demand: Any, show_progress: bool,
+    policy_options: dict[str, Any] | None = None, console: Console | None = None,
 ) -> Any:
     """Simulate one policy; a progress bar only on a terminal and for >= 2,000 jobs."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import TextColumn
 
+    from aryl.cli._progress import make_progress
     from aryl.sim import simulate
 
     inference = demand if demand is not None else False
-    opts = {"return_idle_loans": False} if keep_loans else None
+    opts = policy_options or None
     n = len(trace.jobs)
     console = console if console is not None else Console()
     if not show_progress or n < 2000 or not console.is_terminal:
@@ -231,14 +310,7 @@ def _run(
                             policy_options=opts)
         except InvalidInputError as exc:
             raise click.ClickException(str(exc)) from exc
-    with Progress(
-        TextColumn(f"[bold]{policy}"),
-        BarColumn(),
-        TextColumn("{task.completed:,}/{task.total:,} jobs"),
-        TimeElapsedColumn(),
-        transient=True,
-        console=console,
-    ) as bar:
+    with make_progress(console, TextColumn("{task.completed:,}/{task.total:,} jobs")) as bar:
         task = bar.add_task(policy, total=n)
 
         def cb(done: int, total: int, now: float) -> None:
@@ -261,6 +333,27 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
+def _jsonable(x: Any) -> Any:
+    """Plain JSON values: numpy scalars to Python, NaN and infinities to null."""
+    import numpy as np
+
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    return str(x)
+
+
+def _dumps(x: Any) -> str:
+    return json.dumps(_jsonable(x), indent=2, allow_nan=False)
+
+
 def _write(res: Any, out: Path) -> list[Path]:
     from aryl._io import atomic_write_dataframe, atomic_write_text
 
@@ -270,7 +363,10 @@ def _write(res: Any, out: Path) -> list[Path]:
         atomic_write_dataframe(res.jobs, out / "jobs.csv"),
         atomic_write_dataframe(res.timeseries, out / "timeseries.csv"),
         atomic_write_dataframe(res.events, out / "events.csv.gz"),
-        atomic_write_text(out / "summary.json", json.dumps(res.summary, indent=2, default=str)),
+        atomic_write_text(out / "summary.json", _dumps(res.summary)),
+        # wall-clock measures differ run to run: their own file, so that every other
+        # file of the same command is byte-identical on a rerun
+        atomic_write_text(out / "timing.json", _dumps(res.timing)),
     ]
     return paths
 
@@ -312,52 +408,79 @@ def _write_manifest(out: Path, paths: list[Path], command: str) -> Path:
     return atomic_write_text(mpath, json.dumps({"command": command, "files": rel}, indent=2))
 
 
-def _describe(trace: Any, cfg: Any, o: dict[str, Any]) -> str:
-    """One line saying what is replayed: trace, jobs, cluster, elastic share, seed."""
+def _elastic_policies(names: list[str]) -> list[str]:
+    from aryl.policies.base import policy_class
+
+    return [p for p in names if policy_class(p).elastic]
+
+
+def _describe(trace: Any, cfg: Any, rc: RunConfig, o: dict[str, Any], policies: list[str]) -> str:
+    """One line saying what is replayed: trace, jobs, cluster, elastic share, seed.
+
+    The elastic share is claimed only for the policies that scale jobs; the
+    others run every job at its traced size.
+    """
     from rich.markup import escape
 
+    inp = rc.input_options()
     label = escape(str(o["trace"])) + (f" (window {escape(o['window'])})" if o["window"] else "")
+    elastic = _elastic_policies(policies)
+    rigid = [p for p in policies if p not in elastic]
+    share = f"{100 * inp.elastic_fraction:.0f}% of jobs elastic"
+    if not elastic:
+        jobs_text = f"every job at its traced size ({', '.join(rigid)} does not scale jobs)" \
+            if len(rigid) == 1 else "every job at its traced size (no policy here scales jobs)"
+    elif not rigid:
+        jobs_text = share
+    else:
+        jobs_text = (f"{share} under {', '.join(elastic)}; traced sizes under "
+                     f"{', '.join(rigid)}")
     return (f"{label}: {len(trace.jobs):,} jobs on {cfg.n_training_servers} training + "
             f"{cfg.n_inference_servers} inference servers ({cfg.gpus_per_server} GPUs each), "
-            f"{100 * o['elastic_fraction']:.0f}% of jobs elastic, inference demand "
-            f"{escape(str(o['inference']))}, seed {cfg.seed}")
+            f"{jobs_text}, inference demand {escape(str(inp.inference))}, seed {cfg.seed}")
 
 
-def _summary_table(s: dict[str, Any]) -> Table:
-    t = Table(title=f"aryl replay: policy {s['policy']}", show_header=True)
-    t.add_column("measure")
-    for c in ("mean", "p50", "p95", "p99"):
-        t.add_column(c, justify="right")
-    t.add_column("jobs with > 0", justify="right")
+def _print_summary(console: Console, s: dict[str, Any]) -> None:
+    """The replay's measures: delay and JCT statistics, then counts, each fitting the width."""
+    rows = []
     for key, label, share in (
         ("queuing_delay_s", "queuing delay (s)", s.get("share_jobs_waited")),
         ("jct_s", "JCT (s)", None),
         ("wait_s", "total wait (s)", s.get("share_jobs_waited_total")),
     ):
         st = s[key]
-        t.add_row(label, *(_fmt(st[c]) for c in ("mean", "p50", "p95", "p99")),
-                  "" if share is None and key == "jct_s" else _pct(share))
-    t.caption = "finished jobs; 'jobs with > 0': share that waited at all"
-    return t
+        rows.append([label, *(_fmt(st[c]) for c in ("mean", "p50", "p95", "p99")),
+                     "" if share is None and key == "jct_s" else _pct(share)])
+    cols = [Col("measure", "left"), *(Col(c) for c in ("mean", "p50", "p95", "p99")),
+            Col("jobs with > 0")]
+    print_tables(console, cols, rows, title=f"aryl replay: policy {s['policy']}",
+                 caption="finished jobs; 'jobs with > 0': share that waited at all")
+    counts = [
+        ("jobs finished", f"{s['n_finished']:,}"),
+        ("jobs unfinished", f"{s['n_unfinished']:,}"),
+        ("jobs infeasible", f"{s['n_infeasible']:,}"),
+        ("cluster usage (training + loaned)", _pct(s["cluster_usage"])),
+        ("inference utilisation", _pct(s["inference_utilisation"])),
+        ("inference utilisation with loans", _pct(s["inference_utilisation_with_loans"])),
+        ("preemptions", f"{s['n_preemptions']:,}"),
+        ("preemptions by reclaims", f"{s['n_reclaim_preemptions']:,}"),
+        ("scale-ins", f"{s['n_scale_in']:,}"),
+        ("scale-outs", f"{s['n_scale_out']:,}"),
+        ("moves", f"{s['n_moves']:,}"),
+        ("loans", f"{s['n_loans']:,}"),
+        ("reclaims", f"{s['n_reclaims']:,}"),
+        ("loan returns", f"{s['n_loan_returns']:,}"),
+        ("makespan (days)", f"{s['makespan_s'] / 86400:.2f}"),
+        ("scheduling decisions", f"{s['n_decisions']:,}"),
+        ("scheduler time (s)", f"{s['scheduler_time_s']:.2f}"),
+        ("scheduler time per decision (ms)", f"{s['scheduler_ms_per_decision']:.3f}"),
+    ]
+    print_tables(console, [Col("count", "left"), Col("value")], [list(r) for r in counts])
 
 
-def _counts_table(s: dict[str, Any]) -> Table:
-    t = Table(show_header=False)
-    t.add_row("jobs finished / unfinished / infeasible",
-              f"{s['n_finished']:,} / {s['n_unfinished']:,} / {s['n_infeasible']:,}")
-    t.add_row("cluster usage (training + loaned)", _pct(s["cluster_usage"]))
-    t.add_row("inference utilisation (with loans)",
-              f"{_pct(s['inference_utilisation'])} ({_pct(s['inference_utilisation_with_loans'])})")
-    t.add_row("preemptions (by reclaims)",
-              f"{s['n_preemptions']:,} ({s['n_reclaim_preemptions']:,})")
-    t.add_row("scale-ins / scale-outs / moves",
-              f"{s['n_scale_in']:,} / {s['n_scale_out']:,} / {s['n_moves']:,}")
-    t.add_row("loans / reclaims / returns",
-              f"{s['n_loans']:,} / {s['n_reclaims']:,} / {s['n_loan_returns']:,}")
-    t.add_row("makespan", f"{s['makespan_s'] / 86400:.2f} days")
-    t.add_row("scheduler time per decision", f"{s['scheduler_ms_per_decision']:.3f} ms "
-              f"({s['n_decisions']:,} decisions, {s['scheduler_time_s']:.2f} s)")
-    return t
+def _finish_run_config(res: Any, rc: RunConfig) -> None:
+    """Record the effective configuration of every section in the summary (``run``)."""
+    res.summary["run"] = rc.to_dict()
 
 
 @click.command(name="replay")
@@ -365,16 +488,23 @@ def _counts_table(s: dict[str, Any]) -> Table:
               help="Scheduling policy (docs/simulator.md).")
 @_common
 def replay_command(policy: str, **o: Any) -> None:
-    """Replay a trace under one policy and print the summary."""
+    """Replay a trace under one policy and print the summary.
+
+    Any simulator, input or policy field can be set with --set NAME=VALUE or
+    --config FILE.toml (`aryl config` lists them).
+    """
     if o["plot"] and not o["out"]:
         raise click.UsageError("--plot needs --out DIR")
-    console = Console()
-    trace, _meta, cfg, demand = _prepare(o, console)
-    console.print(_describe(trace, cfg, o))
-    res = _run(trace, policy, cfg, demand, not o["no_progress"], o["keep_idle_loans"], console)
+    console = _console(o)
+    trace, rc, cfg, demand = _prepare(o, console)
+    if o["show_config"]:
+        click.echo(rc.to_toml("aryl replay"), nl=False)
+        return
+    console.print(_describe(trace, cfg, rc, o, [policy]))
+    res = _run(trace, policy, cfg, demand, not o["no_progress"], rc.policy_options(), console)
+    _finish_run_config(res, rc)
     s = res.summary
-    console.print(_summary_table(s))
-    console.print(_counts_table(s))
+    _print_summary(console, {**s, **res.timing})
     if len(res.infeasible):
         console.print(f"[yellow]{len(res.infeasible)} job(s) can never fit the training "
                       "cluster (see jobs table, status 'infeasible')")
@@ -387,6 +517,8 @@ def replay_command(policy: str, **o: Any) -> None:
             paths += plot_results({policy: res}, out)
         paths.append(_write_manifest(out, paths, "replay"))
         console.print(f"wrote {len(paths)} files to {out}")
+    if o["as_json"]:
+        click.echo(_dumps(s))
 
 
 def _ratio(base: float | None, x: float | None) -> float:
@@ -397,70 +529,46 @@ def _ratio(base: float | None, x: float | None) -> float:
 
 
 def _fmt_ratio(r: float) -> str:
-    return "-" if math.isnan(r) else f"{r:.2f}x"
+    return "-" if math.isnan(r) else f"{r:,.2f}x"
 
 
 def _fmt_gain(g: float) -> str:
     return "-" if math.isnan(g) else f"{100 * g:+.1f}%"
 
 
-@click.command(name="compare")
-@click.option("--policies", default="fifo,aryl", show_default=True,
-              help="Comma-separated policies to run on the same input (each at most once).")
-@click.option("--baseline", default="fifo", show_default=True,
-              help="Policy the ratios are against (run too if not listed).")
-@_common
-def compare_command(policies: str, baseline: str, **o: Any) -> None:
-    """Replay a trace under several policies and print one table with ratios.
+#: compare's measures: (row label, key of the compare.csv row, formatter)
+COMPARE_MEASURES: tuple[tuple[str, str, Any], ...] = (
+    ("mean QD (s)", "mean_queuing_delay_s", _fmt),
+    ("p95 QD (s)", "p95_queuing_delay_s", _fmt),
+    ("waited", "share_jobs_waited", _pct),
+    ("mean wait (s)", "mean_wait_s", _fmt),
+    ("mean JCT (s)", "mean_jct_s", _fmt),
+    ("p95 JCT (s)", "p95_jct_s", _fmt),
+    ("usage", "cluster_usage", _pct),
+    ("QD ratio", "queuing_delay_ratio", _fmt_ratio),
+    ("JCT ratio", "jct_ratio", _fmt_ratio),
+    ("usage gain", "usage_gain", _fmt_gain),
+    ("preemptions", "n_preemptions", lambda v: f"{v:,}"),
+    ("scale-ins", "n_scale_in", lambda v: f"{v:,}"),
+    ("scale-outs", "n_scale_out", lambda v: f"{v:,}"),
+    ("loans", "n_loans", lambda v: f"{v:,}"),
+    ("reclaims", "n_reclaims", lambda v: f"{v:,}"),
+    ("ms/decision", "scheduler_ms_per_decision", lambda v: f"{v:.3f}"),
+)
 
-    Ratios are baseline / policy (> 1: the policy is better); the usage gain is
-    policy usage / baseline usage - 1.  ``compare.csv`` stores them as numbers.
-    """
-    names = [p.strip() for p in policies.split(",") if p.strip()]
-    if not names:
-        raise click.UsageError("--policies is empty")
-    dups = sorted({p for p in names if names.count(p) > 1})
-    if dups:
-        raise click.UsageError(f"--policies lists {', '.join(dups)} more than once; "
-                               "each policy writes one folder, list it once")
-    if o["plot"] and not o["out"]:
-        raise click.UsageError("--plot needs --out DIR")
-    from aryl.policies import available_policies
 
-    known = available_policies()
-    for p in [*names, baseline]:
-        if p not in known:
-            raise click.UsageError(f"unknown policy {p!r}; choose from {', '.join(known)}")
-    run_names = names if baseline in names else [baseline, *names]
-    # wide enough for the table when the output is a file or a pipe
-    console = Console(width=None if sys.stdout.isatty() else 160)
-    trace, _meta, cfg, demand = _prepare(o, console)
-    console.print(_describe(trace, cfg, o))
-    results = {
-        p: _run(trace, p, cfg, demand, not o["no_progress"], o["keep_idle_loans"], console)
-        for p in run_names
-    }
+def compare_rows(results: dict[str, Any], baseline: str) -> list[dict[str, Any]]:
+    """One row of numbers per policy (the rows of ``compare.csv``), ratios against ``baseline``."""
     b = results[baseline].summary
-    t = Table(title=f"aryl compare ({len(trace.jobs):,} jobs); ratios = {baseline} / policy "
-                    f"(> 1: better than {baseline}); usage gain = policy / {baseline} - 1")
-    for c in ("policy", "mean QD (s)", "p95 QD (s)", "waited", "mean wait (s)", "mean JCT (s)",
-              "p95 JCT (s)", "usage", "QD ratio", "JCT ratio", "usage gain", "preemptions"):
-        t.add_column(c, justify="left" if c == "policy" else "right")
-    t.caption = ("QD: queuing delay (first start - arrival); waited: share of jobs with QD > 0; "
-                 "wait: total time queued, incl. after preemptions")
-    t2 = Table(title="events and decision cost")
-    for c in ("policy", "preemptions", "scale-in", "scale-out", "loans", "reclaims",
-              "ms/decision"):
-        t2.add_column(c, justify="left" if c == "policy" else "right")
     rows = []
-    for p in run_names:
-        s = results[p].summary
+    for p, res in results.items():
+        s = res.summary
         qd, jct, wait = s["queuing_delay_s"], s["jct_s"], s["wait_s"]
         gain = (
             s["cluster_usage"] / b["cluster_usage"] - 1
             if s["cluster_usage"] and b["cluster_usage"] else math.nan
         )
-        row = {
+        rows.append({
             "policy": p,
             "mean_queuing_delay_s": qd["mean"],
             "p95_queuing_delay_s": qd["p95"],
@@ -478,18 +586,71 @@ def compare_command(policies: str, baseline: str, **o: Any) -> None:
             "n_loans": s["n_loans"],
             "n_reclaims": s["n_reclaims"],
             "n_loan_returns": s["n_loan_returns"],
-            "scheduler_ms_per_decision": s["scheduler_ms_per_decision"],
-        }
-        rows.append(row)
-        t.add_row(p, _fmt(qd["mean"]), _fmt(qd["p95"]), _pct(s["share_jobs_waited"]),
-                  _fmt(wait["mean"]), _fmt(jct["mean"]), _fmt(jct["p95"]),
-                  _pct(s["cluster_usage"]), _fmt_ratio(row["queuing_delay_ratio"]),
-                  _fmt_ratio(row["jct_ratio"]), _fmt_gain(gain), f"{s['n_preemptions']:,}")
-        t2.add_row(p, f"{s['n_preemptions']:,}", f"{s['n_scale_in']:,}",
-                   f"{s['n_scale_out']:,}", f"{s['n_loans']:,}", f"{s['n_reclaims']:,}",
-                   f"{s['scheduler_ms_per_decision']:.3f}")
-    console.print(t)
-    console.print(t2)
+        })  # no wall-clock measure: compare.csv is the same on a rerun (timing.json has them)
+    return rows
+
+
+def print_compare(console: Console, rows: list[dict[str, Any]], baseline: str,
+                  n_jobs: int) -> None:
+    """The compare table: measures as rows, policies as columns, in groups fitting the width."""
+    cols = [Col("measure", "left"), *(Col(r["policy"]) for r in rows)]
+    cells = [[label, *(fmt(r[key]) for r in rows)] for label, key, fmt in COMPARE_MEASURES]
+    print_tables(
+        console, cols, cells,
+        title=f"aryl compare ({n_jobs:,} jobs): ratios = {baseline} / policy (> 1: better "
+              f"than {baseline}); usage gain = policy / {baseline} - 1",
+        caption="QD: queuing delay (first start - arrival); waited: share of jobs with "
+                "QD > 0; wait: total time queued, incl. after preemptions; ms/decision: "
+                "scheduler time per scheduling pass",
+    )
+
+
+@click.command(name="compare")
+@click.option("--policies", default="fifo,aryl", show_default=True,
+              help="Comma-separated policies to run on the same input (each at most once).")
+@click.option("--baseline", default="fifo", show_default=True,
+              help="Policy the ratios are against (run too if not listed).")
+@_common
+def compare_command(policies: str, baseline: str, **o: Any) -> None:
+    """Replay a trace under several policies and print one table with ratios.
+
+    Ratios are baseline / policy (> 1: the policy is better); the usage gain is
+    policy usage / baseline usage - 1.  ``compare.csv`` stores them as numbers.
+    Any simulator, input or policy field can be set with --set NAME=VALUE or
+    --config FILE.toml (`aryl config` lists them); every policy gets the same.
+    """
+    names = [p.strip() for p in policies.split(",") if p.strip()]
+    if not names:
+        raise click.UsageError("--policies is empty")
+    dups = sorted({p for p in names if names.count(p) > 1})
+    if dups:
+        raise click.UsageError(f"--policies lists {', '.join(dups)} more than once; "
+                               "each policy writes one folder, list it once")
+    if o["plot"] and not o["out"]:
+        raise click.UsageError("--plot needs --out DIR")
+    from aryl.policies import available_policies
+
+    known = available_policies()
+    for p in [*names, baseline]:
+        if p not in known:
+            raise click.UsageError(f"unknown policy {p!r}; choose from {', '.join(known)}")
+    run_names = names if baseline in names else [baseline, *names]
+    console = _console(o)
+    trace, rc, cfg, demand = _prepare(o, console)
+    if o["show_config"]:
+        click.echo(rc.to_toml("aryl compare"), nl=False)
+        return
+    console.print(_describe(trace, cfg, rc, o, run_names))
+    results = {
+        p: _run(trace, p, cfg, demand, not o["no_progress"], rc.policy_options(), console)
+        for p in run_names
+    }
+    for res in results.values():
+        _finish_run_config(res, rc)
+    rows = compare_rows(results, baseline)
+    shown = [{**r, "scheduler_ms_per_decision":
+              results[r["policy"]].timing["scheduler_ms_per_decision"]} for r in rows]
+    print_compare(console, shown, baseline, len(trace.jobs))
     if o["out"]:
         import pandas as pd
 
@@ -506,3 +667,9 @@ def compare_command(policies: str, baseline: str, **o: Any) -> None:
             paths += plot_results(results, out)
         paths.append(_write_manifest(out, paths, "compare"))
         console.print(f"wrote {len(paths)} files to {out}")
+    if o["as_json"]:
+        click.echo(_dumps({
+            "baseline": baseline,
+            "compare": rows,
+            "summaries": {p: res.summary for p, res in results.items()},
+        }))

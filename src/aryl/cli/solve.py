@@ -175,6 +175,12 @@ def solve_command(file: Path | None, capacity: int | None, demo: bool, n_jobs: i
             raise click.ClickException(str(exc)) from exc
         if capacity is None:
             capacity = int(weights[:, -1].sum() // 4) if weights.size else 0
+        click.echo(click.wrap_text(
+            f"demo: {len(names)} elastic jobs (seed {seed}), each running at its base of 1 "
+            f"worker of 1, 2, 4 or 8 GPUs; option +k = k extra workers (gpus = k x the "
+            f"job's GPUs per worker); value_s = seconds of JCT saved by them "
+            f"(T(w) = w / (1 + alpha (w - 1)), 30 s rescale pause deducted); capacity "
+            f"{capacity} GPUs free. At most one option per job.", width=79) + "\n")
     assert capacity is not None
     start = time.perf_counter()
     try:

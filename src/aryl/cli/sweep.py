@@ -13,16 +13,10 @@ from typing import Any, NoReturn
 
 import click
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import MofNCompleteColumn
 from rich.table import Table
 
+from aryl.cli._progress import make_progress
 from aryl.errors import ArylError
 
 __all__ = ["sweep_command"]
@@ -39,6 +33,10 @@ class _SweepGroup(click.Group):
             args = ["run", *args]
         return super().parse_args(ctx, args)
 
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        # a spec path where a subcommand name would be: the `run` command (see parse_args)
+        return super().get_command(ctx, cmd_name) or self.commands.get("run")
+
 
 @click.group("sweep", cls=_SweepGroup)
 def sweep_command() -> None:
@@ -47,21 +45,6 @@ def sweep_command() -> None:
     `aryl sweep SPEC.toml --out DIR` is short for `aryl sweep run SPEC.toml --out DIR`.
     docs/sweep.md describes the spec, the dataset and the statistics.
     """
-
-
-def progress_bar(console: Console) -> Progress:
-    """The progress bar of sweeps and of `aryl experiment paper`: count, elapsed, ETA."""
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        TextColumn("{task.fields[last]}"),
-        console=console,
-        transient=False,
-    )
 
 
 @contextlib.contextmanager
@@ -89,11 +72,12 @@ def first_interrupt_only() -> Iterator[None]:
 
 def run_with_progress(console: Console, call: Any, **kwargs: Any) -> Any:
     """Call ``call(progress=..., status=..., **kwargs)`` under a progress bar."""
-    with progress_bar(console) as bar:
+    with make_progress(console, MofNCompleteColumn(), trailing="{task.fields[last]}",
+                       transient=False) as bar:
         task = bar.add_task("runs", total=None, last="")
 
         def progress(done: int, total: int, label: str) -> None:
-            bar.update(task, completed=done, total=total, last=label[:40])
+            bar.update(task, completed=done, total=total, last=label)
 
         def status(message: str) -> None:
             bar.update(task, last=message)

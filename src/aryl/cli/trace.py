@@ -44,12 +44,15 @@ def _load(trace: str, fmt: str | None, window: str | None, tz: str | None, drop_
           gpus_per_server: int, max_gpus: int | None, no_multi_server: bool,
           node_list: str | None) -> Any:
     from aryl.traces import load_trace
+    from aryl.traces.validate import InvalidRowsError
 
     try:
         return load_trace(trace, format=fmt, window=window, tz=tz,
                           on_invalid="drop" if drop_invalid else "raise",
                           gpus_per_server=gpus_per_server, max_gpus=max_gpus,
                           allow_multi_server=not no_multi_server, node_list=node_list)
+    except InvalidRowsError as exc:
+        raise click.ClickException(exc.describe(drop_hint="--drop-invalid")) from exc
     except InvalidInputError as exc:
         raise click.ClickException(str(exc)) from exc
 
@@ -121,11 +124,30 @@ def inspect_command(trace: str, fmt: str | None, window: str | None, tz: str | N
     console.print(dur)
 
     load = Table(title="offered load (GPUs, jobs run at traced size from submit)")
-    load.add_column("from (s)", justify="right")
-    load.add_column("to (s)", justify="right")
-    load.add_column("GPUs", justify="right")
-    for row in offered_load(t, max(1, bins)).itertuples(index=False):
-        load.add_row(f"{row.start_s:,.0f}", f"{row.end_s:,.0f}", f"{row.gpus:,.1f}")
+    bins_df = offered_load(t, max(1, bins))
+    if "tz" in t.meta:  # absolute (epoch) times: readable dates in the trace's time zone
+        import pandas as pd
+
+        zone = str(t.meta["tz"])
+        widths = (bins_df["end_s"] - bins_df["start_s"]).to_numpy()
+        stamp = "%Y-%m-%d %H:%M" if len(widths) == 0 or widths.min() >= 60 else \
+            "%Y-%m-%d %H:%M:%S"  # bins under a minute need the seconds to differ
+
+        def when(x: float) -> str:
+            return pd.Timestamp(x, unit="s", tz="UTC").tz_convert(zone).strftime(stamp)
+
+        load.add_column(f"from ({zone})", justify="right")
+        load.add_column("to", justify="right")
+        load.add_column("GPUs", justify="right")
+        for start_s, end_s, gpus in zip(bins_df["start_s"].tolist(), bins_df["end_s"].tolist(),
+                                        bins_df["gpus"].tolist(), strict=True):
+            load.add_row(when(start_s), when(end_s), f"{gpus:,.1f}")
+    else:  # relative times (ITP, PAI, Alibaba pods): seconds since the trace's origin
+        load.add_column("from (s)", justify="right")
+        load.add_column("to (s)", justify="right")
+        load.add_column("GPUs", justify="right")
+        for row in bins_df.itertuples(index=False):
+            load.add_row(f"{row.start_s:,.0f}", f"{row.end_s:,.0f}", f"{row.gpus:,.1f}")
     console.print(load)
 
     drops = Table(title="rows dropped")

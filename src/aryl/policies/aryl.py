@@ -1,6 +1,6 @@
 """``aryl`` and its ablations: loaning + SJF base phase + MCKP elastic phase [Aryl].
 
-One scheduling pass (ARYL.md §3):
+One scheduling pass (docs/model.md):
 
 0. **Split** every running elastic job's placement into base workers (the first
    ``b`` workers over its servers in ascending id order, so training servers

@@ -9,7 +9,7 @@ never on a copy of the whole state.  Policies own their queue (a heap or a
 sorted list, never a per-pass scan of all jobs) and learn about arrivals,
 requeues and finishes through :meth:`Policy.enqueue` and :meth:`Policy.on_finish`.
 
-Placement (ARYL.md §3, §5):
+Placement (docs/model.md, "Placement"):
 
 * :func:`gang_place` — the fifo baseline: a job that fits in one server goes
   on one server (best fit); a larger job takes whole free servers plus one
@@ -255,7 +255,7 @@ def best_fit(free: Sequence[int], servers: Sequence[int], need: int) -> int:
 def gang_place(
     free: Sequence[int], servers: Sequence[int], workers: int, g: int, gpus_per_server: int
 ) -> Placement | None:
-    """fifo gang placement (ARYL.md §5); ``None`` if it does not fit now.
+    """fifo gang placement (docs/model.md); ``None`` if it does not fit now.
 
     Whole free servers (lowest ids first) for ``workers // (S // g)`` full
     servers' worth, then one best-fit server for the remaining workers.

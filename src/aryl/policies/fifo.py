@@ -1,4 +1,4 @@
-"""``fifo``: the baseline of [Aryl] (ARYL.md §5).
+"""``fifo``: the baseline of [Aryl] (docs/model.md).
 
 Strict FIFO: jobs start in arrival order (then trace order) and the head of
 the queue blocks the rest (no backfill).  No loaning, no elastic scaling

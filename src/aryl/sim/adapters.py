@@ -257,7 +257,7 @@ def load_jobs(source: Any) -> tuple[pd.DataFrame, dict[str, Any]]:
 def synthesize(
     jobs: pd.DataFrame, meta: dict[str, Any], *, elastic_fraction: float, seed: int
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Fill the scaling columns (ARYL.md §2) with ``aryl.traces.synthesize_elastic``."""
+    """Fill the scaling columns (docs/model.md) with ``aryl.traces.synthesize_elastic``."""
     from aryl.traces import Trace, synthesize_elastic
 
     tr = synthesize_elastic(
@@ -320,17 +320,20 @@ def default_inference(
 
 
 def load_inference_spec(
-    spec: str, n_inference_servers: int, t0: float, span_s: float, seed: int
+    spec: str, n_inference_servers: int, t0: float, span_s: float, seed: int,
+    *, peak_utilisation: float = 0.9,
 ) -> InferenceSchedule | None:
     """Inference demand from a CLI spec: ``bundled`` (tiled daily), ``none``,
-    ``diurnal`` or a CSV path (``aryl.traces.inference.load_inference``)."""
+    ``diurnal`` or a CSV path (``aryl.traces.inference.load_inference``);
+    ``peak_utilisation`` scales ``bundled`` and ``diurnal``."""
     if spec == "none" or n_inference_servers <= 0:
         return None
     if spec == "bundled":
-        return default_inference(n_inference_servers, seed)
+        return default_inference(n_inference_servers, seed, peak_utilisation=peak_utilisation)
     from aryl.traces.inference import load_inference
 
     demand = load_inference(
-        spec, n_servers=n_inference_servers, span_s=max(span_s, 86400.0), start_s=t0, seed=seed
+        spec, n_servers=n_inference_servers, span_s=max(span_s, 86400.0), start_s=t0, seed=seed,
+        peak_utilisation=peak_utilisation,
     )
     return inference_schedule(demand, n_inference_servers, t0)

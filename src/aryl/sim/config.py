@@ -25,35 +25,42 @@ class SimConfig:
     Attributes
     ----------
     n_training_servers, n_inference_servers, gpus_per_server : int
-        Cluster shape (servers of ``gpus_per_server`` GPUs).
+        Cluster shape: training and inference servers of ``gpus_per_server``
+        GPUs each (docs/simulator.md, "Default cluster sizes").
     seed : int
-        Seed of every random choice (random reclaim policy); recorded.
+        Seed of every random choice (elastic synthesis, ``random`` reclaim
+        policy, ``diurnal`` demand noise); recorded.
     tick_s : float
-        Period of the scheduling tick (ARYL.md §3, default 60 s); only policies
-        that need it (tiresias) get ticks.
+        Period of the scheduling tick, seconds; only policies that need it
+        (``tiresias``) get ticks.
     rescale_pause_s, checkpoint_interval_s, restart_cost_s : float
-        Overheads (ARYL.md §2): a rescale pauses a job; a preemption loses the
-        progress since the last checkpoint plus a restart cost.
+        Overheads (docs/model.md): a rescale pauses a job for
+        ``rescale_pause_s``; a job checkpoints every ``checkpoint_interval_s``
+        of progress; a preemption loses the progress since the last checkpoint
+        and the next start pays ``restart_cost_s``.
     loan_reserve_servers : int
         Idle inference servers kept back from loaning (safety reserve).
     reclaim_grace_s : float
-        Time between an inference demand rise and the reclaim deadline.
+        Time between an inference demand rise and the reclaim deadline (0:
+        reclaim at once).
     reclaim_policy : str
-        Passed to ``aryl.reclaiming.reclaim`` (``aryl``, ``random``, ...).
+        Which loaned servers a reclaim returns: ``aryl`` (cost greedy),
+        ``random``, ``fewest-jobs``, ``most-idle``, ``exact`` (small cases).
     starvation_bound_s : float
-        After this long in the queue, a job blocks backfill until it starts.
+        After this long in the queue, a job blocks backfill until it starts
+        (``sjf`` and the ``aryl`` base phase).
     backend : {"native", "reference"}
-        Kernel implementation for both kernels.
+        Kernel implementation for both kernels (compiled or pure Python).
     start_time_s : float or None
-        Start of the clock; default the first arrival.
+        Start of the clock (absolute, trace time base); default the first arrival.
     horizon_s : float or None
         Stop at this absolute time; unfinished jobs are reported separately.
     timeseries_step_s : float
-        Step of the time series.
+        Step of the time series, seconds.
     default_alpha : float
         Throughput parameter of jobs without an ``alpha`` column.
     check : bool
-        Run the invariant checker after every scheduling pass.
+        Run the invariant checker after every scheduling pass (slower).
     record_events : bool
         Keep the per-job event log (start, rescale, preempt, finish).
     """

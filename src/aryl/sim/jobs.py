@@ -8,7 +8,7 @@ per field: scalar access to a list is several times cheaper than to an ndarray
 element, and the engine never copies them; they become ndarrays when the
 per-job result table is built.
 
-Job model ([Aryl] §2, ARYL.md §2):
+Job model ([Aryl] §2, docs/model.md):
 
 * ``T(w) = w / (1 + alpha * (w - 1))``; the work of a job traced at ``G`` GPUs
   for ``D`` seconds with ``g`` GPUs per worker is ``D * T(G / g)`` single-worker
@@ -30,9 +30,6 @@ import pandas as pd
 from aryl.errors import InvalidInputError
 
 __all__ = ["JobTable", "build_job_table", "largest_divisor_at_most", "throughput"]
-
-_REQUIRED = ("job_id", "submit_time_s", "duration_s", "gpus")
-
 
 def largest_divisor_at_most(n: int, limit: int) -> int:
     """Largest divisor of ``n`` that is ``<= limit`` (``n >= 1``, ``limit >= 1``)."""
@@ -88,15 +85,25 @@ class JobTable:
 def build_job_table(jobs: pd.DataFrame, *, gpus_per_server: int, default_alpha: float) -> JobTable:
     """Validate a canonical job DataFrame and build the :class:`JobTable`.
 
+    Every input of the simulator (a DataFrame, a ``Trace`` read from a CSV,
+    a Parquet file or a preset) passes here, through the same job rules as the
+    trace readers: :func:`aryl.traces.validate.check_jobs`.  Nothing is cast
+    silently: 2.7 GPUs, ``elastic="maybe"``, a blank ``elastic`` or a rigid
+    job with ``min_workers != max_workers`` is an error, never a 2-GPU job or
+    an elastic one.
+
     Parameters
     ----------
     jobs : DataFrame
-        Columns ``job_id``, ``submit_time_s``, ``duration_s``, ``gpus``; optional
-        ``gpus_per_worker``, ``min_workers``, ``max_workers``, ``elastic``, ``alpha``.
+        Columns ``job_id``, ``submit_time_s``, ``duration_s``, ``gpus``;
+        optionally all five of ``gpus_per_worker``, ``min_workers``,
+        ``max_workers``, ``elastic``, ``alpha`` (they come as a set); other
+        columns are ignored.
     gpus_per_server : int
         Used to derive ``gpus_per_worker`` of rigid jobs.
     default_alpha : float
-        ``alpha`` of jobs without an ``alpha`` column.
+        ``alpha`` of jobs without scaling columns (all rigid, so it does not
+        change their speed).
 
     Returns
     -------
@@ -106,59 +113,41 @@ def build_job_table(jobs: pd.DataFrame, *, gpus_per_server: int, default_alpha: 
     Raises
     ------
     InvalidInputError
-        Missing column, NaN or negative times, non-positive GPU counts,
-        inconsistent scaling columns, duplicate job ids.
+        A missing column or an incomplete set of scaling columns
+        (``TraceFormatError``); a bad row (``InvalidRowsError``, naming the
+        DataFrame index label and the column, and counting the bad rows by
+        kind): not a finite number, not a whole number, a blank cell, a
+        duration <= 0, fewer than 1 GPU, inconsistent scaling columns, a
+        duplicate job id.
     """
-    missing = [c for c in _REQUIRED if c not in jobs.columns]
-    if missing:
-        raise InvalidInputError(f"trace: missing column(s) {missing}")
-    n = len(jobs)
-    submit = jobs["submit_time_s"].to_numpy(dtype=np.float64, copy=True)
-    duration = jobs["duration_s"].to_numpy(dtype=np.float64, copy=True)
-    gpus = jobs["gpus"].to_numpy(dtype=np.int64, copy=True)
-    if n and (not np.all(np.isfinite(submit)) or not np.all(np.isfinite(duration))):
-        raise InvalidInputError("trace: submit_time_s and duration_s must be finite")
-    if n and (duration.min() < 0):
-        raise InvalidInputError("trace: duration_s must be >= 0")
-    if n and gpus.min() < 1:
-        raise InvalidInputError("trace: gpus must be >= 1")
-    ids = jobs["job_id"].astype(str).to_numpy(dtype=object)
-    if n and len(set(ids.tolist())) != n:
-        raise InvalidInputError("trace: job_id values must be unique")
+    from aryl.traces.validate import validate_jobs
 
-    if "gpus_per_worker" in jobs.columns:
-        gpw = jobs["gpus_per_worker"].to_numpy(dtype=np.int64, copy=True)
+    cols, _, _ = validate_jobs(
+        jobs, on_invalid="raise",
+        drop_hint="aryl.traces.load_trace(jobs, on_invalid='drop') before simulating",
+    )
+    n = len(jobs)
+    submit = np.asarray(cols["submit_time_s"], dtype=np.float64)
+    duration = np.asarray(cols["duration_s"], dtype=np.float64)
+    gpus = cols["gpus"].astype(np.int64)
+    ids = np.asarray(cols["job_id"], dtype=object)
+    if "gpus_per_worker" in cols:
+        gpw = cols["gpus_per_worker"].astype(np.int64)
+        min_w = cols["min_workers"].astype(np.int64)
+        max_w = cols["max_workers"].astype(np.int64)
+        elastic = np.asarray(cols["elastic"], dtype=bool)
+        alpha = np.asarray(cols["alpha"], dtype=np.float64)
+        traced = gpus // gpw
     else:
-        gpw = np.array([largest_divisor_at_most(int(x), gpus_per_server) for x in gpus], np.int64)
-    if n and (gpw.min() < 1 or np.any(gpus % gpw != 0)):
-        raise InvalidInputError("trace: gpus must be a positive multiple of gpus_per_worker")
-    traced = gpus // gpw
-    min_w = (
-        jobs["min_workers"].to_numpy(dtype=np.int64, copy=True)
-        if "min_workers" in jobs.columns
-        else traced.copy()
-    )
-    max_w = (
-        jobs["max_workers"].to_numpy(dtype=np.int64, copy=True)
-        if "max_workers" in jobs.columns
-        else traced.copy()
-    )
-    if "elastic" in jobs.columns:
-        elastic = jobs["elastic"].to_numpy(dtype=bool, copy=True)
-    else:
-        elastic = max_w > min_w
-    if n and (min_w.min() < 1 or np.any(max_w < min_w)):
-        raise InvalidInputError("trace: need 1 <= min_workers <= max_workers")
-    rigid = ~elastic
-    if np.any(rigid & (max_w != min_w)):
-        raise InvalidInputError("trace: rigid jobs need min_workers == max_workers")
-    alpha = (
-        jobs["alpha"].to_numpy(dtype=np.float64, copy=True)
-        if "alpha" in jobs.columns
-        else np.full(n, default_alpha, dtype=np.float64)
-    )
-    if n and (not np.all(np.isfinite(alpha)) or alpha.min() < 0 or alpha.max() > 1):
-        raise InvalidInputError("trace: alpha must be in [0, 1]")
+        gpw = np.array([largest_divisor_at_most(int(x), gpus_per_server) for x in gpus],
+                       dtype=np.int64)
+        traced = gpus // gpw
+        min_w = traced.copy()
+        max_w = traced.copy()
+        elastic = np.zeros(n, dtype=bool)
+        alpha = np.full(n, default_alpha, dtype=np.float64)
+    if not (np.isfinite(default_alpha) and 0.0 <= default_alpha <= 1.0):
+        raise InvalidInputError(f"default_alpha: must be in [0, 1], got {default_alpha!r}")
 
     order = np.lexsort((np.arange(n), submit))  # submit time, then input row
     return JobTable(

@@ -9,7 +9,8 @@
   training + loaned capacity.
 * ``loaned_servers.png``: loaned inference servers per policy over the
   inference demand (servers needed) and the inference cluster size; the second
-  panel zooms on the 3 days with the most loans.
+  panel zooms on the 3 days with the most loans.  Policies that never loan
+  (``fifo``, ``sjf``, ...) get no loan curve, and the titles say so.
 
 Time axes are in days since the clock start.  With several policies the
 legend sits outside the axes.
@@ -65,6 +66,39 @@ def _zoom_window(results: Mapping[str, SimResult]) -> tuple[float, float]:
         if tot[i] > best:
             best, best_start = float(tot[i]), float(days[i])
     return best_start, best_start + ZOOM_DAYS
+
+
+def _loans(res: SimResult, name: str) -> bool:
+    """Whether the run's policy loans servers (unknown names: judged by the data)."""
+    from aryl.errors import InvalidInputError
+    from aryl.policies.base import policy_class
+
+    try:
+        return bool(policy_class(str(res.summary.get("policy", name))).loans)
+    except InvalidInputError:
+        return True
+
+
+def _loan_titles(results: Mapping[str, SimResult], z0: float, z1: float) -> tuple[str, str]:
+    """Titles of the two panels of ``loaned_servers.png`` (whole run, zoom).
+
+    Loans are described only for policies that loan: with none, both panels
+    show the inference demand and say so.
+    """
+    loaning = [name for name, res in results.items() if _loans(res, name)]
+    days = f"zoom: days {z0:.1f}-{z1:.1f}"
+    if not loaning:
+        who = ", ".join(results)
+        verb = "never loans" if len(results) == 1 else "never loan"
+        return (f"inference demand ({who} {verb} servers)",
+                f"{days} (inference demand; {who} {verb})")
+    any_loans = any(
+        len(results[n].timeseries) and results[n].timeseries["loaned_servers"].max() > 0
+        for n in loaning
+    )
+    what = f"the {ZOOM_DAYS:g} days with the most loans" if any_loans else \
+        f"no server was loaned by {', '.join(loaning)}"
+    return "loaned inference servers and inference demand", f"{days} ({what})"
 
 
 def plot_results(results: Mapping[str, SimResult], out_dir: str | Path) -> list[Path]:
@@ -169,9 +203,7 @@ def plot_results(results: Mapping[str, SimResult], out_dir: str | Path) -> list[
     # loaned servers over the inference demand: whole run and a zoom
     fig, axes = plt.subplots(2, 1, figsize=(9, 6))
     z0, z1 = _zoom_window(results)
-    any_loans = any(
-        len(r.timeseries) and r.timeseries["loaned_servers"].max() > 0 for r in results.values()
-    )
+    top_title, zoom_title = _loan_titles(results, z0, z1)
     for ax, zoom in zip(axes, (False, True), strict=True):
         drawn_demand = False
         for k, (name, res) in enumerate(results.items()):
@@ -183,8 +215,9 @@ def plot_results(results: Mapping[str, SimResult], out_dir: str | Path) -> list[
                 ax.fill_between(days, ts["inference_servers_needed"], step="post",
                                 color="0.8", linewidth=0, label="inference demand (servers)")
                 drawn_demand = True
-            ax.step(days, ts["loaned_servers"], where="post", linewidth=0.8,
-                    color=colours[k % len(colours)], label=f"{name}: loaned servers")
+            if _loans(res, name):  # a policy that never loans has no loan curve
+                ax.step(days, ts["loaned_servers"], where="post", linewidth=0.8,
+                        color=colours[k % len(colours)], label=f"{name}: loaned servers")
         if n_inf:
             ax.axhline(n_inf, color="black", linestyle="--", linewidth=1.0,
                        label=f"inference servers ({n_inf})")
@@ -192,12 +225,10 @@ def plot_results(results: Mapping[str, SimResult], out_dir: str | Path) -> list[
         ax.grid(alpha=0.3)
         if zoom:
             ax.set_xlim(z0, z1)
-            what = "most loans" if any_loans else "no loans at all"
-            ax.set_title(f"zoom: days {z0:.1f}-{z1:.1f} (the {ZOOM_DAYS:g} days with {what})",
-                         fontsize=10)
+            ax.set_title(zoom_title, fontsize=10)
             ax.set_xlabel("days since start")
         else:
-            ax.set_title("loaned inference servers and inference demand", fontsize=10)
+            ax.set_title(top_title, fontsize=10)
             _legend(ax)
     fig.tight_layout()
     paths.append(_save(fig, out / "loaned_servers.png"))

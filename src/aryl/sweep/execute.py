@@ -232,6 +232,11 @@ def execute_run(run: Run, trace: Any) -> RunOutput:
     ts_bytes = parquet_bytes(res.timeseries)
     row: dict[str, Any] = {"key": run.key, **run.params(), "seed": run.seed}
     row.update(measures_of(res.summary, cfg))
+    # wall-clock measures live apart from the summary (SimResult.timing); n_decisions is
+    # deterministic and stays a measure, the times are TIMING_COLUMNS
+    for k, v in getattr(res, "timing", {}).items():
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            row[k] = v
     row["replay_s"] = replay_s
     run_s = time.perf_counter() - t_start
     row["run_s"] = run_s

@@ -1,8 +1,9 @@
 """Job traces and inference demand for the simulator ``[Aryl]``.
 
 * :func:`load_trace` reads a trace file (canonical CSV/Parquet, Microsoft
-  Philly and ITP, Alibaba PAI 2020 and 2023, SenseTime Helios) or a bundled
-  preset into a validated canonical :class:`Trace`; :func:`write_trace` writes
+  Philly and ITP, Alibaba PAI 2020 and 2023, SenseTime Helios), a bundled
+  preset or a canonical DataFrame into a validated canonical :class:`Trace`
+  (bad rows: :class:`InvalidRowsError`); :func:`write_trace` writes
   one back (CSV or Parquet, atomically).
 * :func:`synthesize_elastic` makes a seeded fraction of jobs elastic.
 * :data:`PRESETS` / :func:`list_presets`: the bundled ITP clusters
@@ -20,11 +21,13 @@ from aryl.traces.elastic import synthesize_elastic
 from aryl.traces.loader import load_trace, write_trace
 from aryl.traces.presets import DEFAULT_PRESET, PRESETS, Preset, list_presets
 from aryl.traces.schema import CANONICAL_COLUMNS, Trace
+from aryl.traces.validate import InvalidRowsError
 
 __all__ = [
     "CANONICAL_COLUMNS",
     "DEFAULT_PRESET",
     "PRESETS",
+    "InvalidRowsError",
     "Preset",
     "Trace",
     "list_presets",

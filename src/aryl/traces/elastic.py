@@ -1,6 +1,6 @@
 """Elastic synthesis for traces that give only size and duration ``[Aryl]`` §2.
 
-Rules (the project's documented choices, ARYL.md §2):
+Rules (the project's documented choices, docs/model.md):
 
 * Exactly ``round(elastic_fraction * n)`` jobs (half to even) become elastic,
   chosen by a seeded permutation: ``rng = numpy.random.default_rng(seed)``;
@@ -78,7 +78,8 @@ def synthesize_elastic(
     seed : int, default 0
         Seed of :func:`numpy.random.default_rng` (>= 0).
     alpha_low, alpha_high : float, default 0.02, 0.2
-        ``alpha ~ U[alpha_low, alpha_high]`` per job (``0 <= low <= high``).
+        ``alpha ~ U[alpha_low, alpha_high]`` per job (``0 <= low <= high <= 1``,
+        the range every job table accepts).
     gpus_per_server : int, default 8
         Bound on a rigid job's GPUs per worker.
 
@@ -100,9 +101,10 @@ def synthesize_elastic(
     """
     if isinstance(elastic_fraction, bool) or not 0.0 <= elastic_fraction <= 1.0:
         raise InvalidInputError(f"elastic_fraction must be in [0, 1], got {elastic_fraction}")
-    if not 0.0 <= alpha_low <= alpha_high or not np.isfinite(alpha_high):
+    if not 0.0 <= alpha_low <= alpha_high <= 1.0:
         raise InvalidInputError(
-            f"alpha_low/alpha_high must satisfy 0 <= low <= high, got {alpha_low}, {alpha_high}"
+            f"alpha_low/alpha_high must satisfy 0 <= low <= high <= 1, got {alpha_low}, "
+            f"{alpha_high}"
         )
     if int(gpus_per_server) < 1:
         raise InvalidInputError(f"gpus_per_server must be >= 1, got {gpus_per_server}")

@@ -141,7 +141,7 @@ def _read_csv_demand(path: Path, n_servers: int) -> tuple[np.ndarray, np.ndarray
         if col not in raw.columns:
             raise TraceFormatError("inference CSV lacks a column", path=str(path), line=1,
                                    column=col)
-    ck = RowChecker(str(path), lines, "raise", line_label=label)
+    ck = RowChecker(str(path), lines, "raise", line_label=label, drop_hint=None)
     times = ck.number(raw["time_s"], "time_s")
     need = ck.integer(raw["servers_needed"], "servers_needed")
     with np.errstate(invalid="ignore"):

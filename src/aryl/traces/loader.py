@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import os
@@ -16,10 +17,10 @@ from aryl.errors import InvalidInputError
 from aryl.traces.presets import DEFAULT_PRESET, PRESETS, preset_files
 from aryl.traces.readers import ReaderOptions, read_file
 from aryl.traces.schema import Trace, canonical_frame
-from aryl.traces.validate import check_on_invalid, check_tz
+from aryl.traces.validate import check_on_invalid, check_tz, validate_jobs
 from aryl.traces.window import parse_window, window_mask
 
-__all__ = ["load_trace", "write_trace"]
+__all__ = ["load_trace", "unknown_source_message", "write_trace"]
 
 logger = logging.getLogger(__name__)
 
@@ -29,8 +30,33 @@ def _merge_counts(into: dict[str, int], more: dict[str, int]) -> None:
         into[kind] = into.get(kind, 0) + count
 
 
+def unknown_source_message(name: str) -> str:
+    """Why ``name`` is neither a trace file nor a preset, and what was probably meant.
+
+    A name that looks like a path (a folder separator or a trace suffix) is
+    reported as a missing file; otherwise the closest preset names
+    (:func:`difflib.get_close_matches`) are suggested.
+    """
+    suggestions = difflib.get_close_matches(name, sorted(PRESETS), n=1, cutoff=0.6)
+    hint = f"; did you mean {suggestions[0]!r}?" if suggestions else ""
+    looks_like_path = (os.sep in name or "/" in name
+                       or name.lower().endswith(_TRACE_SUFFIXES))
+    if looks_like_path:
+        parent = Path(name).parent
+        where = ("" if str(parent) in ("", ".") or parent.is_dir()
+                 else f" (folder {str(parent)!r} does not exist either)")
+        return f"source: file {name!r} does not exist{where}{hint}"
+    if suggestions:
+        return f"source: {name!r} is neither a file nor a preset{hint}"
+    return (f"source: {name!r} is neither a file nor a preset (presets: "
+            f"{', '.join(sorted(PRESETS))}; or give the path of a trace file)")
+
+
+_TRACE_SUFFIXES = (".csv", ".csv.gz", ".gz", ".parquet", ".pq", ".txt")
+
+
 def load_trace(
-    source: str | os.PathLike[str] = DEFAULT_PRESET,
+    source: str | os.PathLike[str] | pd.DataFrame = DEFAULT_PRESET,
     *,
     format: str | None = None,
     window: str | tuple[float, float] | None = None,
@@ -46,10 +72,15 @@ def load_trace(
 
     Parameters
     ----------
-    source : str or os.PathLike, default "itp-c07"
-        A preset name (see :data:`aryl.traces.PRESETS`) or a path to a CSV,
+    source : str, os.PathLike or pandas.DataFrame, default "itp-c07"
+        A preset name (see :data:`aryl.traces.PRESETS`), a path to a CSV,
         gzip CSV or Parquet file in one of the formats of
-        :mod:`aryl.traces.readers`.
+        :mod:`aryl.traces.readers`, or a DataFrame with the canonical
+        columns.  Every source goes through the same job rules
+        (:func:`aryl.traces.validate.check_jobs` for canonical tables; the
+        other formats apply the same checks to the columns they map); errors
+        name the file, line (or Parquet row, or DataFrame index label) and
+        column.
     format : str, optional
         Force a format (``canonical``, ``itp``, ``philly``, ``helios``,
         ``pai2020``, ``alibaba2023``) instead of detecting it from the header.
@@ -84,10 +115,14 @@ def load_trace(
     Raises
     ------
     TraceFormatError
-        A bad header or row (names file, line, column).
+        A bad header, or a file with a header but no data rows.
+    InvalidRowsError
+        A bad row in ``raise`` mode (a :class:`TraceFormatError` naming file,
+        line and column, that also counts every bad row by kind).
     InvalidInputError
-        A bad argument (unknown ``tz``, malformed ``window``) or an unknown
-        source.
+        A bad argument (unknown ``tz``, malformed ``window``), a missing file
+        (the message says so) or an unknown preset (the message suggests the
+        closest names).
 
     Notes
     -----
@@ -104,9 +139,12 @@ def load_trace(
         raise InvalidInputError(
             f"allow_multi_server must be True or False, got {allow_multi_server!r}"
         )
-    if not isinstance(source, str | os.PathLike) or not os.fspath(source):
+    if isinstance(source, pd.DataFrame):
+        pass
+    elif not isinstance(source, str | os.PathLike) or not os.fspath(source):
         raise InvalidInputError(
-            f"source: expected a path or a preset name ({sorted(PRESETS)}), got {source!r}"
+            f"source: expected a path, a preset name ({', '.join(sorted(PRESETS))}) or a "
+            f"DataFrame, got {source!r}"
         )
     if int(gpus_per_server) < 1:
         raise InvalidInputError(f"gpus_per_server must be >= 1, got {gpus_per_server}")
@@ -120,10 +158,23 @@ def load_trace(
         node_list=None if node_list is None else str(node_list),
         pai_job_table=None if pai_job_table is None else str(pai_job_table),
     )
-    name = os.fspath(source)
     dropped: dict[str, int] = {}
     meta: dict[str, Any] = {}
-    if name in PRESETS:
+    if isinstance(source, pd.DataFrame):
+        name = "DataFrame"
+        if format not in (None, "canonical"):
+            raise InvalidInputError(
+                f"format: a DataFrame must have the canonical columns, not the {format!r} format"
+            )
+        checked, keep, more = validate_jobs(
+            source, on_invalid=on_invalid, gpus_per_server=opts.gpus_per_server,
+            allow_multi_server=opts.allow_multi_server, max_gpus=opts.max_gpus,
+        )
+        columns = {k: v[keep] for k, v in checked.items()}
+        fmt = "canonical"
+        meta["n_rows_read"] = len(source)
+        _merge_counts(dropped, more)
+    elif (name := os.fspath(source)) in PRESETS:
         preset = PRESETS[name]
         if format is not None and format != preset.format:
             raise InvalidInputError(
@@ -141,9 +192,7 @@ def load_trace(
     else:
         path = Path(name)
         if not path.exists():
-            raise InvalidInputError(
-                f"source: {name!r} is neither a file nor a preset ({sorted(PRESETS)})"
-            )
+            raise InvalidInputError(unknown_source_message(name))
         columns, fmt, more, meta = read_file(path, format=format, on_invalid=on_invalid,
                                              opts=opts)
         _merge_counts(dropped, more)

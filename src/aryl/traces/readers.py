@@ -73,14 +73,15 @@ import numpy as np
 import pandas as pd
 
 from aryl.errors import InvalidInputError, TraceFormatError
-from aryl.traces.schema import DTYPES, SCALING_COLUMNS
-from aryl.traces.validate import RowChecker
+from aryl.traces.schema import DTYPES
+from aryl.traces.validate import RowChecker, check_jobs
 
 __all__ = [
     "DEFAULT_TZ",
     "FORMATS",
     "ReaderOptions",
     "detect_format",
+    "format_requirements",
     "read_raw",
 ]
 
@@ -303,13 +304,22 @@ def detect_format(columns: list[str], *, path: str = "") -> str:
     missing = [c for c in best.required if c not in present]
     if 2 * len(set(best.required) & present) < len(best.required):
         raise TraceFormatError(
-            f"unknown trace format (header {columns!r}); known formats: {sorted(FORMATS)}",
+            f"unknown trace format: the header has columns {', '.join(columns)}; "
+            f"each format needs these columns:\n{format_requirements()}",
             path=path, line=1,
         )
     raise TraceFormatError(
-        f"header looks like the {best.name!r} format but lacks column(s) {missing}",
+        f"header looks like the {best.name!r} format ({best.description}) but lacks "
+        f"column(s) {missing}; it needs {', '.join(best.required)}",
         path=path, line=1, column=missing[0],
     )
+
+
+def format_requirements() -> str:
+    """One line per format: its name, the header columns it needs, what it is."""
+    width = max(len(name) for name in FORMATS)
+    return "\n".join(f"  {spec.name:<{width}}  {', '.join(spec.required)}  ({spec.description})"
+                     for spec in FORMATS.values())
 
 
 def require_columns(raw: pd.DataFrame, spec: FormatSpec, path: str) -> None:
@@ -317,7 +327,8 @@ def require_columns(raw: pd.DataFrame, spec: FormatSpec, path: str) -> None:
     missing = [c for c in spec.required if c not in raw.columns]
     if missing:
         raise TraceFormatError(
-            f"{spec.name} header lacks column(s) {missing}", path=path, line=1, column=missing[0]
+            f"{spec.name} header lacks column(s) {missing}; the {spec.name} format needs "
+            f"{', '.join(spec.required)}", path=path, line=1, column=missing[0]
         )
 
 
@@ -331,65 +342,11 @@ def _gpu_rules(ck: RowChecker, gpus: np.ndarray, column: str, opts: ReaderOption
     )
 
 
-def _parse_bool(ck: RowChecker, raw: pd.Series, column: str) -> np.ndarray:
-    if pd.api.types.is_bool_dtype(raw):
-        blank = raw.isna().to_numpy(dtype=bool)
-        ck.flag(blank, "missing_value", column, "blank cell")
-        return raw.fillna(False).to_numpy(dtype=bool)
-    if pd.api.types.is_numeric_dtype(raw):
-        values = ck.number(raw, column)
-        ck.flag(np.isfinite(values) & (values != 0) & (values != 1), "not_a_number", column,
-                "not a boolean (true/false/1/0)", values=raw.to_numpy(dtype=object))
-        return values == 1
-    text = raw.astype("str").str.strip().str.lower()
-    blank = (text == "").to_numpy(dtype=bool) | raw.isna().to_numpy(dtype=bool)
-    ck.flag(blank, "missing_value", column, "blank cell")
-    true = text.isin(["true", "1", "yes"]).to_numpy(dtype=bool)
-    false = text.isin(["false", "0", "no"]).to_numpy(dtype=bool)
-    ck.flag(~blank & ~true & ~false, "not_a_number", column, "not a boolean (true/false/1/0)",
-            values=raw.to_numpy(dtype=object))
-    return true
-
-
 def _parse_canonical(
     raw: pd.DataFrame, ck: RowChecker, opts: ReaderOptions, meta: dict[str, Any]
 ) -> Columns:
-    present = [c for c in SCALING_COLUMNS if c in raw.columns]
-    if present and len(present) != len(SCALING_COLUMNS):
-        missing = [c for c in SCALING_COLUMNS if c not in raw.columns]
-        raise TraceFormatError(
-            f"scaling columns come as a set: {present} given but {missing} missing",
-            path=ck.path, line=1, column=missing[0],
-        )
-    out: Columns = {}
-    out["job_id"] = ck.text(raw["job_id"], "job_id")
-    out["submit_time_s"] = ck.number(raw["submit_time_s"], "submit_time_s")
-    out["duration_s"] = ck.number(raw["duration_s"], "duration_s")
-    ck.duration_rules(out["duration_s"], "duration_s")
-    out["gpus"] = ck.integer(raw["gpus"], "gpus")
-    _gpu_rules(ck, out["gpus"], "gpus", opts)
-    if present:
-        for col in ("gpus_per_worker", "min_workers", "max_workers"):
-            out[col] = ck.integer(raw[col], col)
-        out["elastic"] = _parse_bool(ck, raw["elastic"], "elastic")
-        out["alpha"] = ck.number(raw["alpha"], "alpha")
-        with np.errstate(invalid="ignore", divide="ignore"):
-            ck.flag(out["gpus_per_worker"] < 1, "bad_scaling", "gpus_per_worker",
-                    "gpus_per_worker < 1", values=out["gpus_per_worker"])
-            ck.flag(out["min_workers"] < 1, "bad_scaling", "min_workers", "min_workers < 1",
-                    values=out["min_workers"])
-            ck.flag(out["max_workers"] < out["min_workers"], "bad_scaling", "max_workers",
-                    "max_workers < min_workers", values=out["max_workers"])
-            ck.flag(out["gpus"] % out["gpus_per_worker"] != 0, "bad_scaling", "gpus_per_worker",
-                    "gpus is not a multiple of gpus_per_worker", values=out["gpus_per_worker"])
-            ck.flag(out["alpha"] < 0, "bad_scaling", "alpha", "alpha < 0", values=out["alpha"])
-    for col in ("tenant", "gpu_type"):
-        if col in raw.columns:
-            out[col] = ck.text(raw[col], col, required=False)
-    if "priority" in raw.columns:
-        out["priority"] = ck.integer(raw["priority"], "priority")
-    ck.duplicate_rules(out["job_id"], "job_id")
-    return out
+    return check_jobs(raw, ck, gpus_per_server=opts.gpus_per_server,
+                      allow_multi_server=opts.allow_multi_server, max_gpus=opts.max_gpus)
 
 
 def _parse_itp(
@@ -524,7 +481,7 @@ def _node_capacity(path: Path, specs: np.ndarray) -> np.ndarray:
         if col not in raw.columns:
             raise TraceFormatError("node list lacks a column", path=str(path), line=1,
                                    column=col)
-    nck = RowChecker(str(path), lines, "raise")
+    nck = RowChecker(str(path), lines, "raise", drop_hint=None)
     gpu = nck.integer(raw["gpu"], "gpu")
     nck.finish()
     model = raw["model"].astype("str").str.strip().to_numpy(dtype=object)
@@ -651,6 +608,11 @@ def read_file(
         names = spec.headerless
     raw, lines, label = read_raw(path, names=names)
     require_columns(raw, spec, str(path))
+    if len(raw) == 0:
+        raise TraceFormatError(
+            "no jobs: the file has a header but no data rows (an interrupted export?)",
+            path=str(path), line=None if label == "row" else 2,
+        )
     ck = RowChecker(str(path), lines, on_invalid, line_label=label)
     meta: dict[str, Any] = {}
     columns = spec.parse(raw, ck, opts, meta)

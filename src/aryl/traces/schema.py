@@ -17,8 +17,9 @@ column              dtype      meaning (unit)
 ``min_workers``     int64      optional: base workers ``b`` (>= 1)
 ``max_workers``     int64      optional: maximum workers ``m`` (>= ``b``)
 ``elastic``         bool       optional: the job may run with ``b..m`` workers
+                               (a rigid job has ``b == m``)
 ``alpha``           float64    optional: scaling parameter of
-                               ``T(w) = w / (1 + alpha (w - 1))`` (>= 0)
+                               ``T(w) = w / (1 + alpha (w - 1))`` (in [0, 1])
 ``tenant``          str        optional: virtual cluster / queue / user group
 ``priority``        int64      optional: larger is more important
 ``gpu_type``        str        optional: GPU model (or ``|``-separated allowed models)

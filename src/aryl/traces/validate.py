@@ -1,4 +1,4 @@
-"""Row-level validation of trace files.
+"""Row-level validation of trace files and job tables.
 
 Every reader parses its columns through a :class:`RowChecker`.  A row that
 breaks a rule is either an error (``on_invalid="raise"``, the default: a
@@ -26,15 +26,26 @@ bad_gpu_share       Alibaba pods: ``gpu_milli`` (share of each GPU) outside (0, 
                     a GPU pod, or below 1000 for a multi-GPU pod
 bad_scaling         inconsistent scaling columns (``min_workers`` < 1,
                     ``max_workers`` < ``min_workers``, ``gpus_per_worker`` < 1,
-                    ``gpus`` not a multiple of ``gpus_per_worker``, ``alpha`` < 0)
-duplicate_job_id    a job id seen on an earlier line (the first one is kept)
+                    ``gpus`` not a multiple of ``gpus_per_worker``, a rigid job
+                    with ``min_workers`` != ``max_workers``, ``alpha`` outside
+                    [0, 1])
+duplicate_job_id    a job id seen on an earlier row (the first one is kept)
 cpu_only            a CPU-only job in a format that lists them (Helios ``gpu_num=0``,
                     Alibaba pods ``num_gpu=0``, PAI ``plan_gpu=0``): not an error,
                     always dropped and counted
 ==================  ==================================================================
 
 In ``raise`` mode the error reported is the one on the earliest line of the
-file (and, on that line, the first rule above that it breaks).
+file (and, on that line, the first rule above that it breaks); an
+:class:`InvalidRowsError` also counts every bad row by kind and column, and
+names the way to drop them.
+
+One path for every input: :func:`check_jobs` holds the rules of a canonical
+job table and is used by the canonical reader (CSV, Parquet), by
+:func:`aryl.traces.load_trace` of a DataFrame (:func:`validate_jobs`, errors
+name the index label) and by the simulator's job table
+(:func:`aryl.sim.jobs.build_job_table`), which every replay input -- a
+DataFrame, a ``Trace`` from a file or a preset -- passes through.
 """
 
 from __future__ import annotations
@@ -47,7 +58,17 @@ import pandas as pd
 
 from aryl.errors import InvalidInputError, TraceFormatError
 
-__all__ = ["KINDS", "MAX_COUNT", "RowChecker", "check_on_invalid", "check_seed", "check_tz"]
+__all__ = [
+    "KINDS",
+    "MAX_COUNT",
+    "InvalidRowsError",
+    "RowChecker",
+    "check_jobs",
+    "check_on_invalid",
+    "check_seed",
+    "check_tz",
+    "validate_jobs",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -161,39 +182,153 @@ def _is_stringlike(raw: pd.Series) -> bool:
     return not (pd.api.types.is_numeric_dtype(raw) or pd.api.types.is_bool_dtype(raw))
 
 
-class RowChecker:
-    """Collects per-row rule violations of one trace file.
+class InvalidRowsError(TraceFormatError):
+    """Rows of a trace break the rules (raised by :meth:`RowChecker.finish`).
 
-    Parameters
+    The message names the earliest bad row (file line, Parquet row or
+    DataFrame index label), its column and the rule, then how many rows break
+    a rule, by kind, and how to drop them.
+
+    Attributes
     ----------
-    path : str
-        The file (named in errors).
-    lines : numpy.ndarray of int64, shape (n_rows,)
-        The 1-based file line of each row (header = line 1).  For Parquet the
-        row number + 1, and ``line_label="row"``.
-    on_invalid : {"raise", "drop"}
-        Raise on the earliest bad row, or drop bad rows and count them.
-    line_label : {"line", "row"}
-        How positions are named in error messages.
+    path : str or None
+        The file (None for a DataFrame).
+    line : int or None
+        1-based file line of the earliest bad row (CSV; header = line 1).
+    row : int or None
+        1-based row of the earliest bad row (Parquet).
+    index : object or None
+        DataFrame index label of the earliest bad row.
+    column : str or None
+        Its column.
+    kind : str
+        The rule it breaks (one of :data:`KINDS`).
+    counts : dict of str to int
+        Rows that break a rule, by kind (each row counted once, under its first
+        rule; rows that are always dropped, such as ``cpu_only``, are left out).
+    columns : dict of str to dict of str to int
+        For each kind, the rows per column.
+    n_rows : int
+        Rows checked.
     """
 
     def __init__(
         self,
-        path: str,
+        reason: str,
+        *,
+        path: str | None,
+        line: int | None = None,
+        row: int | None = None,
+        index: Any = None,
+        column: str | None,
+        kind: str,
+        counts: dict[str, int],
+        columns: dict[str, dict[str, int]],
+        n_rows: int,
+        drop_hint: str | None = "on_invalid='drop'",
+    ) -> None:
+        self.reason = reason
+        self.row = row
+        self.index = index
+        self.kind = kind
+        self.counts = counts
+        self.columns = columns
+        self.n_rows = n_rows
+        self.drop_hint = drop_hint
+        super().__init__("", path=path, line=line, column=column)
+        self.args = (self.describe(),)
+
+    def where(self) -> str:
+        """The earliest bad row: ``file, line 63, column 'x'`` (or row / index)."""
+        parts = []
+        if self.path is not None:
+            parts.append(str(self.path))
+        if self.line is not None:
+            parts.append(f"line {self.line}")
+        if self.row is not None:
+            parts.append(f"row {self.row}")
+        if self.path is None and self.line is None and self.row is None:
+            parts.append(f"DataFrame index {self.index!r}")
+        if self.column is not None:
+            parts.append(f"column {self.column!r}")
+        return ", ".join(parts)
+
+    def describe(self, drop_hint: str | None = None) -> str:
+        """The message, naming ``drop_hint`` as the way to drop bad rows.
+
+        Parameters
+        ----------
+        drop_hint : str, optional
+            How the caller drops rows (the CLI passes ``--drop-invalid``);
+            default: the hint given when the error was raised
+            (``on_invalid='drop'`` for :func:`aryl.traces.load_trace`).
+        """
+        text = f"{self.where()}: {self.reason} [{self.kind}]"
+        total = sum(self.counts.values())
+        kinds = "; ".join(
+            f"{kind} {n:,} ({', '.join(f'{c} {k:,}' for c, k in self.columns[kind].items())})"
+            for kind, n in self.counts.items()
+        )
+        text += f"\n{total:,} of {self.n_rows:,} rows cannot be used, by kind: {kinds}"
+        hint = self.drop_hint if drop_hint is None else drop_hint
+        if hint:
+            text += f"\n{hint} drops {'it' if total == 1 else 'them'} (counted by kind)"
+        return text
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        return _restore_invalid_rows, (dict(self.__dict__),)
+
+
+class RowChecker:
+    """Collects per-row rule violations of one trace file or DataFrame.
+
+    Parameters
+    ----------
+    path : str or None
+        The file (named in errors); None for a DataFrame.
+    lines : numpy.ndarray of int64, shape (n_rows,)
+        Increasing position of each row.  For CSV the 1-based file line (header
+        = line 1); for Parquet the row number + 1, and ``line_label="row"``;
+        for a DataFrame any increasing numbers, ``line_label="index"`` and
+        ``labels``.
+    on_invalid : {"raise", "drop"}
+        Raise on the earliest bad row, or drop bad rows and count them.
+    line_label : {"line", "row", "index"}
+        How positions are named in error messages.
+    labels : array-like, optional
+        The DataFrame index label of each row (``line_label="index"``).
+    drop_hint : str or None, default "on_invalid='drop'"
+        How the caller drops bad rows, named in the error (None: it cannot).
+    """
+
+    def __init__(
+        self,
+        path: str | None,
         lines: np.ndarray,
         on_invalid: str = "raise",
         *,
         line_label: str = "line",
+        labels: Any = None,
+        drop_hint: str | None = "on_invalid='drop'",
     ) -> None:
+        if line_label not in ("line", "row", "index"):  # pragma: no cover - programming error
+            raise ValueError(f"unknown line_label {line_label!r}")
         self.path = path
         self.lines = np.asarray(lines, dtype=np.int64)
         self.on_invalid = check_on_invalid(on_invalid)
         self.line_label = line_label
+        self.labels = None if labels is None else list(labels)
+        self.drop_hint = drop_hint
         n = len(self.lines)
         self.bad: BoolArray = np.zeros(n, dtype=bool)
         self.counts: dict[str, int] = {}
-        # first failure on the earliest line: (line, column, message)
-        self._first: tuple[int, str | None, str] | None = None
+        self.columns: dict[str, dict[str, int]] = {}
+        self._always_dropped: set[str] = set()
+        # first failure on the earliest line: (line, row index, column, message, kind)
+        self._first: tuple[int, int, str | None, str, str] | None = None
 
     @property
     def n_rows(self) -> int:
@@ -237,6 +372,11 @@ class RowChecker:
             return
         self.bad |= new
         self.counts[kind] = self.counts.get(kind, 0) + n_new
+        per_column = self.columns.setdefault(kind, {})
+        name = column or "-"
+        per_column[name] = per_column.get(name, 0) + n_new
+        if always_drop:
+            self._always_dropped.add(kind)
         if self.on_invalid == "raise" and not always_drop:
             idx = int(np.flatnonzero(new)[np.argmin(self.lines[new])])
             line = int(self.lines[idx])
@@ -244,7 +384,16 @@ class RowChecker:
                 text = message
                 if values is not None:
                     text = f"{message} (got {np.asarray(values, dtype=object)[idx]!r})"
-                self._first = (line, column, f"{text} [{kind}]")
+                self._first = (line, idx, column, text, kind)
+
+    def header_error(self, message: str, column: str | None = None) -> TraceFormatError:
+        """An error about the columns as a whole (line 1 of a file)."""
+        if self.line_label == "index":
+            where = "DataFrame" + (f", column {column!r}" if column else "")
+            err = TraceFormatError(f"{where}: {message}")
+            err.column = column
+            return err
+        return TraceFormatError(message, path=self.path, line=1, column=column)
 
     def finish(self) -> tuple[BoolArray, dict[str, int]]:
         """End the checks.
@@ -258,19 +407,29 @@ class RowChecker:
 
         Raises
         ------
-        TraceFormatError
-            In ``raise`` mode, for the earliest bad row.
+        InvalidRowsError
+            In ``raise`` mode, for the earliest bad row; the message also
+            counts every bad row by kind.
         """
         if self._first is not None:
-            line, column, message = self._first
+            line, idx, column, message, kind = self._first
+            counts = {k: self.counts[k] for k in KINDS
+                      if k in self.counts and k not in self._always_dropped}
+            columns = {k: dict(sorted(self.columns[k].items())) for k in counts}
+            common: dict[str, Any] = dict(kind=kind, counts=counts, columns=columns,
+                                          n_rows=self.n_rows, drop_hint=self.drop_hint,
+                                          column=column)
             if self.line_label == "line":
-                raise TraceFormatError(message, path=self.path, line=line, column=column)
-            raise TraceFormatError(
-                f"row {line - 1}: {message}", path=self.path, line=None, column=column
-            )
+                raise InvalidRowsError(message, path=self.path, line=line, **common)
+            if self.line_label == "row":
+                raise InvalidRowsError(message, path=self.path, row=line - 1, **common)
+            label = self.labels[idx] if self.labels is not None else idx
+            if isinstance(label, np.generic):
+                label = label.item()
+            raise InvalidRowsError(message, path=None, index=label, **common)
         dropped = {k: self.counts[k] for k in KINDS if k in self.counts}
         if dropped:
-            logger.info("%s: dropped %s", self.path, dropped)
+            logger.info("%s: dropped %s", self.path or "DataFrame", dropped)
         return ~self.bad, dropped
 
     # ------------------------------------------------------------------ parsers
@@ -396,5 +555,206 @@ class RowChecker:
         """Flag ``duplicate_job_id`` (every occurrence after the first valid one)."""
         ids = pd.Series(job_id, dtype="object")
         dup = ids.where(~self.bad).duplicated(keep="first").to_numpy(dtype=bool) & ~self.bad
-        self.flag(dup, "duplicate_job_id", column, "job id already used on an earlier line",
+        self.flag(dup, "duplicate_job_id", column, "job id already used by an earlier row",
                   values=job_id)
+
+    def boolean(self, raw: pd.Series, column: str) -> BoolArray:
+        """Parse a true/false column (flags ``missing_value`` and ``not_a_number``).
+
+        Accepted: booleans; the numbers 0 and 1; the text ``true``/``false``,
+        ``1``/``0``, ``yes``/``no`` (any case, spaces stripped), the same for
+        a CSV cell, a Parquet column and a DataFrame column.  Anything else
+        (``"maybe"``, 2, 0.5) is an error; a blank, ``None`` or NaN is a
+        ``missing_value``, never read as False.  O(n).
+        """
+        if pd.api.types.is_bool_dtype(raw):
+            blank = raw.isna().to_numpy(dtype=bool)
+            self.flag(blank, "missing_value", column, "blank cell")
+            return np.asarray(raw.fillna(False).to_numpy(dtype=bool), dtype=bool)
+        if pd.api.types.is_numeric_dtype(raw):
+            values = self.number(raw, column)
+            self.flag(np.isfinite(values) & (values != 0) & (values != 1), "not_a_number", column,
+                      "not a boolean (true/false/1/0)", values=raw.to_numpy(dtype=object))
+            return np.asarray(values == 1, dtype=bool)
+        cells = raw.to_numpy(dtype=object)
+        text = raw.astype("str").str.strip().str.lower()
+        blank = (text == "").to_numpy(dtype=bool) | raw.isna().to_numpy(dtype=bool)
+        self.flag(blank, "missing_value", column, "blank cell")
+        number = pd.to_numeric(text.where(~blank, "nan"), errors="coerce").to_numpy(
+            dtype=np.float64, na_value=np.nan)
+        true = text.isin(["true", "yes"]).to_numpy(dtype=bool) | (number == 1)
+        false = text.isin(["false", "no"]).to_numpy(dtype=bool) | (number == 0)
+        self.flag(~blank & ~true & ~false, "not_a_number", column,
+                  "not a boolean (true/false/1/0)", values=cells)
+        return np.asarray(true, dtype=bool)
+
+
+Columns = dict[str, np.ndarray]
+
+
+def check_jobs(
+    raw: pd.DataFrame,
+    ck: RowChecker,
+    *,
+    gpus_per_server: int = 8,
+    allow_multi_server: bool = True,
+    max_gpus: int | None = None,
+) -> Columns:
+    """The canonical job rules, for every input: CSV, Parquet, DataFrame, ``Trace``.
+
+    The one validation path of job tables: the canonical reader
+    (:mod:`aryl.traces.readers`), :func:`aryl.traces.load_trace` of a
+    DataFrame and the simulator's job table (:func:`aryl.sim.jobs.build_job_table`)
+    all call it, so a job accepted by one is accepted by all.
+
+    Parameters
+    ----------
+    raw : pandas.DataFrame
+        Canonical column names (see :mod:`aryl.traces.schema`), cells as text
+        (CSV) or typed (Parquet, DataFrame); other columns are ignored.
+    ck : RowChecker
+        Collects the violations (and raises or drops in :meth:`RowChecker.finish`).
+    gpus_per_server, allow_multi_server, max_gpus
+        As :func:`aryl.traces.load_trace` (``exceeds_server``, ``exceeds_cluster``).
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        Every canonical column present, in row order (not filtered): counts as
+        float64 (cast after filtering), ``elastic`` bool, text as object.
+
+    Raises
+    ------
+    TraceFormatError
+        A required column is missing, or the five scaling columns are not all
+        there (they come as a set).
+
+    Notes
+    -----
+    Rules, each a kind of :data:`KINDS` (a row counts under its first broken
+    rule): ``job_id`` not blank and unique; ``submit_time_s`` and
+    ``duration_s`` finite numbers, duration > 0; ``gpus`` a whole number >= 1;
+    with scaling columns: ``gpus_per_worker``, ``min_workers``,
+    ``max_workers`` whole numbers, ``elastic`` a boolean (see
+    :meth:`RowChecker.boolean`), ``alpha`` a finite number, and
+    ``bad_scaling`` when ``gpus_per_worker`` < 1, ``min_workers`` < 1,
+    ``max_workers`` < ``min_workers``, ``gpus`` not a multiple of
+    ``gpus_per_worker``, a rigid job (``elastic`` false) with ``min_workers``
+    != ``max_workers``, or ``alpha`` outside [0, 1] (``T(w) = w / (1 + alpha
+    (w - 1))`` must not fall as workers are added).  O(n) plus the
+    duplicate check's hashing.
+    """
+    from aryl.traces.schema import REQUIRED_COLUMNS, SCALING_COLUMNS
+
+    missing = [c for c in REQUIRED_COLUMNS if c not in raw.columns]
+    if missing:
+        raise ck.header_error(f"missing column(s) {missing}; a job table needs "
+                              f"{', '.join(REQUIRED_COLUMNS)}", missing[0])
+    present = [c for c in SCALING_COLUMNS if c in raw.columns]
+    if present and len(present) != len(SCALING_COLUMNS):
+        lacking = [c for c in SCALING_COLUMNS if c not in raw.columns]
+        raise ck.header_error(
+            f"scaling columns come as a set: {present} given but {lacking} missing "
+            f"(give all of {', '.join(SCALING_COLUMNS)}, or none for rigid jobs)", lacking[0]
+        )
+    out: Columns = {}
+    out["job_id"] = ck.text(raw["job_id"], "job_id")
+    out["submit_time_s"] = ck.number(raw["submit_time_s"], "submit_time_s")
+    out["duration_s"] = ck.number(raw["duration_s"], "duration_s")
+    ck.duration_rules(out["duration_s"], "duration_s")
+    out["gpus"] = ck.integer(raw["gpus"], "gpus")
+    ck.gpu_rules(out["gpus"], "gpus", gpus_per_server=gpus_per_server,
+                 allow_multi_server=allow_multi_server, max_gpus=max_gpus)
+    if present:
+        for col in ("gpus_per_worker", "min_workers", "max_workers"):
+            out[col] = ck.integer(raw[col], col)
+        out["elastic"] = ck.boolean(raw["elastic"], "elastic")
+        out["alpha"] = ck.number(raw["alpha"], "alpha")
+        gpw, lo, hi = out["gpus_per_worker"], out["min_workers"], out["max_workers"]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ck.flag(gpw < 1, "bad_scaling", "gpus_per_worker", "gpus_per_worker < 1",
+                    values=gpw)
+            ck.flag(lo < 1, "bad_scaling", "min_workers", "min_workers < 1", values=lo)
+            ck.flag(hi < lo, "bad_scaling", "max_workers", "max_workers < min_workers",
+                    values=hi)
+            ck.flag(out["gpus"] % gpw != 0, "bad_scaling", "gpus_per_worker",
+                    "gpus is not a multiple of gpus_per_worker", values=gpw)
+            ck.flag(~out["elastic"] & (hi != lo), "bad_scaling", "elastic",
+                    "a rigid job (elastic false) needs min_workers == max_workers",
+                    values=raw["elastic"].to_numpy(dtype=object))
+            ck.flag((out["alpha"] < 0) | (out["alpha"] > 1), "bad_scaling", "alpha",
+                    "alpha must be in [0, 1]", values=out["alpha"])
+    for col in ("tenant", "gpu_type"):
+        if col in raw.columns:
+            out[col] = ck.text(raw[col], col, required=False)
+    if "priority" in raw.columns:
+        out["priority"] = ck.integer(raw["priority"], "priority")
+    ck.duplicate_rules(out["job_id"], "job_id")
+    return out
+
+
+def validate_jobs(
+    jobs: pd.DataFrame,
+    *,
+    on_invalid: str = "raise",
+    gpus_per_server: int = 8,
+    allow_multi_server: bool = True,
+    max_gpus: int | None = None,
+    drop_hint: str | None = "on_invalid='drop'",
+) -> tuple[Columns, BoolArray, dict[str, int]]:
+    """Check a canonical job DataFrame with :func:`check_jobs`.
+
+    Errors name the DataFrame index label of the earliest bad row and its
+    column.
+
+    Parameters
+    ----------
+    jobs : pandas.DataFrame
+        Canonical columns (others are ignored).
+    on_invalid : {"raise", "drop"}, default "raise"
+    gpus_per_server, allow_multi_server, max_gpus
+        As :func:`check_jobs`.
+    drop_hint : str or None
+        How the caller can drop bad rows, named in the error.
+
+    Returns
+    -------
+    columns : dict of str to numpy.ndarray
+        As :func:`check_jobs`, every row (not filtered).
+    keep : numpy.ndarray of bool, shape (n_rows,)
+        Rows that passed every rule.
+    dropped : dict of str to int
+        Rows dropped, by kind (``on_invalid="drop"``).
+
+    Raises
+    ------
+    InvalidInputError
+        Not a DataFrame.
+    TraceFormatError
+        A missing column (or an incomplete set of scaling columns).
+    InvalidRowsError
+        A bad row in ``raise`` mode (naming the index label and the column,
+        counting every bad row by kind).
+    """
+    if not isinstance(jobs, pd.DataFrame):
+        raise InvalidInputError(f"jobs: expected a pandas DataFrame, got {type(jobs).__name__}")
+    if jobs.columns.duplicated().any():
+        dup = [str(c) for c in jobs.columns[jobs.columns.duplicated()]]
+        raise InvalidInputError(f"jobs: duplicate column name(s) {dup}")
+    raw = jobs.reset_index(drop=True)
+    n = len(raw)
+    ck = RowChecker(None, np.arange(n, dtype=np.int64), on_invalid, line_label="index",
+                    labels=jobs.index, drop_hint=drop_hint)
+    columns = check_jobs(raw, ck, gpus_per_server=gpus_per_server,
+                         allow_multi_server=allow_multi_server, max_gpus=max_gpus)
+    keep, dropped = ck.finish()
+    return columns, keep, dropped
+
+
+
+def _restore_invalid_rows(state: dict[str, Any]) -> InvalidRowsError:
+    """Unpickle an :class:`InvalidRowsError` (raised in a worker process)."""
+    err = InvalidRowsError.__new__(InvalidRowsError)
+    err.__dict__.update(state)
+    err.args = (err.describe(),)
+    return err
