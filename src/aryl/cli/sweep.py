@@ -184,6 +184,9 @@ def run_command(
     except SweepInterrupted as exc:
         report_interrupt(console, exc.outcome, out_dir)
         exit_interrupted(exc.outcome)
+    except KeyboardInterrupt:  # while reading traces or sizing clusters: no run started
+        console.print("[bold]Interrupted[/bold] before any run started.")
+        sys.exit(EXIT_INTERRUPTED)
     except WorkerLost as exc:
         raise click.ClickException(
             f"{exc}; the finished runs are kept in {out_dir}/: run the same command to resume"

@@ -256,6 +256,8 @@ def _sized(
     window: str | None,
     gpus_per_server: int,
     cache_dir: Path | None,
+    say: Callable[[str], None],
+    label: str,
 ) -> tuple[int, int]:
     from aryl import experiment
     from aryl.experiment import size_cluster
@@ -272,7 +274,12 @@ def _sized(
             return int(got["n_training_servers"]), int(got["n_inference_servers"])
         except (ValueError, KeyError, TypeError):
             log.warning("ignoring unreadable sizing cache %s", path)
-    n_train, n_inf = size_cluster(trace.jobs, gpus_per_server=gpus_per_server)
+    def probe(done: int, estimate: int, n: int, delay_s: float) -> None:
+        say(f"sizing {label}: fifo replay {done}/{estimate} ({n} servers: {delay_s:,.0f} s)")
+
+    sized = size_cluster(trace.jobs, gpus_per_server=gpus_per_server, progress=probe)
+    n_train, n_inf = int(sized[0]), int(sized[1])
+    log.info("%s: %s", label, getattr(sized, "reason", f"{n_train} + {n_inf} servers"))
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps(
@@ -369,7 +376,8 @@ def plan_sweep(
         if n_train == "auto":
             if (tid, gps) not in sized_cache:
                 say(f"sizing the cluster for {req.trace.label}")
-                sized_cache[tid, gps] = _sized(trace, ident, req.trace.window, gps, cache)
+                sized_cache[tid, gps] = _sized(trace, ident, req.trace.window, gps, cache,
+                                               say, req.trace.label)
             n_train = sized_cache[tid, gps][0]
             sizes[req.trace.label] = sized_cache[tid, gps]
         if n_inf == "auto":

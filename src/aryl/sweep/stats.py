@@ -57,9 +57,9 @@ def mean_ci(values: Iterable[float], confidence: float = CONFIDENCE) -> tuple[fl
     n = int(x.size)
     if n == 0:
         return math.nan, math.nan, 0
+    if np.all(x == x[0]):  # identical values (a seed-independent policy): exactly, no rounding
+        return float(x[0]), (0.0 if n > 1 else math.nan), n
     m = float(x.mean())
-    if n == 1:
-        return m, math.nan, 1
     s = float(x.std(ddof=1))
     half = float(stats.t.ppf(0.5 + confidence / 2.0, n - 1)) * s / math.sqrt(n)
     return m, half, n
