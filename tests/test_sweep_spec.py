@@ -232,3 +232,23 @@ def test_auto_sizes_follow_the_documented_rule(tmp_path: Path) -> None:
     cached = list((tmp_path / "sizing").glob("*.json"))
     assert len(cached) == 1
     assert json.loads(cached[0].read_text())["n_training_servers"] == n_train
+
+
+def test_the_documented_example_spec_parses(tmp_path: Path) -> None:
+    import re
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "sweep.md").read_text()
+    (block,) = re.findall(r"```toml\n(.*?)```", page, flags=re.S)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "jobs.csv").write_text(TRACE_CSV)
+    spec = load_spec(spec_file(tmp_path, block))
+    # [grid]: 2 traces x 2 policies x 5 seeds x 2 reclaim policies x 2 option values;
+    # [[run]]: elastic-greedy with reclaim aryl, on the grid's traces, seeds and options
+    assert len([r for r in spec.requests if r.group == 0]) == 2 * 2 * 5 * 2 * 2
+    run = [r for r in spec.requests if r.group == 1]
+    assert len(run) == 2 * 5 * 2
+    assert {(r.policy, dict(r.config)["reclaim_policy"]) for r in run} == {
+        ("elastic-greedy", "aryl")}
+    assert spec.measures == {"gpu_hours": "gpu_s_allocated / 3600"}
+    assert spec.baseline == "fifo"
+    assert {r.trace.label for r in spec.requests} == {"itp-c07", "mine"}
