@@ -459,6 +459,8 @@ def _print_summary(console: Console, s: dict[str, Any]) -> None:
         ("jobs finished", f"{s['n_finished']:,}"),
         ("jobs unfinished", f"{s['n_unfinished']:,}"),
         ("jobs infeasible", f"{s['n_infeasible']:,}"),
+        *([("jobs not arrived by the horizon", f"{s['n_not_arrived']:,}")]
+          if s.get("n_not_arrived") else []),
         ("cluster usage (training + loaned)", _pct(s["cluster_usage"])),
         ("inference utilisation", _pct(s["inference_utilisation"])),
         ("inference utilisation with loans", _pct(s["inference_utilisation_with_loans"])),

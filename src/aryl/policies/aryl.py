@@ -40,6 +40,7 @@ the MCKP).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -100,6 +101,7 @@ class ArylPolicy(SjfPolicy):
         self._scratch: list[int] | None = None
         self._displaced = False
         self._last_left = -1  # free GPUs left after the last elastic phase (or since)
+        self.n_extra_repairs = 0  # elastic phases whose first choice could not be placed
         self._last_loaned = -1
 
     def on_finish(self, j: int) -> None:
@@ -183,6 +185,7 @@ class ArylPolicy(SjfPolicy):
             The extras per job or per server, or the jobs below their maximum,
             differ from a recomputation over the running jobs.
         """
+        super().check_state()
         v = self.view
         ex_srv = [0] * len(v.free)
         ex_job: dict[int, Placement] = {}
@@ -366,10 +369,21 @@ class ArylPolicy(SjfPolicy):
 
         ``free`` counts the GPUs of the extras in ``extras_now`` as free.  With
         ``unconstrained_only``, gives up (returns False, nothing changed) unless
-        every job's best option fits at once.  ``free_wo_extras`` (read only):
-        when given, ``free`` is exactly this list plus the GPUs of every extra in
-        ``extras_now`` (no base worker was placed on an extra's GPUs), which
-        lets the keep pass skip the jobs whose extras do not change.
+        every job's best option fits at once and can be placed.
+        ``free_wo_extras`` (read only): when given, ``free`` is exactly this list
+        plus the GPUs of every extra in ``extras_now`` (no base worker was placed
+        on an extra's GPUs), which lets the keep pass skip the jobs whose extras
+        do not change.
+
+        Only extras that can be placed are chosen (docs/simulator.md, "Placement
+        of extra workers"): (1) each job's options are capped at the workers of
+        its size that the servers could hold on their own
+        (``sum_s free_s // g``); (2) the solver's choice is placed; if some job's
+        extras did not all fit, its cap becomes the number that did and the
+        problem is solved again, until every chosen extra is placed (caps only
+        decrease, so this ends); (3) after a repair, extra workers are added one
+        at a time, best JCT reduction per GPU first, while a whole re-placement
+        of the larger choice succeeds and the worker's marginal value is > 0.
         """
         v = self.view
         new = [(j, p) for j, p, _ in d.starts if self._scalable(j)]
@@ -381,7 +395,7 @@ class ArylPolicy(SjfPolicy):
         capacity = sum(free)  # servers not in a group (not on loan) have none free
         if capacity <= 0 and not extras_now:
             return True
-        from aryl.sim.adapters import mckp_extras
+        from aryl.sim.adapters import extras_table, solve_extras
 
         n = len(cand)
         bw, wk = v.base_workers, v.workers
@@ -402,56 +416,48 @@ class ArylPolicy(SjfPolicy):
         alpha = al_a[ci]
         pause = np.zeros(n)
         pause[:n_run] = float(v.config.rescale_pause_s)
-        kk = mckp_extras(
-            rem, cur, base, mx, g, alpha, pause, capacity,
-            backend=v.config.backend, solver=self.solver, unconstrained_only=unconstrained_only,
+        values, weights = extras_table(rem, cur, base, mx, g, alpha, pause)
+        backend = v.config.backend
+        max_extra = mx - base
+        # (1) per-job caps from per-server worker slots (1-GPU workers always fit)
+        caps = self._slot_caps(free, g, max_extra) if int(g.max()) > 1 else None
+        kk = solve_extras(
+            values, weights, capacity, backend=backend, solver=self.solver,
+            unconstrained_only=unconstrained_only, max_extra=caps,
         )
         if kk is None:
             return False
         k = kk
-        # --- place extras: best-fit decreasing, keep existing ones first.  Only
-        # the jobs given extras (k > 0) take part: they sort first in ``order``
-        # (key -(k g) < 0), and a job absent from ``new_extra`` gets none.
-        n_pos = int(np.count_nonzero(k))
-        order_a = np.lexsort((ci, -(k * g)))[:n_pos]
-        k_l = k.tolist()
-        g_l = g.tolist()
-        groups_extra = self._groups_extra
-        new_extra: dict[int, Placement] = {}
-        if free_wo_extras is not None:
-            order, touched = self._keep_exact(
-                free, free_wo_extras, cand, extras_now, k, cur - base, order_a, n_run,
-                k_l, g_l, new_extra,
+        ext = cur - base
+        free0 = list(free)
+        placed = self._place_extras(free, free_wo_extras, cand, extras_now, k, ext, ci, g, n_run)
+        if placed[2]:
+            if unconstrained_only:
+                return False  # ``free`` is the caller's scratch copy; the solver path follows
+            # (2) repair: cap the jobs whose extras did not all fit, solve again
+            caps_r = max_extra.copy() if caps is None else caps.copy()
+            while placed[2]:
+                for i, got in placed[2].items():
+                    caps_r[i] = got
+                free[:] = free0
+                kk = solve_extras(
+                    values, weights, capacity, backend=backend, solver=self.solver,
+                    max_extra=caps_r,
+                )
+                assert kk is not None
+                k = kk
+                placed = self._place_extras(
+                    free, free_wo_extras, cand, extras_now, k, ext, ci, g, n_run
+                )
+            self.n_extra_repairs += 1
+            # (3) fill: no placeable extra worker of positive marginal value is left
+            k, placed = self._fill_extras(
+                values, k, max_extra, g.tolist(), free, free0, placed,
+                lambda kv: self._place_extras(
+                    free, free_wo_extras, cand, extras_now, kv, ext, ci, g, n_run
+                ),
             )
-        else:
-            order = order_a.tolist()
-            self._keep(free, cand, extras_now, order, k_l, g_l, new_extra)
-            # A running job can change only if it is given extras or has some now
-            # (workers above base: exactly the jobs in ``extras_now``)
-            touched = np.flatnonzero((k[:n_run] > 0) | (cur[:n_run] > base[:n_run])).tolist()
-        # place the rest (k_l: workers still to place)
-        for i in order:
-            want = k_l[i]
-            if not want:
-                continue
-            j = cand[i]
-            gi = g_l[i]
-            got = bf_place(free, groups_extra, want, gi)
-            if got is None:  # fragmentation: one worker at a time
-                got = {}
-                for _ in range(want):
-                    s = -1
-                    for grp in groups_extra:
-                        s = best_fit(free, grp, gi)
-                        if s >= 0:
-                            break
-                    if s < 0:
-                        break
-                    free[s] -= gi
-                    got[s] = got.get(s, 0) + 1
-            ex = new_extra[j]
-            for s, c in got.items():
-                ex[s] = ex.get(s, 0) + c
+        new_extra, touched, _ = placed
         # --- turn into decisions
         start_index = {j: idx for idx, (j, _, _) in enumerate(d.starts)}
         for j, base_place in new:
@@ -480,6 +486,147 @@ class ArylPolicy(SjfPolicy):
             )
             d.resizes.append((j, newp, reason))
         return True
+
+    @staticmethod
+    def _slot_caps(free: list[int], g: np.ndarray, max_extra: np.ndarray) -> np.ndarray:
+        """Per-job cap on extra workers: ``min(max_extra, sum_s free_s // g)``.
+
+        A job cannot get more workers of ``g`` GPUs than the servers hold on
+        their own (exact for one job alone).  O(servers x distinct worker sizes).
+        """
+        caps = max_extra.copy()
+        for gv in sorted(set(g.tolist())):
+            if gv > 1:
+                slots = sum(f // gv for f in free)
+                sel = g == gv
+                caps[sel] = np.minimum(caps[sel], slots)
+        return caps
+
+    def _place_extras(
+        self,
+        free: list[int],
+        free_wo_extras: list[int] | None,
+        cand: list[int],
+        extras_now: dict[int, Placement],
+        k: np.ndarray,
+        ext: np.ndarray,
+        ci: np.ndarray,
+        g: np.ndarray,
+        n_run: int,
+    ) -> tuple[dict[int, Placement], list[int], dict[int, int]]:
+        """Place ``k[i]`` extra workers of every job ``cand[i]``; takes them from ``free``.
+
+        Existing extras are kept where they are when possible (loaned servers
+        first), then the rest are placed best-fit decreasing by worker size
+        (then by extra GPUs, then job index): servers on loan first, then
+        training, then offered servers.  Decreasing worker size makes the
+        placement exact when worker sizes divide each other (1, 2, 4, 8 GPUs):
+        it then fails only if no placement exists (given the kept extras).
+
+        Returns
+        -------
+        (new_extra, touched, short)
+            Extra placement per job, the running jobs (candidate positions) that
+            may change, and ``{position: workers placed}`` for the jobs that got
+            fewer than ``k`` (empty when every chosen extra is placed).
+        """
+        pos = np.flatnonzero(k > 0)
+        kp = k[pos]
+        gp = g[pos]
+        order_a = pos[np.lexsort((ci[pos], -(kp * gp), -gp))]
+        k_l = k.tolist()
+        g_l = g.tolist()
+        groups_extra = self._groups_extra
+        new_extra: dict[int, Placement] = {}
+        if free_wo_extras is not None:
+            order, touched = self._keep_exact(
+                free, free_wo_extras, cand, extras_now, k, ext, order_a, n_run,
+                k_l, g_l, new_extra,
+            )
+        else:
+            order = order_a.tolist()
+            self._keep(free, cand, extras_now, order, k_l, g_l, new_extra)
+            # A running job can change only if it is given extras or has some now
+            # (workers above base: exactly the jobs in ``extras_now``)
+            touched = np.flatnonzero((k[:n_run] > 0) | (ext[:n_run] > 0)).tolist()
+        short: dict[int, int] = {}
+        # place the rest (k_l: workers still to place)
+        for i in order:
+            want = k_l[i]
+            if not want:
+                continue
+            j = cand[i]
+            gi = g_l[i]
+            got = bf_place(free, groups_extra, want, gi)
+            if got is None:  # not enough slots: as many as fit, one worker at a time
+                got = {}
+                for _ in range(want):
+                    s = -1
+                    for grp in groups_extra:
+                        s = best_fit(free, grp, gi)
+                        if s >= 0:
+                            break
+                    if s < 0:
+                        break
+                    free[s] -= gi
+                    got[s] = got.get(s, 0) + 1
+                missing = want - sum(got.values())
+                if missing:
+                    short[i] = int(k[i]) - missing
+            ex = new_extra[j]
+            for s, c in got.items():
+                ex[s] = ex.get(s, 0) + c
+        return new_extra, touched, short
+
+    @staticmethod
+    def _fill_extras(
+        values: np.ndarray,
+        k: np.ndarray,
+        max_extra: np.ndarray,
+        g_l: list[int],
+        free: list[int],
+        free0: list[int],
+        placed: tuple[dict[int, Placement], list[int], dict[int, int]],
+        place: Any,
+    ) -> tuple[np.ndarray, tuple[dict[int, Placement], list[int], dict[int, int]]]:
+        """Add extra workers while one more fits and is worth it (after a repair).
+
+        Each round: the jobs whose next worker has a marginal value
+        ``values[i, k] - values[i, k - 1] > 0`` (``values[i, -1]`` read as 0), in
+        order of marginal value per GPU (descending, ties: position), each tried
+        by a whole re-placement ``place(k + e_i)`` from ``free0``; the first that
+        places every worker is taken.  Ends when none does, so no single job can
+        get one more placeable worker of positive marginal value.  ``free`` ends
+        as the accepted placement leaves it.  O(rounds x jobs x placement).
+        """
+        best_free = list(free)
+        n = len(k)
+        while True:
+            cands: list[tuple[float, int]] = []
+            for i in range(n):
+                ki = int(k[i])
+                if ki >= max_extra[i]:
+                    continue
+                nxt = float(values[i, ki])
+                if math.isnan(nxt):
+                    continue
+                gain = nxt - (float(values[i, ki - 1]) if ki else 0.0)
+                if gain > 0:
+                    cands.append((-gain / g_l[i], i))
+            cands.sort()
+            for _, i in cands:
+                k2 = k.copy()
+                k2[i] += 1
+                free[:] = free0
+                res = place(k2)
+                if not res[2]:
+                    k, placed = k2, res
+                    best_free = list(free)
+                    break
+            else:
+                break
+        free[:] = best_free
+        return k, placed
 
     @staticmethod
     def _keep(

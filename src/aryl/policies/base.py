@@ -91,6 +91,9 @@ class SimView(Protocol):
 
     Lists are indexed by server id (``free``, ``jobs_on``) or job index (the
     rest).  Servers ``0 .. n_training_servers-1`` are training servers.
+    ``queued_since[j]``: start of job ``j``'s current (or last) wait;
+    ``wait_s[j]``: seconds it waited before that (its earlier waits), so a
+    queued job's queue age is ``wait_s[j] + now - queued_since[j]``.
     """
 
     now: float
@@ -110,6 +113,7 @@ class SimView(Protocol):
     elastic: list[bool]
     paused_until: list[float]
     queued_since: list[float]
+    wait_s: list[float]
     busy: int
     base_busy: int
     config: Any

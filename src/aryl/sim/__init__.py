@@ -68,7 +68,13 @@ def simulate(
     Raises
     ------
     InvalidInputError
-        Bad trace, config or policy name.
+        Bad trace, config or policy name; a horizon before the clock start; a
+        time series that would exceed 5,000,000 rows.
+    RuntimeError
+        The replay stopped making progress (stall watchdog, docs/simulator.md).
+    aryl.sim.check.InvariantError
+        With ``SimConfig(check=True)``: an invariant of the state or of the
+        result's accounting does not hold (a bug).
 
     Notes
     -----
@@ -102,4 +108,9 @@ def simulate(
     eng = Engine(table, policy, cfg, sched, progress=progress, policy_options=policy_options)
     eng.reclaim_log = reclaim_log
     eng.run()
-    return build_result(eng, meta)
+    res = build_result(eng, meta)
+    if cfg.check:
+        from aryl.sim.check import check_result
+
+        check_result(res)
+    return res

@@ -3,8 +3,9 @@
 Each external call lives in one function here, so that an interface change in
 ``aryl.elastic``, ``aryl.reclaiming`` or ``aryl.traces`` is a local edit:
 
-* :func:`mckp_extras` — phase 2 of [Aryl]: ``aryl.elastic.jct_reduction_table``
-  and ``aryl.elastic.solve_mckp``.
+* :func:`extras_table`, :func:`solve_extras` (and :func:`mckp_extras`, both in
+  one call) — phase 2 of [Aryl]: ``aryl.elastic.jct_reduction_table`` and
+  ``aryl.elastic.solve_mckp``.
 * :func:`plan_reclaim` — builds an ``aryl.reclaiming.ReclaimRequest`` (struct
   of arrays over the loaned servers' placements) and calls
   ``aryl.reclaiming.reclaim``.
@@ -33,18 +34,20 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "default_inference",
+    "extras_table",
     "inference_schedule",
     "load_inference_spec",
     "load_jobs",
     "mckp_extras",
     "plan_reclaim",
+    "solve_extras",
     "synthesize",
 ]
 
 # ----------------------------------------------------------------- phase 2
 
 
-def mckp_extras(
+def extras_table(
     rem_work: np.ndarray,
     cur_workers: np.ndarray,
     base: np.ndarray,
@@ -52,13 +55,8 @@ def mckp_extras(
     gpw: np.ndarray,
     alpha: np.ndarray,
     pause_s: np.ndarray,
-    capacity: int,
-    *,
-    backend: str,
-    solver: str = "mckp",
-    unconstrained_only: bool = False,
-) -> np.ndarray | None:
-    """Extra workers (above base) per job by the MCKP of [Aryl] §3 phase 2.
+) -> tuple[np.ndarray, np.ndarray]:
+    """MCKP table of extra workers (``aryl.elastic.jct_reduction_table`` semantics).
 
     Parameters
     ----------
@@ -70,25 +68,58 @@ def mckp_extras(
     pause_s : float64 (n,)
         Rescale pause charged when the size differs from today's (0 for a job
         starting now).
+
+    Returns
+    -------
+    values : float64 (n, max extra)
+        ``values[i, k - 1]`` = JCT reduction (s) of ``k`` extra workers, net of
+        the pause; NaN beyond the job's maximum.
+    weights : int64 (n, max extra)
+        ``k * gpw[i]`` GPUs.
+    """
+    return _table(rem_work, cur_workers, base, max_workers, gpw, alpha, pause_s)
+
+
+def solve_extras(
+    values: np.ndarray,
+    weights: np.ndarray,
+    capacity: int,
+    *,
+    backend: str,
+    solver: str = "mckp",
+    unconstrained_only: bool = False,
+    max_extra: np.ndarray | None = None,
+) -> np.ndarray | None:
+    """Extra workers per job from an :func:`extras_table` (phase 2 of [Aryl]).
+
+    Parameters
+    ----------
+    values, weights : from :func:`extras_table` (not modified)
     capacity : int
         GPUs to distribute.
     solver : {"mckp", "greedy"}
-        ``greedy``: marginal-gain per GPU, one worker at a time (Optimus/AFS
-        style peer).
+        ``mckp``: ``aryl.elastic.solve_mckp`` (exact); ``greedy``: marginal gain
+        per GPU, one worker at a time (Optimus/AFS style peer).
     unconstrained_only : bool
         Return each job's own best option (largest positive value; ties: fewer
         extra workers) if their weights fit ``capacity`` together — then it is
         the MCKP optimum — and ``None`` otherwise, without calling the solver.
+    max_extra : int64 (n,), optional
+        At most this many extra workers per job (options above it are removed,
+        e.g. workers that no server can hold).
 
     Returns
     -------
     ndarray of int64 (n,) or None
-        Extra workers ``k >= 0`` per job.
+        Extra workers ``0 <= k <= max_extra`` per job.
     """
-    n = rem_work.shape[0]
+    n = values.shape[0]
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    values, weights = _table(rem_work, cur_workers, base, max_workers, gpw, alpha, pause_s)
+    if max_extra is not None and values.shape[1]:
+        cut = np.arange(1, values.shape[1] + 1)[None, :] > max_extra[:, None]
+        if cut.any():
+            values = np.where(cut, np.nan, values)
     if unconstrained_only:
         if values.shape[1] == 0:
             return np.zeros(n, dtype=np.int64)
@@ -109,6 +140,41 @@ def mckp_extras(
     # option index c (c + 1 extra workers) or -1 (none): c + 1 extra workers either way
     extra: np.ndarray = np.asarray(res.choice, dtype=np.int64) + 1
     return extra
+
+
+def mckp_extras(
+    rem_work: np.ndarray,
+    cur_workers: np.ndarray,
+    base: np.ndarray,
+    max_workers: np.ndarray,
+    gpw: np.ndarray,
+    alpha: np.ndarray,
+    pause_s: np.ndarray,
+    capacity: int,
+    *,
+    backend: str,
+    solver: str = "mckp",
+    unconstrained_only: bool = False,
+    max_extra: np.ndarray | None = None,
+) -> np.ndarray | None:
+    """Extra workers (above base) per job by the MCKP of [Aryl] §3 phase 2.
+
+    :func:`extras_table` then :func:`solve_extras` (same parameters).  The
+    choice counts GPUs only; the ``aryl`` policy makes it placeable (per-job
+    slot caps, then repair: docs/simulator.md, "Placement of extra workers").
+
+    Returns
+    -------
+    ndarray of int64 (n,) or None
+        Extra workers ``k >= 0`` per job.
+    """
+    if rem_work.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64)
+    values, weights = _table(rem_work, cur_workers, base, max_workers, gpw, alpha, pause_s)
+    return solve_extras(
+        values, weights, capacity, backend=backend, solver=solver,
+        unconstrained_only=unconstrained_only, max_extra=max_extra,
+    )
 
 
 def _table(

@@ -6,9 +6,17 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 from aryl.errors import InvalidInputError
 
-__all__ = ["DEFAULT_INFERENCE_SERVERS", "DEFAULT_TRAINING_SERVERS", "SimConfig"]
+__all__ = [
+    "DEFAULT_INFERENCE_SERVERS",
+    "DEFAULT_TRAINING_SERVERS",
+    "MAX_DURATION_S",
+    "MAX_SERVERS",
+    "SimConfig",
+]
 
 # How these were chosen: docs/simulator.md ("Default cluster sizes"). With 46
 # training servers (368 GPUs) strict fifo on itp-c07 (mean offered load ~257 GPUs,
@@ -17,27 +25,61 @@ __all__ = ["DEFAULT_INFERENCE_SERVERS", "DEFAULT_TRAINING_SERVERS", "SimConfig"]
 DEFAULT_TRAINING_SERVERS = 46
 DEFAULT_INFERENCE_SERVERS = 16
 
+#: Largest server count of either pool (the engine does O(servers) work per pass).
+MAX_SERVERS = 100_000
+#: Largest configurable duration (about 32 years): keeps every event time finite.
+MAX_DURATION_S = 1e9
+
+# (name, lowest, highest) of the integer fields
+_INT_FIELDS = (
+    ("n_training_servers", 0, MAX_SERVERS),
+    ("n_inference_servers", 0, MAX_SERVERS),
+    ("gpus_per_server", 1, 1024),
+    ("seed", 0, 2**63 - 1),
+    ("loan_reserve_servers", 0, MAX_SERVERS),
+)
+# (name, lowest) of the durations (all <= MAX_DURATION_S).  Periods are at
+# least 1 s: a shorter tick, checkpoint or time-series step would make the run
+# (or its time series) grow without bound.
+_TIME_FIELDS = (
+    ("tick_s", 1.0),
+    ("rescale_pause_s", 0.0),
+    ("checkpoint_interval_s", 1.0),
+    ("restart_cost_s", 0.0),
+    ("reclaim_grace_s", 0.0),
+    ("loan_cooldown_s", 0.0),
+    ("starvation_bound_s", 0.0),
+    ("timeseries_step_s", 1.0),
+)
+
 
 @dataclass(frozen=True)
 class SimConfig:
     """Options of one replay.  Times in seconds.
 
+    Every field is checked at construction (:class:`~aryl.errors.InvalidInputError`
+    naming the field): integers must be ``int`` (not ``bool`` or ``float``) in
+    range, durations finite numbers of seconds in range (at most
+    ``MAX_DURATION_S``; periods at least 1 s), flags ``bool``, names known.
+
     Attributes
     ----------
-    n_training_servers, n_inference_servers, gpus_per_server : int
-        Cluster shape: training and inference servers of ``gpus_per_server``
-        GPUs each (docs/simulator.md, "Default cluster sizes").
+    n_training_servers, n_inference_servers : int
+        Cluster shape: training and inference servers, ``0 .. MAX_SERVERS``
+        (docs/simulator.md, "Default cluster sizes").
+    gpus_per_server : int
+        GPUs per server, ``1 .. 1024``.
     seed : int
         Seed of every random choice (elastic synthesis, ``random`` reclaim
-        policy, ``diurnal`` demand noise); recorded.
+        policy, ``diurnal`` demand noise); recorded; ``>= 0``.
     tick_s : float
-        Period of the scheduling tick, seconds; only policies that need it
-        (``tiresias``) get ticks.
+        Period of the scheduling tick, seconds (``>= 1``); only policies that
+        need it (``tiresias``) get ticks.
     rescale_pause_s, checkpoint_interval_s, restart_cost_s : float
         Overheads (docs/model.md): a rescale pauses a job for
         ``rescale_pause_s``; a job checkpoints every ``checkpoint_interval_s``
-        of progress; a preemption loses the progress since the last checkpoint
-        and the next start pays ``restart_cost_s``.
+        (``>= 1``) of progress; a preemption loses the progress since the last
+        checkpoint and the next start pays ``restart_cost_s``.
     loan_reserve_servers : int
         Idle inference servers kept back from loaning (safety reserve).
     reclaim_grace_s : float
@@ -46,17 +88,23 @@ class SimConfig:
     reclaim_policy : str
         Which loaned servers a reclaim returns: ``aryl`` (cost greedy),
         ``random``, ``fewest-jobs``, ``most-idle``, ``exact`` (small cases).
+    loan_cooldown_s : float
+        Hysteresis against loan/reclaim thrash: no inference server is lent
+        within this long after a reclaim (default 600 s, like the 10 min
+        scale-down delay after a scale-up of cluster autoscalers; 0 disables).
     starvation_bound_s : float
-        After this long in the queue, a job blocks backfill until it starts
-        (``sjf`` and the ``aryl`` base phase).
+        A job whose queue age (seconds queued since its first arrival, all waits
+        summed) reaches this is starving: taken first, oldest first, and blocks
+        backfill until it starts (``sjf`` and the ``aryl`` base phase).
     backend : {"native", "reference"}
         Kernel implementation for both kernels (compiled or pure Python).
     start_time_s : float or None
         Start of the clock (absolute, trace time base); default the first arrival.
     horizon_s : float or None
-        Stop at this absolute time; unfinished jobs are reported separately.
+        Stop at this absolute time (not before the clock start); jobs still
+        queued or running are ``unfinished``, later ones ``not_arrived``.
     timeseries_step_s : float
-        Step of the time series, seconds.
+        Step of the time series, seconds (``>= 1``).
     default_alpha : float
         Throughput parameter of jobs without an ``alpha`` column.
     check : bool
@@ -76,6 +124,7 @@ class SimConfig:
     loan_reserve_servers: int = 1
     reclaim_grace_s: float = 0.0
     reclaim_policy: str = "aryl"
+    loan_cooldown_s: float = 600.0
     starvation_bound_s: float = 4 * 3600.0
     backend: str = "native"
     start_time_s: float | None = None
@@ -86,27 +135,65 @@ class SimConfig:
     record_events: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("n_training_servers", "n_inference_servers", "loan_reserve_servers"):
-            if int(getattr(self, name)) < 0:
-                raise InvalidInputError(f"{name}: must be >= 0")
-        if self.gpus_per_server < 1:
-            raise InvalidInputError("gpus_per_server: must be >= 1")
-        for name in (
-            "tick_s",
-            "checkpoint_interval_s",
-            "timeseries_step_s",
+        # integers: exact int type (bools and floats such as 2.5 or 2.0 refused)
+        for name, lo, hi in _INT_FIELDS:
+            v: Any = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise InvalidInputError(f"{name}: expected an integer, got {v!r}")
+            if not lo <= int(v) <= hi:
+                raise InvalidInputError(f"{name}: must be in [{lo}, {hi:,}], got {int(v)}")
+            object.__setattr__(self, name, int(v))  # numpy ints -> int (JSON)
+        # durations: finite numbers of seconds in range
+        for name, t_lo in _TIME_FIELDS:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+                raise InvalidInputError(f"{name}: expected a number of seconds, got {v!r}")
+            f = float(v)
+            if not (math.isfinite(f) and t_lo <= f <= MAX_DURATION_S):
+                raise InvalidInputError(
+                    f"{name}: must be a finite number of seconds in "
+                    f"[{t_lo:g}, {MAX_DURATION_S:g}], got {v!r}"
+                )
+            object.__setattr__(self, name, f)
+        for name in ("start_time_s", "horizon_s"):
+            v = getattr(self, name)
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+                raise InvalidInputError(f"{name}: expected a time in seconds or None, got {v!r}")
+            if not math.isfinite(float(v)):
+                raise InvalidInputError(f"{name}: must be finite (or None), got {v!r}")
+            object.__setattr__(self, name, float(v))
+        if (
+            self.start_time_s is not None
+            and self.horizon_s is not None
+            and self.horizon_s < self.start_time_s
         ):
-            v = float(getattr(self, name))
-            if not math.isfinite(v) or v <= 0:
-                raise InvalidInputError(f"{name}: must be a finite number > 0")
-        for name in ("rescale_pause_s", "restart_cost_s", "reclaim_grace_s", "starvation_bound_s"):
-            v = float(getattr(self, name))
-            if not (v >= 0):
-                raise InvalidInputError(f"{name}: must be >= 0")
+            raise InvalidInputError(
+                f"horizon_s: {self.horizon_s:g} is before start_time_s {self.start_time_s:g}"
+            )
+        a = self.default_alpha
+        if isinstance(a, bool) or not isinstance(a, (int, float, np.integer, np.floating)):
+            raise InvalidInputError(f"default_alpha: expected a number, got {a!r}")
+        if not 0.0 <= float(a) <= 1.0:  # NaN fails too
+            raise InvalidInputError(f"default_alpha: must be in [0, 1], got {a!r}")
+        object.__setattr__(self, "default_alpha", float(a))
+        for name in ("check", "record_events"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                got = getattr(self, name)
+                raise InvalidInputError(f"{name}: expected True or False, got {got!r}")
+            object.__setattr__(self, name, bool(getattr(self, name)))
         if self.backend not in ("native", "reference"):
-            raise InvalidInputError("backend: must be 'native' or 'reference'")
-        if not 0.0 <= self.default_alpha <= 1.0:
-            raise InvalidInputError("default_alpha: must be in [0, 1]")
+            raise InvalidInputError(
+                f"backend: must be 'native' or 'reference', got {self.backend!r}"
+            )
+        from aryl.reclaiming import RECLAIM_POLICIES
+
+        if not isinstance(self.reclaim_policy, str) or self.reclaim_policy not in RECLAIM_POLICIES:
+            raise InvalidInputError(
+                f"reclaim_policy: unknown {self.reclaim_policy!r}; "
+                f"choose from {sorted(RECLAIM_POLICIES)}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable dict of every option."""

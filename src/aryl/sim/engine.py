@@ -26,7 +26,14 @@ dropped when popped instead of being searched for.
 The clock never goes backwards: an event earlier than the clock by more than a
 relative 1e-9 raises :class:`RuntimeError` (a bug); smaller float drift is
 clamped to the clock.  The run ends when every feasible job has finished, or at
-``SimConfig.horizon_s`` (unfinished jobs are listed in the results).
+``SimConfig.horizon_s`` (jobs still queued or running are ``unfinished``, jobs
+submitted later ``not_arrived``; a horizon before the clock start is an error).
+
+A stall watchdog raises ``RuntimeError`` with a diagnostic when more than
+``2 n + 1000`` events and iterations happen at one time, or when 1,000 passes in
+a row find nothing running, no arrival left and jobs waiting.  No inference
+server is lent within ``SimConfig.loan_cooldown_s`` after a reclaim (hysteresis
+against loan/reclaim thrash).
 
 Job lifecycle: queued -> running (rescaled any number of times) -> finished;
 a preemption requeues the job with its original arrival time, its remaining
@@ -35,8 +42,8 @@ before progress resumes.  A rescale (or a move of workers) saves a checkpoint
 and pauses progress for ``rescale_pause_s``.  Checkpoints are taken every
 ``checkpoint_interval_s`` of progress time after each (re)start or rescale.
 
-A job whose base demand can never fit the training cluster (or whose worker is
-larger than a server) is reported as infeasible at arrival (one summary warning
+A job whose base workers can never fit the training cluster (``S // g`` workers
+of ``g`` GPUs per server of ``S`` GPUs) is reported as infeasible at arrival (one summary warning
 per run with the count, the ids at debug level); it
 is never queued, so it triggers no reclaim, scale-in or preemption.
 
@@ -72,6 +79,23 @@ PENDING, QUEUED, RUNNING, DONE, INFEASIBLE = 0, 1, 2, 3, 4
 SERVING, IDLE, LOANED = 0, 1, 2
 
 _EPS = 1e-9
+# passes in a row with nothing running, no arrival left and jobs waiting
+_IDLE_PASS_LIMIT = 1000
+# largest time series (rows); a finer step is refused (timeseries_step_s)
+MAX_TIMESERIES_POINTS = 5_000_000
+
+
+def check_timeseries_size(span_s: float, step_s: float) -> None:
+    """Raise if a time series over ``span_s`` at ``step_s`` would exceed
+    ``MAX_TIMESERIES_POINTS`` rows (``InvalidInputError`` naming ``timeseries_step_s``)."""
+    if span_s / step_s + 1 > MAX_TIMESERIES_POINTS:
+        from aryl.errors import InvalidInputError
+
+        raise InvalidInputError(
+            f"timeseries_step_s: {step_s:g} s over a run of {span_s:.6g} s gives more than "
+            f"{MAX_TIMESERIES_POINTS:,} time-series rows; use a step of at least "
+            f"{span_s / (MAX_TIMESERIES_POINTS - 1):.3g} s"
+        )
 
 
 class InferenceSchedule:
@@ -188,15 +212,29 @@ class Engine:
         t0 = config.start_time_s
         if t0 is None:
             t0 = float(table.submit_time_s[0]) if n else 0.0
-        if n and t0 > float(table.submit_time_s[0]):
-            from aryl.errors import InvalidInputError
+        from aryl.errors import InvalidInputError
 
+        if n and t0 > float(table.submit_time_s[0]):
             raise InvalidInputError("start_time_s: must not be after the first arrival")
+        if config.horizon_s is not None and config.horizon_s < t0:
+            raise InvalidInputError(
+                f"horizon_s: {config.horizon_s:g} s is before the clock start {t0:g} s "
+                "(start_time_s, by default the first arrival): nothing would be simulated"
+            )
         self.t0 = float(t0)
         self.now = self.t0
+        # the time series has (end - t0) / step + 1 rows; end >= the last arrival
+        # (or the horizon, which ends the run), so refuse a step that is sure to
+        # give too many rows before replaying
+        last = float(table.submit_time_s[-1]) if n else self.t0
+        if config.horizon_s is not None:
+            last = min(last, config.horizon_s)
+        check_timeseries_size(last - self.t0, config.timeseries_step_s)
         self.busy = 0
         self.base_busy = 0  # GPUs of the base workers of running jobs (busy - extras)
+        self.busy_loaned = 0  # GPUs of training workers on loaned servers
         self.busy_int = 0.0
+        self.busy_loaned_int = 0.0
         self.cap_int = 0.0
         self.loan_int = 0.0
         self.serving_int = 0.0
@@ -205,6 +243,7 @@ class Engine:
         self.tentative: list[int] = []  # servers offered to the current pass, not yet counted
         self.n_reclaims = 0
         self.n_reclaim_preempt = 0
+        self.last_reclaim_t = -math.inf  # time of the last reclaim (loan cool-down)
         self.reclaim_deadline_misses = 0
         self.sched_time_s = 0.0
         self.n_decisions = 0
@@ -213,7 +252,8 @@ class Engine:
         self.events: list[tuple[float, int, str, int]] | None = [] if config.record_events else None
         self.ts: list[tuple[float, int, int, int, int, int]] = []
         self.progress = progress
-        self.n_open = 0
+        self.n_open = n  # jobs not finished and not infeasible
+        self.n_arrived = 0  # jobs whose arrival was processed (a prefix of the table)
         self.n_infeasible = 0
         self.pending_reclaim = 0
         self.policy: Policy = make_policy(policy, self, dict(policy_options or {}))
@@ -226,6 +266,7 @@ class Engine:
         )
         self.checker: Any = None
         self.reclaim_log: list[Any] | None = None
+        self._last_decision: Decision | None = None
         if config.check:
             from aryl.sim.check import Checker
 
@@ -335,11 +376,14 @@ class Engine:
     def _add(self, j: int, place: Placement) -> int:
         g = self.gpw[j]
         w = 0
+        nt = self.n_train
         for s, k in place.items():
             self.free[s] -= k * g
             on = self.jobs_on[s]
             on[j] = on.get(j, 0) + k
             w += k
+            if s >= nt:
+                self.busy_loaned += k * g
         self.busy += w * g
         return w
 
@@ -348,9 +392,12 @@ class Engine:
         if not place:
             return
         g = self.gpw[j]
+        nt = self.n_train
         for s, k in place.items():
             self.free[s] += k * g
             del self.jobs_on[s][j]
+            if s >= nt:
+                self.busy_loaned -= k * g
         self.busy -= self.workers[j] * g
         self.placement[j] = None
         self.workers[j] = 0
@@ -464,13 +511,14 @@ class Engine:
         g = self.gpw[j]
         S = self.gpus_per_server
         self.queued_since[j] = self.now
-        if g > S or base * g > self.n_train * S:
+        # a server holds S // g workers of g GPUs (one 5-GPU worker per 8-GPU server)
+        if g > S or base > self.n_train * (S // g):
             self.state[j] = INFEASIBLE
             self.n_infeasible += 1
             self.n_open -= 1
             log.debug(
                 "job %s (%d workers x %d GPUs) can never fit the training cluster "
-                "(%d servers x %d GPUs); reported as infeasible",
+                "(%d servers x %d GPUs, whole workers per server); reported as infeasible",
                 self.table.job_id[j],
                 base,
                 g,
@@ -501,7 +549,7 @@ class Engine:
 
     def _loan(self) -> bool:
         loanable = self._not_loaned() - self.needed - self.config.loan_reserve_servers
-        if loanable <= 0 or not self.policy.wants_loan():
+        if loanable <= 0 or self.in_loan_cooldown() or not self.policy.wants_loan():
             return False
         S = self.gpus_per_server
         tentative = self.return_loans
@@ -525,6 +573,11 @@ class Engine:
         if tentative:
             self.tentative.reverse()  # ascending server id
         return True
+
+    def in_loan_cooldown(self) -> bool:
+        """Whether no server may be lent now: a reclaim happened less than
+        ``SimConfig.loan_cooldown_s`` ago (hysteresis against loan/reclaim thrash)."""
+        return self.now - self.last_reclaim_t < self.config.loan_cooldown_s
 
     def _unloan(self, s: int) -> None:
         i = s - self.n_train
@@ -617,6 +670,8 @@ class Engine:
                 self.n_reclaim_preempt += 1
             else:
                 self._resize(j, left, Reason.RECLAIM_SCALE_IN)
+        if servers:
+            self.last_reclaim_t = self.now
         for s in servers:
             assert not self.jobs_on[s], "reclaimed server still hosts jobs"
             self._unloan(s)
@@ -665,6 +720,7 @@ class Engine:
         d = self.policy.schedule(changed)
         self.sched_time_s += time.perf_counter() - t
         self.n_decisions += 1
+        self._last_decision = d
         if d:
             self._apply(d)
         if self.return_loans and self.n_loaned:
@@ -672,13 +728,42 @@ class Engine:
         if self.checker is not None:
             self.checker.after_pass()
 
+    def _stalled(self, what: str, last_kind: int | None = None) -> None:
+        """Raise ``RuntimeError`` with a diagnostic of a replay that makes no progress."""
+        kinds = {FINISH: "finish", DEMAND: "demand", RECLAIM: "reclaim", TICK: "tick"}
+        due: dict[str, int] = {}
+        for t, kind, _, _, _ in self.heap:
+            if t <= self.now:
+                name = kinds.get(kind, str(kind))
+                due[name] = due.get(name, 0) + 1
+        d = self._last_decision
+        last = (
+            "none"
+            if d is None
+            else f"{len(d.starts)} starts, {len(d.resizes)} resizes, {len(d.preempts)} preemptions"
+        )
+        ev = "" if last_kind is None or last_kind < 0 else (
+            f"last event: {kinds.get(last_kind, last_kind)}; "
+        )
+        raise RuntimeError(
+            f"simulation stalled at t = {self.now:.6g} s: {what}; policy {self.policy_name}, "
+            f"queue length {self.policy.n_queued()}, {len(self.running)} running, "
+            f"{self.n_open} jobs open, {self.n_loaned} servers on loan; "
+            f"events due now: {due or 'none'}; {ev}last decision: {last}; "
+            f"{self.n_decisions} passes so far"
+        )
+
     def _advance_clock(self, t: float) -> None:
         dt = t - self.now
         if dt > 0:
             self.busy_int += self.busy * dt
+            self.busy_loaned_int += self.busy_loaned * dt
             self.cap_int += (self.n_train + self.n_loaned) * self.gpus_per_server * dt
             self.loan_int += self.n_loaned * dt
-            self.serving_int += self.needed * dt
+            # servers actually serving: the demand, but at most the servers not on
+            # loan (during a reclaim grace period the inference side is short)
+            nl = self.n_inf - self.n_loaned
+            self.serving_int += (self.needed if self.needed < nl else nl) * dt
             self.now = t
 
     def _record(self) -> None:
@@ -716,6 +801,15 @@ class Engine:
         ptr = 0
         n_iter = 0
         self._record()
+        # stall watchdog: events and iterations without the clock advancing (at
+        # one time there are at most n finishes, a demand change, reclaim
+        # deadlines and a tick), and passes with nothing running, no arrival left
+        # and jobs waiting (a deadlock)
+        same_t_limit = 2 * n + 1000
+        n_same_t = 0
+        n_idle = 0
+        last_t = math.nan
+        kind = -1  # kind of the last event popped (for the diagnostic)
         while self.n_open > 0:
             t = heap[0][0] if heap else math.inf
             if ptr < n and sub[ptr] <= t:
@@ -731,27 +825,52 @@ class Engine:
                     raise RuntimeError(f"event at {t} is before the clock {now}")
                 t = now
             self._advance_clock(t)
+            if t == last_t:
+                n_same_t += 1  # another iteration at this time
+            else:
+                last_t = t
+                n_same_t = 0
             changed = False
             ticked = False
             # finishes, demand changes, reclaim deadlines
             while heap and heap[0][0] <= t and heap[0][1] < ARRIVAL:
                 _, kind, seq, _, p = pop(heap)
-                changed |= self._handle(kind, seq, p)
+                if self._handle(kind, seq, p):
+                    changed = True
+                    n_same_t += 1
             while ptr < n and sub[ptr] <= t:
                 self._arrive(ptr)
                 ptr += 1
                 changed = True
+            self.n_arrived = ptr
             while heap and heap[0][0] <= t:
                 _, kind, seq, _, p = pop(heap)
+                n_same_t += 1
+                if n_same_t > same_t_limit:
+                    break  # an event handler keeps pushing events at this time
                 if kind == TICK:
                     ticked = True
                     if self.n_open > 0:
                         self._push(t + tick, TICK, 0)
                 else:  # e.g. a finish pushed at t by this very pass (zero work)
                     changed |= self._handle(kind, seq, p)
+            if n_same_t > same_t_limit:
+                self._stalled(
+                    f"{n_same_t} events and iterations at the same time without the clock "
+                    "advancing", kind,
+                )
             if changed or ticked:
                 self._pass(changed)
                 self._record()
+                if not self.running and ptr >= n and self.n_open > 0:
+                    n_idle += 1
+                    if n_idle > _IDLE_PASS_LIMIT:
+                        self._stalled(
+                            f"{n_idle} passes in a row with nothing running, no arrival "
+                            "left and jobs waiting (no job can ever start)"
+                        )
+                else:
+                    n_idle = 0
             n_iter += 1
             if self.progress is not None and n_iter % 2048 == 0:
                 self.progress(n - self.n_open, n, self.now)

@@ -6,12 +6,24 @@
   training (training servers for the whole run plus loaned servers while on
   loan), integrated from the clock start (first arrival by default) to the end
   of the run, so idle gaps count in the denominator.
-* Inference utilisation = time-average of serving servers / inference servers;
-  ``with_loans`` counts loaned servers as used.
+* ``training_usage_no_loans`` = GPU-seconds allocated on training servers /
+  GPU-seconds of the training servers; ``loan_usage`` = GPU-seconds allocated
+  on loaned servers / GPU-seconds of the servers while on loan (None if nothing
+  was lent).  Both, like every share here, lie in [0, 1].
+* Inference utilisation = time-average of serving servers / inference servers
+  (serving = the demand, at most the servers not on loan: during a reclaim
+  grace period the missing servers do not serve); ``with_loans`` counts loaned
+  servers as used.
 * Percentiles use numpy's default (linear) interpolation over finished jobs.
 * ``share_jobs_waited``: share of finished jobs with a queuing delay > 0 (most
   jobs usually start at arrival, so p50/p95 of the delay can be 0 while the
   mean is not); ``share_jobs_waited_total``: the same for ``wait_s``.
+* Every job is in exactly one state (``status``): ``finished``, ``unfinished``
+  (arrived, queued or running at the horizon), ``not_arrived`` (submitted after
+  the end of the run: no start, wait, JCT or GPU-seconds, all NaN or 0) or
+  ``infeasible`` (rejected at arrival: never queued, wait 0).  A job still
+  queued at the end counts its current wait in ``wait_s`` (earlier waits +
+  end - queued_since).
 """
 
 from __future__ import annotations
@@ -39,7 +51,8 @@ class SimResult:
         One row per job in simulation order (arrival, then input row):
         ``job_id, submit_time_s, duration_s`` (traced, at the traced size),
         ``gpus, gpus_per_worker, min_workers, max_workers, elastic, alpha``
-        (throughput parameter), ``status`` (finished / unfinished / infeasible),
+        (throughput parameter), ``status`` (finished / unfinished / not_arrived
+        / infeasible; module docstring),
         ``first_start_s, finish_s, queuing_delay_s, wait_s, jct_s,
         n_preemptions, n_scale_in, n_scale_out, n_moves, gpu_s``.
     summary : dict
@@ -71,6 +84,11 @@ class SimResult:
         return self.jobs[self.jobs["status"] == "unfinished"]
 
     @property
+    def not_arrived(self) -> pd.DataFrame:
+        """Jobs submitted after the end of the run (the horizon)."""
+        return self.jobs[self.jobs["status"] == "not_arrived"]
+
+    @property
     def infeasible(self) -> pd.DataFrame:
         """Jobs that can never fit the training cluster."""
         return self.jobs[self.jobs["status"] == "infeasible"]
@@ -96,19 +114,24 @@ def _share_positive(x: np.ndarray) -> float | None:
 
 def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
     """Assemble a :class:`SimResult` from a finished engine run. O(n_jobs + n_events)."""
-    from aryl.sim.engine import DONE, INFEASIBLE
+    from aryl.sim.engine import DONE, INFEASIBLE, PENDING, QUEUED
 
     t = eng.table
     state = np.asarray(eng.state, dtype=np.int64)
-    status = np.where(
-        state == DONE, "finished", np.where(state == INFEASIBLE, "infeasible", "unfinished")
+    status = np.select(
+        [state == DONE, state == INFEASIBLE, state == PENDING],
+        ["finished", "infeasible", "not_arrived"],
+        "unfinished",
     )
     first = np.asarray(eng.first_start, dtype=np.float64)
     fin = np.asarray(eng.finish_t, dtype=np.float64)
     sub = t.submit_time_s
     wait = np.asarray(eng.wait_s, dtype=np.float64)
-    # jobs still queued at the horizon: count their current wait
-    queued_now = (state != DONE) & (state != INFEASIBLE) & np.isnan(first)
+    # jobs still queued at the horizon (never started, or re-queued after a
+    # preemption): count their current wait; jobs not arrived have none (NaN)
+    queued_now = state == QUEUED
+    wait = np.where(queued_now, wait + (eng.now - np.asarray(eng.queued_since)), wait)
+    wait = np.where(state == PENDING, np.nan, wait)
     jobs = pd.DataFrame(
         {
             "job_id": t.job_id.astype(str),
@@ -124,7 +147,7 @@ def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
             "first_start_s": first,
             "finish_s": fin,
             "queuing_delay_s": first - sub,
-            "wait_s": np.where(queued_now, eng.now - sub, wait),
+            "wait_s": wait,
             "jct_s": fin - sub,
             "n_preemptions": np.asarray(eng.n_preempt, dtype=np.int64),
             "n_scale_in": np.asarray(eng.n_scale_in, dtype=np.int64),
@@ -144,6 +167,7 @@ def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
         "n_finished": int(done.sum()),
         "n_unfinished": int((status == "unfinished").sum()),
         "n_infeasible": int((status == "infeasible").sum()),
+        "n_not_arrived": int((status == "not_arrived").sum()),
         "start_s": eng.t0,
         "end_s": eng.now,
         "makespan_s": span,
@@ -154,11 +178,18 @@ def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
         "share_jobs_waited_total": _share_positive(wait[done]),
         "cluster_usage": (eng.busy_int / eng.cap_int) if eng.cap_int > 0 else None,
         "training_usage_no_loans": (
-            eng.busy_int / (span * cfg.n_training_servers * cfg.gpus_per_server)
+            (eng.busy_int - eng.busy_loaned_int)
+            / (span * cfg.n_training_servers * cfg.gpus_per_server)
             if span > 0 and cfg.n_training_servers > 0
             else None
         ),
+        "loan_usage": (
+            eng.busy_loaned_int / (eng.loan_int * cfg.gpus_per_server)
+            if eng.loan_int > 0
+            else None
+        ),
         "gpu_s_allocated": eng.busy_int,
+        "gpu_s_allocated_on_loans": eng.busy_loaned_int,
         "gpu_s_available": eng.cap_int,
         "inference_utilisation": (eng.serving_int / (span * n_inf)) if span > 0 and n_inf else None,
         "inference_utilisation_with_loans": (
@@ -180,6 +211,9 @@ def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
     # time series at a fixed step: the value holding at each step time
     rows = np.asarray(eng.ts, dtype=np.float64).reshape(-1, 6)
     step = cfg.timeseries_step_s
+    from aryl.sim.engine import check_timeseries_size
+
+    check_timeseries_size(span, step)
     if span > 0 and math.isfinite(span):
         grid = eng.t0 + step * np.arange(math.floor(span / step) + 1, dtype=np.float64)
     else:
