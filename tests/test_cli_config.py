@@ -164,7 +164,8 @@ def test_peak_utilisation_scales_the_bundled_demand(trace_csv: Path, tmp_path: P
         (["--set", "gpus_per_server=1.5"], "gpus_per_server: expected a whole number"),
         (["--set", "check=maybe"], "check: expected true or false"),
         (["--set", "rescale_pause_s=-1"],
-         "rescale_pause_s: must be a finite number of seconds in [0, 1e+09], got -1.0 (from --set)"),
+         "rescale_pause_s: must be a finite number of seconds in [0, 1e+09], got -1.0 "
+         "(from --set)"),
         (["--set", "tick_s=0"], "tick_s: must be a finite number of seconds in [1, 1e+09], got 0"),
         (["--set", "alpha_low=0.5"], "alpha_low: must be <= alpha_high"),
         (["--set", "reclaim_policy=greedy"], "reclaim_policy: unknown 'greedy'; choose from"),
