@@ -23,6 +23,7 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("aryl.cli.replay", "Replay a trace under several policies, side by side."),
     "experiment": ("aryl.cli.experiment", "Regenerate the paper-style evaluation."),
     "config": ("aryl.cli.config", "List every field that --set and --config accept."),
+    "sweep": ("aryl.cli.sweep", "Run a grid of replays (all cores or Ray) and report over seeds."),
 }
 
 
