@@ -14,21 +14,38 @@ Two modes.
   kernel = ``solve_mckp``, the JCT table build and ``reclaim``).
   Cluster sizes: chosen so that ``fifo`` queues for thousands of seconds on
   average (docs/simulator.md).
+* A million jobs (``python bench/bench_sim.py --million [--jobs N] [--out DIR]``,
+  several minutes, never part of the pytest run): a 1,000,000-job Philly-shaped
+  trace (``bench/philly_shaped.py``, seed 0: arrivals resampled by hour of the
+  week at the full table's average load, sizes and durations resampled from its
+  rows; half the jobs elastic, seed 0) under ``aryl`` and ``fifo`` on 94 + 33
+  servers.  Each policy runs in its own process, so its peak RSS is its own; the
+  progress callback (every 2048 loop iterations, each one event instant) gives
+  the wall and CPU time per 10,000 iterations from start to end (CPU time is
+  the steadier figure on a shared machine), and the RSS along the way
+  (``rss_loop_end_mb``: at the end of the event loop, before the results are
+  built; ``peak_rss_mb`` includes building them).  Writes
+  ``million-<policy>.csv`` (that series, with the RSS) and
+  ``million-time-per-10k.png`` to ``--out`` (default ``results/bench-million/``).
 """
 
 from __future__ import annotations
 
 import functools
 import heapq
+import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from aryl._io import atomic_write_dataframe
 from aryl.sim import SimConfig, simulate
 
 # The Microsoft Philly job table is not bundled (no licence file): pass its path in
@@ -140,14 +157,159 @@ def _profile_split(jobs: pd.DataFrame, policy: str, cfg: SimConfig) -> dict[str,
     return {"profiled_total_s": total, "kernels_s": kernels, "kernel_share": kernels / total}
 
 
+# ---------------------------------------------------------------- a million jobs
+
+MILLION_SERVERS = (94, 33)  # training + inference, as for the full Philly table
+ITER_PER_CALL = 2048  # the simulator's progress callback period (loop iterations)
+
+
+def _rss_mb() -> float:
+    """Current resident set size in MB (Linux /proc; NaN elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+def _million_case(policy: str, n_jobs: int, out: Path) -> dict[str, Any]:
+    """One policy on the Philly-shaped trace, in this process: summary + series CSV."""
+    import resource
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import philly_shaped
+    from aryl.traces import Trace, synthesize_elastic
+
+    t = time.perf_counter()
+    jobs = philly_shaped.generate(n_jobs, 0, PHILLY)
+    jobs = synthesize_elastic(Trace(jobs=jobs), elastic_fraction=0.5, seed=0).jobs
+    gen_s = time.perf_counter() - t
+    rss_before = _rss_mb()
+    series: list[tuple[float, float, int, float, float]] = []
+    start, start_cpu = time.perf_counter(), time.process_time()
+
+    def progress(done: int, n: int, sim_time_s: float) -> None:
+        series.append((time.perf_counter() - start, time.process_time() - start_cpu, done,
+                       sim_time_s, _rss_mb()))
+
+    n_train, n_inf = MILLION_SERVERS
+    cfg = SimConfig(n_training_servers=n_train, n_inference_servers=n_inf)
+    res = simulate(jobs, policy=policy, config=cfg, progress=progress)
+    wall = time.perf_counter() - start
+    cpu = time.process_time() - start_cpu
+    frame = pd.DataFrame(series, columns=["wall_s", "cpu_s", "jobs_done", "sim_time_s",
+                                          "rss_mb"])
+    # Every call but the last closes a block of ITER_PER_CALL loop iterations; the
+    # first block also holds the set-up (job table, engine) and the last call comes
+    # at the end, after a partial block: the series per 10,000 iterations leaves both
+    # out (NaN).
+    iterations = np.arange(1, len(frame) + 1, dtype=np.float64) * ITER_PER_CALL
+    iterations[-1] = np.nan
+    frame.insert(0, "iterations", iterations)
+    scale = 10_000 / ITER_PER_CALL
+    frame["s_per_10k_iter"] = frame["wall_s"].diff() * scale
+    frame["cpu_s_per_10k_iter"] = frame["cpu_s"].diff() * scale
+    frame.loc[frame.index[-1], ["s_per_10k_iter", "cpu_s_per_10k_iter"]] = np.nan
+    per_10k = frame["s_per_10k_iter"].dropna()
+    cpu_10k = frame["cpu_s_per_10k_iter"].dropna()
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_dataframe(frame, out / f"million-{policy}.csv")
+    s = res.summary
+    tenth = max(1, len(per_10k) // 10)
+    if per_10k.empty:  # a tiny trace: fewer than three progress calls
+        per_10k = cpu_10k = pd.Series([np.nan])
+    return {
+        "policy": policy,
+        "jobs": n_jobs,
+        "servers": f"{n_train}+{n_inf}",
+        "wall_s": round(wall, 1),
+        "cpu_s": round(cpu, 1),
+        "scheduler_s": round(res.timing["scheduler_time_s"], 1),
+        "generate_s": round(gen_s, 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "rss_before_sim_mb": round(rss_before),
+        "rss_loop_end_mb": round(float(frame["rss_mb"].iloc[-1])),
+        "first_block_s": round(float(frame["wall_s"].iloc[0]), 1),
+        "iterations": int((len(frame) - 1) * ITER_PER_CALL),  # whole blocks of 2048
+        "s_per_10k_iter_first_10pct": round(float(per_10k.iloc[:tenth].median()), 3),
+        "s_per_10k_iter_last_10pct": round(float(per_10k.iloc[-tenth:].median()), 3),
+        "cpu_s_per_10k_iter_first_10pct": round(float(cpu_10k.iloc[:tenth].median()), 3),
+        "cpu_s_per_10k_iter_last_10pct": round(float(cpu_10k.iloc[-tenth:].median()), 3),
+        "n_finished": s["n_finished"],
+        "mean_qd_s": round(s["queuing_delay_s"]["mean"]),
+        "mean_jct_s": round(s["jct_s"]["mean"]),
+    }
+
+
+def _plot_million(out: Path, policies: list[str], n_jobs: int) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for policy in policies:
+        f = pd.read_csv(out / f"million-{policy}.csv")
+        line = ax.plot(f["iterations"] / 1e6, f["s_per_10k_iter"], label=f"{policy} (wall)",
+                       lw=0.8)
+        ax.plot(f["iterations"] / 1e6, f["cpu_s_per_10k_iter"], label=f"{policy} (CPU)",
+                lw=0.8, ls="--", color=line[0].get_color())
+    ax.set_xlabel("loop iterations (millions)")
+    ax.set_ylabel("seconds per 10,000 iterations")
+    n_train, n_inf = MILLION_SERVERS
+    ax.set_title(f"{n_jobs:,}-job Philly-shaped trace, {n_train} + {n_inf} servers")
+    ax.legend()
+    fig.tight_layout()
+    path = out / "million-time-per-10k.png"
+    tmp = path.with_name(path.name + ".tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
+def million(argv: list[str]) -> None:
+    """``--million``: each policy in a fresh process (its own peak RSS), then a table."""
+    n_jobs = int(argv[argv.index("--jobs") + 1]) if "--jobs" in argv else 1_000_000
+    out = Path("results") / "bench-million"
+    if "--out" in argv:
+        out = Path(argv[argv.index("--out") + 1])
+    policies = ["aryl", "fifo"]
+    if not PHILLY or not Path(PHILLY).is_file():
+        print(f"Philly table not found at {PHILLY!r} (set ARYL_PHILLY_CSV)")
+        return
+    rows = []
+    for policy in policies:
+        cmd = [sys.executable, __file__, "--million-case", policy, "--jobs", str(n_jobs),
+               "--out", str(out)]
+        done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+        row = json.loads(done.stdout.strip().splitlines()[-1])
+        print(row, flush=True)
+        rows.append(row)
+    print(pd.DataFrame(rows).to_string(index=False))
+    print(f"series and plot: {_plot_million(out, policies, n_jobs)}")
+
+
 def main(argv: list[str]) -> None:
     import resource
 
     if "-h" in argv or "--help" in argv:
-        print("usage: python bench/bench_sim.py [--profile]\n\n"
+        print("usage: python bench/bench_sim.py [--profile]\n"
+              "       python bench/bench_sim.py --million [--jobs N] [--out DIR]\n\n"
               "fifo and aryl on itp-c07, the full Philly table and its busiest 15 days\n"
               "(Philly rows need $ARYL_PHILLY_CSV, the path of the Philly job table);\n"
-              "--profile adds the kernel-vs-engine split of aryl's time.")
+              "--profile adds the kernel-vs-engine split of aryl's time.\n"
+              "--million: aryl and fifo on a 1,000,000-job Philly-shaped trace, 94 + 33\n"
+              "servers (wall time, peak RSS, time per 10,000 loop iterations; minutes).")
+        return
+    if "--million-case" in argv:
+        policy = argv[argv.index("--million-case") + 1]
+        n_jobs = int(argv[argv.index("--jobs") + 1])
+        out = Path(argv[argv.index("--out") + 1])
+        print(json.dumps(_million_case(policy, n_jobs, out)))
+        return
+    if "--million" in argv:
+        million(argv)
         return
     profile = "--profile" in argv
     cases = [("itp-c07", 46), ("philly", 96), ("philly-busiest-15d", 80)]

@@ -277,22 +277,34 @@ def test_experiment_takes_common_settings_but_not_the_cluster_shape(tmp_path: Pa
     assert data["policy"]["return_idle_loans"] is False
 
 
-def test_paper_plan_applies_common_settings_under_each_runs_own() -> None:
-    from aryl.experiment import paper_plan, run_one
+def test_paper_spec_applies_common_settings_under_each_runs_own() -> None:
+    import io
 
-    plan = paper_plan(quick=True, config={"rescale_pause_s": 0.0, "seed": 2},
+    from aryl.experiment import paper_spec
+    from aryl.sweep import execute_run, plan_sweep
+
+    spec = paper_spec(quick=True, config={"rescale_pause_s": 0.0, "seed": 2},
                       policy_options={"return_idle_loans": False})
-    assert all(r.seed == 2 for r in plan)
-    pauses = {dict(r.config)["rescale_pause_s"] for r in plan if r.sweep != "rescale_pause_s"}
+    plan = plan_sweep(spec)
+    assert {r.seed for r in plan.runs} == {2}
+    tagged = [(dict(e.tags), next(r for r in plan.runs if r.key == e.key))
+              for e in plan.entries]
+    pauses = {dict(r.config)["rescale_pause_s"] for t, r in tagged
+              if t.get("sweep") != "rescale_pause_s"}
     assert pauses == {0.0}
-    swept = [dict(r.config)["rescale_pause_s"] for r in plan if r.sweep == "rescale_pause_s"]
-    assert swept == [0.0]  # quick: the sweep's first value, 0 s, is its own
-    head = next(r for r in plan if r.section == "headline" and r.policy == "aryl")
-    row = run_one(head)
+    swept = [dict(r.config)["rescale_pause_s"] for t, r in tagged
+             if t.get("sweep") == "rescale_pause_s"]
+    assert swept == [0.0]  # quick: the sweep's own value, 0 s
+    # the keep-idle-loans ablation keeps its own option; every other run gets the common one
+    assert {dict(r.policy_options)["return_idle_loans"] for _, r in tagged} == {False}
+    head = next(r for t, r in tagged if t["section"] == "headline" and r.policy == "aryl")
+    out = execute_run(head, plan.traces[head.trace_id])
+    row = pd.read_parquet(io.BytesIO(out.row)).iloc[0]
     t = synthesize_elastic(load_trace("itp-c10"), elastic_fraction=0.5, seed=2)
     from aryl.sim.adapters import default_inference
 
-    n_train, n_inf = head.trace.n_training_servers, head.trace.n_inference_servers
+    cfg = dict(head.config)
+    n_train, n_inf = cfg["n_training_servers"], cfg["n_inference_servers"]
     ref = simulate(t, policy="aryl", policy_options={"return_idle_loans": False},
                    inference=default_inference(n_inf, 2, peak_utilisation=0.9),
                    config=SimConfig(n_training_servers=n_train, n_inference_servers=n_inf,

@@ -4,6 +4,7 @@ writes to results.md are the ones in its tables, recomputed from its raw runs.""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ def test_default_preset_sizes_to_the_simulator_default() -> None:
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    out = tmp_path_factory.mktemp("paper")
+    out = tmp_path_factory.mktemp("paper") / "out"
     result = CliRunner().invoke(
         main,
         ["experiment", "paper", "--quick", "--out", str(out), "-j", "1",
@@ -72,7 +73,19 @@ def test_quick_run_writes_every_artefact(quick_run: tuple[Path, str]) -> None:
         assert (out / name).stat().st_size > 0, name
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["quick"] is True
+    assert manifest["seeds"] == [0, 1]
     assert not list(out.glob("*.tmp*")), "a temporary file was left behind"
+    # the sweep's dataset (a hidden sibling) and the staging folder are gone
+    assert sorted(p.name for p in out.parent.iterdir()) == [out.name]
+
+
+# Student-t quantile t(0.975, df=1) from printed tables (the quick spec has 2 seeds)
+T975_DF1 = 12.706204736174707
+
+
+def _mean_half(x: list[float]) -> tuple[float, float]:
+    a = np.asarray(x, dtype=float)
+    return float(a.mean()), T975_DF1 * float(a.std(ddof=1)) / math.sqrt(a.size)
 
 
 def test_headline_ratios_recomputed_from_runs(quick_run: tuple[Path, str]) -> None:
@@ -80,39 +93,52 @@ def test_headline_ratios_recomputed_from_runs(quick_run: tuple[Path, str]) -> No
     runs = pd.read_csv(out / "runs.csv")
     head = pd.read_csv(out / "headline.csv")
     h = runs[runs["section"] == "headline"]
-    fifo = h[h["policy"] == "fifo"].iloc[0]
-    aryl = h[h["policy"] == "aryl"].iloc[0]
+    fifo = h[h["policy"] == "fifo"].set_index("seed").sort_index()
+    aryl = h[h["policy"] == "aryl"].set_index("seed").sort_index()
+    assert list(fifo.index) == list(aryl.index) == [0, 1]
     row = head[head["trace"] == "itp-c10"].iloc[0]
-    expected_qd = fifo["mean_queuing_delay_s"] / aryl["mean_queuing_delay_s"]
-    expected_jct = fifo["mean_jct_s"] / aryl["mean_jct_s"]
-    assert row["qd ratio"] == pytest.approx(expected_qd, rel=1e-12)
-    assert row["JCT ratio"] == pytest.approx(expected_jct, rel=1e-12)
-    # fifo is the paper's baseline: JCT = queuing delay + traced duration exactly, so
-    # its mean JCT exceeds its mean queuing delay by the trace's mean duration.
-    from aryl.traces import load_trace
-
-    mean_duration = float(load_trace("itp-c10").jobs["duration_s"].mean())
-    assert fifo["mean_jct_s"] - fifo["mean_queuing_delay_s"] == pytest.approx(mean_duration)
-    # every other column of the row, from the raw runs: delays and usage in the paper's
-    # direction (fifo / aryl; aryl / fifo - 1, positive when aryl uses more)
-    assert row["usage gain"] == pytest.approx(
-        aryl["cluster_usage"] / fifo["cluster_usage"] - 1, rel=1e-12)
-    assert row["all-GPU usage gain"] == pytest.approx(
-        aryl["combined_usage"] / fifo["combined_usage"] - 1, rel=1e-12)
+    # ratios are averaged per seed (fifo_s / aryl_s), with a Student-t interval
+    qd = list(fifo["mean_queuing_delay_s"] / aryl["mean_queuing_delay_s"])
+    jct = list(fifo["mean_jct_s"] / aryl["mean_jct_s"])
+    gain = list(aryl["cluster_usage"] / fifo["cluster_usage"] - 1.0)
+    for col, values in (("qd ratio", qd), ("JCT ratio", jct), ("usage gain", gain)):
+        mean, half = _mean_half(values)
+        assert row[col] == pytest.approx(mean, rel=1e-12), col
+        assert row[f"{col} ±"] == pytest.approx(half, rel=1e-9), col
+    gain = list(aryl["combined_usage"] / fifo["combined_usage"] - 1.0)
+    assert row["all-GPU usage gain"] == pytest.approx(float(np.mean(gain)), rel=1e-12)
+    # every other column of the row: the mean over seeds (and its interval) of the raw runs
     for col, src, pol in (("fifo qd", "mean_queuing_delay_s", fifo),
                           ("aryl qd", "mean_queuing_delay_s", aryl),
+                          ("aryl JCT", "mean_jct_s", aryl),
                           ("fifo p95 JCT", "p95_jct_s", fifo), ("aryl p95 JCT", "p95_jct_s", aryl),
                           ("fifo usage", "cluster_usage", fifo),
                           ("aryl usage", "cluster_usage", aryl),
                           ("preempt/1k jobs", "preemptions_per_1000_jobs", aryl)):
-        assert row[col] == pytest.approx(pol[src], rel=1e-12), col
+        mean, half = _mean_half(list(pol[src]))
+        assert row[col] == pytest.approx(mean, rel=1e-12), col
+        assert row[f"{col} ±"] == pytest.approx(half, rel=1e-9, abs=1e-9), col
     assert row["jobs"] == 260
-    assert row["servers"] == f"{aryl['n_training_servers']}+{aryl['n_inference_servers']}"
-    # results.md carries the very numbers of the table, formatted as printed
+    assert row["servers"] == f"{aryl['n_training_servers'].iloc[0]}+" \
+                             f"{aryl['n_inference_servers'].iloc[0]}"
+    # fifo is the paper's baseline: JCT = queuing delay + traced duration exactly, so
+    # its mean JCT exceeds its mean queuing delay by the trace's mean duration (each seed).
+    from aryl.traces import load_trace
+
+    mean_duration = float(load_trace("itp-c10").jobs["duration_s"].mean())
+    for s in (0, 1):
+        f = fifo.loc[s]
+        assert f["mean_jct_s"] - f["mean_queuing_delay_s"] == pytest.approx(mean_duration)
+    # the paper's row is there, with its own figures
+    paper = head[head["trace"].str.startswith("paper")].iloc[0]
+    assert paper["qd ratio"] == 1.53
+    assert paper["JCT ratio"] == 1.50
+    # results.md and the terminal carry the very numbers of the table, as "mean ± half"
     md = (out / "results.md").read_text()
-    assert _fmt(float(row["qd ratio"])) in md
+    cell = f"{_fmt(float(row['qd ratio']))} ± {_fmt(float(row['qd ratio ±']))}"
+    assert f"| {cell} |" in md
     assert _fmt(float(row["JCT ratio"])) in md
-    assert _fmt(float(row["qd ratio"])) in printed
+    assert cell in printed
 
 
 def _brute_force_preemptions(req: object, servers: tuple[int, ...]) -> int:
@@ -191,26 +217,30 @@ def test_sensitivity_load_sweep_has_its_own_fifo(quick_run: tuple[Path, str]) ->
     sens = pd.read_csv(out / "sensitivity.csv")
     load = sens[(sens["sweep"] == "training_servers_x") & ~sens["default"]].iloc[0]
     r = runs[(runs["sweep"] == "training_servers_x") & np.isclose(runs["value"], load["value"])]
-    fifo = r[r["policy"] == "fifo"].iloc[0]
-    aryl = r[r["policy"] == "aryl"].iloc[0]
-    assert fifo["n_training_servers"] == aryl["n_training_servers"]
-    if aryl["mean_queuing_delay_s"] > 0:
-        expected = fifo["mean_queuing_delay_s"] / aryl["mean_queuing_delay_s"]
-        assert load["qd ratio"] == pytest.approx(expected, rel=1e-12)
+    fifo = r[r["policy"] == "fifo"].set_index("seed").sort_index()
+    aryl = r[r["policy"] == "aryl"].set_index("seed").sort_index()
+    assert (fifo["n_training_servers"] == aryl["n_training_servers"]).all()
+    # per seed fifo / aryl; a seed where aryl has no delay has no ratio (left out)
+    ratios = [f / a for f, a in zip(fifo["mean_queuing_delay_s"], aryl["mean_queuing_delay_s"],
+                                    strict=True) if a > 0]
+    if ratios:
+        assert load["qd ratio"] == pytest.approx(float(np.mean(ratios)), rel=1e-12)
     else:  # no ratio to a zero delay: the table leaves the cell empty, not infinite
         assert np.isnan(load["qd ratio"])
-    assert load["JCT ratio"] == pytest.approx(fifo["mean_jct_s"] / aryl["mean_jct_s"], rel=1e-12)
-    assert load["servers"] == f"{aryl['n_training_servers']}+{aryl['n_inference_servers']}"
+    jct = list(fifo["mean_jct_s"] / aryl["mean_jct_s"])
+    assert load["JCT ratio"] == pytest.approx(float(np.mean(jct)), rel=1e-12)
+    assert load["servers"] == f"{aryl['n_training_servers'].iloc[0]}+" \
+                              f"{aryl['n_inference_servers'].iloc[0]}"
 
 
 def test_each_sweep_passes_through_the_headline_run(quick_run: tuple[Path, str]) -> None:
     out, _ = quick_run
     runs = pd.read_csv(out / "runs.csv")
     sens = pd.read_csv(out / "sensitivity.csv")
-    head = runs[(runs["section"] == "headline") & (runs["policy"] == "aryl")].iloc[0]
+    head = runs[(runs["section"] == "headline") & (runs["policy"] == "aryl")]
     defaults = sens[sens["default"]]
     assert set(defaults["sweep"]) == set(sens["sweep"])
-    assert (defaults["aryl qd"] == head["mean_queuing_delay_s"]).all()
+    assert np.allclose(defaults["aryl qd"], head["mean_queuing_delay_s"].mean(), rtol=1e-12)
     ef = defaults[defaults["sweep"] == "elastic_fraction"].iloc[0]
     assert ef["value"] == 0.5
 

@@ -121,7 +121,7 @@ def test_no_import_cycle() -> None:
 
 _LAYERS = [
     ("kernels", ("aryl.errors", "aryl._core", "aryl._reference", "aryl.elastic",
-                 "aryl.reclaiming", "aryl._io", "aryl.speeds", "aryl.cluster")),
+                 "aryl.reclaiming", "aryl._io", "aryl._format", "aryl.speeds", "aryl.cluster")),
     ("scheduling", ("aryl.scheduling",)),
     ("traces", ("aryl.traces",)),
     ("simulator", ("aryl.sim",)),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -492,3 +494,151 @@ def test_threads_get_the_sequential_answers() -> None:
         for _ in range(3):
             got = list(pool.map(lambda i: solve_mckp(*i).choice.tolist(), insts))
             assert got == want
+
+
+# ------------------------------------------------------------------ kernel internals
+
+
+def _kernel_quantize(values: NDArray[np.float64]) -> NDArray[np.int64]:
+    out = np.empty(values.size, dtype=np.int64)
+    assert _mckp.quantize(np.ascontiguousarray(values.ravel()), out) == -1
+    return out.reshape(values.shape)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    vals=st.lists(
+        st.one_of(
+            st.floats(allow_nan=True, allow_infinity=False),
+            st.floats(min_value=-1e-300, max_value=1e-300),  # subnormal and tiny
+            st.integers(-5, 2**41).map(lambda i: i / 2.0),  # halves: round-half-even
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_kernel_quantisation_is_python_quantisation(vals: list[float]) -> None:
+    # The kernel quantises the values itself (solve_values); its grid must be the
+    # Python _quantize's bit for bit, or the two backends could disagree on ties.
+    values = np.array(vals, dtype=np.float64)
+    assert _kernel_quantize(values).tolist() == _quantize(values).tolist()
+
+
+def test_kernel_quantisation_named_cases() -> None:
+    # vmax = 1.5 * 2**39 has frexp exponent 40, so the quantum is 2**0 = 1: values are
+    # rounded half to even (2.5 -> 2, 3.5 -> 4, -0.5 and 0 -> 0), as np.rint does.
+    values = np.array([1.5 * 2**39, 2.5, 3.5, 0.5, 1.5, -0.5, 0.0, np.nan])
+    assert _kernel_quantize(values).tolist() == [3 * 2**38, 2, 4, 0, 2, 0, 0, 0]
+    # Exact oracle: q = round-half-even(v * 2**(40 - e)) in rational arithmetic, with e
+    # the frexp exponent of the largest value.  vmax = 1e-300 has e = -996, so the
+    # scale 2**1036 is not a double (the kernel scales in two exact steps); vmax =
+    # 1.7e308 scales down by 2**-984, where 1e-300 underflows and rounds to 0.
+    for arr in ([1e-300, 5e-324, 3e-301, 2.5e-312], [1.7e308, 1.0, 1e300, 1e-300]):
+        shift = 40 - math.frexp(max(arr))[1]
+        exact = [round(Fraction(x) * Fraction(2) ** shift) for x in arr]
+        values = np.array(arr)
+        assert _kernel_quantize(values).tolist() == exact == _quantize(values).tolist()
+    out = np.empty(3, dtype=np.int64)
+    assert _mckp.quantize(np.array([1.0, -np.inf, 2.0]), out) == 1  # index of the inf
+
+
+@pytest.mark.parametrize("validate", [True, False])
+def test_entry_errors_name_the_cell_in_both_backends(validate: bool) -> None:
+    v = np.array([[1.0, 2.0], [np.inf, 3.0]])
+    w = np.array([[1, 0], [1, 1]], dtype=np.int64)  # weights[0, 1] = 0 is present
+    msgs = []
+    for backend in BACKENDS:
+        with pytest.raises(InvalidInputError) as exc:
+            solve_mckp(v, w, 3, backend=backend, validate=validate)  # type: ignore[arg-type]
+        msgs.append(str(exc.value))
+    # an inf anywhere is reported before a bad weight, naming its cell
+    assert msgs[0] == msgs[1] == (
+        "values must be finite or NaN (absent option); found inf at values[1, 0]"
+    )
+    v[1, 0] = np.nan  # absent: its weight is ignored; weights[0, 1] remains
+    msgs = []
+    for backend in BACKENDS:
+        with pytest.raises(InvalidInputError) as exc:
+            solve_mckp(v, w, 3, backend=backend, validate=validate)  # type: ignore[arg-type]
+        msgs.append(str(exc.value))
+    assert msgs[0] == msgs[1] == (
+        "weights must be >= 1 GPU for every present (non-NaN) option; weights[0, 1] = 0"
+    )
+    # a negative value is present too (never chosen, but its weight must be valid)
+    with pytest.raises(InvalidInputError, match=r"weights\[0, 0\] = -3"):
+        solve_mckp(np.array([[-1.0]]), np.array([[-3]]), 3, validate=validate)
+    # solve_quantized checks only the options it can choose (q > 0)
+    choice = np.empty(1, dtype=np.int64)
+    stats = np.zeros(_mckp.N_STATS, dtype=np.int64)
+    q = np.array([[0, 5]], dtype=np.int64)
+    status = _mckp.solve_quantized(q, np.array([[0, 0]]), 3, 10**8, choice, stats)
+    assert status == _mckp.STATUS_BAD_WEIGHT
+    assert stats[_mckp.STAT_BAD_INDEX] == 1
+    assert choice.tolist() == [-1]
+
+
+def test_used_stat_is_the_weight_of_the_choice() -> None:
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        values, weights, cap = concave_instance(rng, int(rng.integers(1, 80)), 6,
+                                                cap_frac=rng.uniform(0.05, 1.2))
+        stats = _mckp_stats(values, weights, cap)
+        res = solve_mckp(values, weights, cap)
+        rows = np.flatnonzero(res.choice >= 0)
+        assert stats["used"] == int(weights[rows, res.choice[rows]].sum()) == res.used_gpus
+
+
+def test_workspace_reuse_does_not_leak_between_calls() -> None:
+    # The kernel keeps its scratch arrays per thread between calls; a fresh thread
+    # starts with an empty workspace.  Solving big, small, odd-shaped and empty
+    # instances in one thread must give what a fresh thread gives for each one.
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(8)
+    insts = [
+        concave_instance(rng, 3000, 16),
+        concave_instance(rng, 3, 2),
+        (np.array([[5.0, np.nan, 7.0]]), np.array([[2, 0, 1]]), 2),  # unsorted weights
+        concave_instance(rng, 700, 30, cap_frac=0.02),
+        (np.empty((0, 4)), np.empty((0, 4), dtype=np.int64), 5),
+        concave_instance(rng, 40, 3, cap_frac=2.0),  # everything fits
+    ]
+    w = rng.integers(1, 40, size=(300, 9)).astype(np.int64)
+    insts.append((w * 10.0 + rng.integers(0, 5, size=w.shape), w, int(w.sum() // 7)))
+    here = [solve_mckp(*i).choice.tolist() for i in insts * 2]
+    # each instance in a new thread (fresh workspace) gives the same choice
+    fresh_each = []
+    for inst in insts:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            fresh_each.append(pool.submit(lambda i=inst: solve_mckp(*i).choice.tolist()).result())
+    assert here == fresh_each * 2
+    # and the small ones are the reference's
+    for inst, got in zip(insts[1:3] + insts[4:6], fresh_each[1:3] + fresh_each[4:6], strict=True):
+        assert got == solve_mckp(*inst, backend="reference").choice.tolist()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_radix_select_levels_and_tied_efficiencies(seed: int) -> None:
+    # Efficiencies packed in a narrow band (values = weights * 1000 + 0..2, so every
+    # segment's dq/dw is within 0.2% of 1000) plus a few far outliers: the LP break's
+    # histogram bucket holds hundreds of segments and the radix select refines it over
+    # several levels; values = weights + 10 makes every later segment's efficiency
+    # exactly 1 (one tie group of thousands, sorted by position).  The choice must be
+    # the reference's.
+    rng = np.random.default_rng(seed)
+    n, k = 120, 8
+    weights = np.sort(rng.integers(1, 30, size=(n, k)), axis=1).astype(np.int64)
+    if seed % 2 == 0:
+        values = weights * 1000.0 + rng.integers(0, 3, size=(n, k))
+        values[:3] *= 50.0  # outliers widen the key range
+    else:
+        values = weights + 10.0
+    cap = int(weights[:, -1].sum() * 0.35)
+    stats = _mckp_stats(values, weights, cap)
+    assert stats["select_levels"] >= 1
+    if seed % 2 == 0:
+        assert stats["select_levels"] >= 2
+    native = solve_mckp(values, weights, cap)
+    ref = solve_mckp(values, weights, cap, backend="reference")
+    assert native.choice.tolist() == ref.choice.tolist()
+    assert native.value == pytest.approx(milp_value(values, weights, cap), rel=1e-12)

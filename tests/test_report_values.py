@@ -8,6 +8,7 @@ inverted, fifo / aryl swapped) changes a value asserted here.
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 
@@ -17,17 +18,28 @@ import pytest
 
 from aryl.experiment import (
     PAPER_FIGURES,
-    RunSpec,
-    TraceSpec,
     _fmt,
     ablation_table,
     headline_table,
     markdown_table,
-    paper_plan,
     render_markdown,
-    run_one,
     sensitivity_table,
 )
+from aryl.sweep import execute_run, parse_spec, plan_sweep
+
+
+def _replay(trace: Path, policy: str, n_train: int, n_inf: int) -> tuple[dict, pd.DataFrame,
+                                                                       pd.DataFrame]:
+    """One sweep run of ``policy`` on ``trace`` (no elastic jobs): its row, jobs, time series."""
+    plan = plan_sweep(parse_spec({"grid": {"trace": str(trace), "policy": policy,
+                                           "elastic_fraction": 0.0,
+                                           "n_training_servers": n_train,
+                                           "n_inference_servers": n_inf}}))
+    (run,) = plan.runs
+    out = execute_run(run, plan.traces[run.trace_id])
+    row = pd.read_parquet(io.BytesIO(out.row)).iloc[0].to_dict()
+    return (row, pd.read_parquet(io.BytesIO(out.jobs)),
+            pd.read_parquet(io.BytesIO(out.timeseries)))
 
 _COLS = dict(
     n_jobs=100, n_training_servers=4, n_inference_servers=2, elastic_fraction=0.5,
@@ -146,7 +158,7 @@ def test_number_format() -> None:
     assert markdown_table(df) == "| a | b |\n|---|---|\n| 1 | 0.500 |\n| 2 | – |"
 
 
-def test_run_one_measures_a_hand_computed_replay(tmp_path: Path) -> None:
+def test_a_sweep_run_measures_a_hand_computed_replay(tmp_path: Path) -> None:
     # One training server, no inference servers.  a (8 GPUs, 100 s) and b (8 GPUs,
     # 300 s) at t=0, c (4 GPUs, 200 s) at t=50.
     #   fifo: a 0..100, b 100..400, c 400..600 (strict order; c cannot pass b).
@@ -161,14 +173,12 @@ def test_run_one_measures_a_hand_computed_replay(tmp_path: Path) -> None:
     pd.DataFrame({"job_id": ["a", "b", "c"], "submit_time_s": [0.0, 0.0, 50.0],
                   "duration_s": [100.0, 300.0, 200.0], "gpus": [8, 8, 4]}).to_csv(path,
                                                                                index=False)
-    tr = TraceSpec("tiny", str(path), None, 1, 0)
     want = {
         "fifo": (150.0, 325.0, 350.0, 535.0),
         "aryl": (350 / 3, 275.0, 950 / 3, 565.0),
     }
     for policy, (qd, p95qd, jct, p95jct) in want.items():
-        r = run_one(RunSpec("headline", "", math.nan, tr, policy, elastic_fraction=0.0,
-                            keep_series=True))
+        r, jobs, ts = _replay(path, policy, 1, 0)
         assert r["mean_queuing_delay_s"] == pytest.approx(qd, rel=1e-12)
         assert r["p95_queuing_delay_s"] == pytest.approx(p95qd, rel=1e-12)
         assert r["mean_jct_s"] == pytest.approx(jct, rel=1e-12)
@@ -178,26 +188,24 @@ def test_run_one_measures_a_hand_computed_replay(tmp_path: Path) -> None:
         assert r["combined_usage"] == pytest.approx(5 / 6, rel=1e-12)
         assert (r["n_jobs"], r["n_finished"], r["n_preemptions"], r["n_loans"]) == (3, 3, 0, 0)
         assert r["preemptions_per_1000_jobs"] == 0.0
-        assert (r["trace"], r["policy"], r["variant"], r["section"]) == (
-            "tiny", policy, policy, "headline")
+        assert (r["trace"], r["policy"], r["variant"]) == ("tiny", policy, policy)
         assert (r["n_training_servers"], r["n_inference_servers"]) == (1, 0)
         assert r["mean_loaned_servers"] == 0.0
-        assert r["inference_utilisation_with_loans"] is None
-        np.testing.assert_array_equal(np.sort(r["_jct_s"]),
+        assert math.isnan(r["inference_utilisation_with_loans"])  # no inference servers
+        np.testing.assert_array_equal(np.sort(jobs["jct_s"]),
                                       [100.0, 400.0, 550.0] if policy == "fifo"
                                       else [100.0, 250.0, 600.0])
-        assert r["_timeseries"]["busy_gpus"].iloc[0] == 8
+        assert ts["busy_gpus"].iloc[0] == 8
 
 
-def test_run_one_all_gpu_usage_counts_serving_inference(tmp_path: Path) -> None:
+def test_a_sweep_run_all_gpu_usage_counts_serving_inference(tmp_path: Path) -> None:
     # fifo with 1 training + 2 inference servers: no loans, so the all-GPU usage is
     # (training GPU-s + serving GPU-s) / (3 servers x 8 GPUs x span); serving GPU-s =
     # inference utilisation x span x 2 x 8.  One job: 8 GPUs for 1,000 s.
     path = tmp_path / "one.csv"
     pd.DataFrame({"job_id": ["a"], "submit_time_s": [0.0], "duration_s": [1000.0],
                   "gpus": [8]}).to_csv(path, index=False)
-    tr = TraceSpec("one", str(path), None, 1, 2)
-    r = run_one(RunSpec("headline", "", math.nan, tr, "fifo", elastic_fraction=0.0))
+    r, _, _ = _replay(path, "fifo", 1, 2)
     from aryl.sim.adapters import default_inference
 
     sched = default_inference(2, 0, peak_utilisation=0.9)
@@ -212,39 +220,47 @@ def test_run_one_all_gpu_usage_counts_serving_inference(tmp_path: Path) -> None:
 
 
 def test_quick_plan_is_the_documented_plan() -> None:
-    plan = paper_plan(quick=True)
-    got = [(s.section, s.sweep, s.policy, s.variant, s.elastic_fraction, s.peak_utilisation,
-            dict(s.config), s.trace.n_training_servers, s.trace.n_inference_servers,
-            s.keep_series) for s in plan]
+    from aryl.sweep import bundled_spec, load_spec
+
+    plan = plan_sweep(load_spec(bundled_spec("paper-quick")))
+    runs = {r.key: r for r in plan.runs}
+    entries = [(dict(e.tags), runs[e.key]) for e in plan.entries]
+    # every entry twice, seeds 0 and 1 (the seed varies fastest)
+    assert [r.seed for _, r in entries] == [0, 1] * (len(entries) // 2)
+    got = [(t["section"], t.get("sweep", ""), r.policy, r.variant, r.elastic_fraction,
+            r.peak_utilisation, {k: v for k, v in r.config if k in ("reclaim_policy",
+                                                                     "checkpoint_interval_s",
+                                                                     "rescale_pause_s")},
+            dict(r.config)["n_training_servers"], dict(r.config)["n_inference_servers"])
+           for t, r in entries if r.seed == 0]
     # itp-c10 is sized 4 + 4 (4 = MIN_INFERENCE_SERVERS > round(4 * 16/46))
     n, m = 4, 4
+    d = {"reclaim_policy": "aryl", "checkpoint_interval_s": 1800.0, "rescale_pause_s": 30.0}
     assert got == [
-        ("headline", "", "fifo", "fifo", 0.5, 0.9, {}, n, m, True),
-        ("headline", "", "aryl", "aryl", 0.5, 0.9, {}, n, m, True),
-        ("ablation", "", "aryl-no-loan", "aryl-no-loan", 0.5, 0.9, {}, n, m, False),
-        ("ablation", "", "aryl-no-elastic", "aryl-no-elastic", 0.5, 0.9, {}, n, m, False),
-        ("ablation", "", "sjf", "sjf", 0.5, 0.9, {}, n, m, False),
-        ("ablation", "", "tiresias", "tiresias", 0.5, 0.9, {}, n, m, False),
-        ("ablation", "", "elastic-greedy", "elastic-greedy", 0.5, 0.9, {}, n, m, False),
-        ("ablation", "", "aryl", "aryl keep-idle-loans", 0.5, 0.9, {}, n, m, False),
-        ("ablation", "reclaim_policy", "aryl", "aryl", 0.5, 0.9, {"reclaim_policy": "random"},
-         n, m, False),
-        ("sensitivity", "elastic_fraction", "aryl", "aryl", 0.0, 0.9, {}, n, m, False),
+        ("headline", "", "fifo", "fifo", 0.5, 0.9, d, n, m),
+        ("headline", "", "aryl", "aryl", 0.5, 0.9, d, n, m),
+        ("ablation", "", "aryl-no-loan", "aryl-no-loan", 0.5, 0.9, d, n, m),
+        ("ablation", "", "aryl-no-elastic", "aryl-no-elastic", 0.5, 0.9, d, n, m),
+        ("ablation", "", "sjf", "sjf", 0.5, 0.9, d, n, m),
+        ("ablation", "", "tiresias", "tiresias", 0.5, 0.9, d, n, m),
+        ("ablation", "", "elastic-greedy", "elastic-greedy", 0.5, 0.9, d, n, m),
+        ("ablation", "", "aryl", "aryl keep-idle-loans", 0.5, 0.9, d, n, m),
+        ("ablation", "", "aryl", "aryl", 0.5, 0.9, {**d, "reclaim_policy": "random"}, n, m),
+        ("sensitivity", "elastic_fraction", "aryl", "aryl", 0.0, 0.9, d, n, m),
         # inference ratio 0.25: max(1, round(4 * 0.25)) = 1 inference server
-        ("sensitivity", "inference_ratio", "aryl", "aryl", 0.5, 0.9, {}, n, 1, False),
-        ("sensitivity", "peak_utilisation", "aryl", "aryl", 0.5, 0.5, {}, n, m, False),
+        ("sensitivity", "inference_ratio", "aryl", "aryl", 0.5, 0.9, d, n, 1),
+        ("sensitivity", "peak_utilisation", "aryl", "aryl", 0.5, 0.5, d, n, m),
         ("sensitivity", "checkpoint_interval_s", "aryl", "aryl", 0.5, 0.9,
-         {"checkpoint_interval_s": 600.0}, n, m, False),
-        ("sensitivity", "rescale_pause_s", "aryl", "aryl", 0.5, 0.9, {"rescale_pause_s": 0.0},
-         n, m, False),
+         {**d, "checkpoint_interval_s": 600.0}, n, m),
+        ("sensitivity", "rescale_pause_s", "aryl", "aryl", 0.5, 0.9,
+         {**d, "rescale_pause_s": 0.0}, n, m),
         # load: round(4 * 0.75) = 3 training servers, fifo as its own baseline
-        ("sensitivity", "training_servers_x", "fifo", "fifo", 0.5, 0.9, {}, 3, m, False),
-        ("sensitivity", "training_servers_x", "aryl", "aryl", 0.5, 0.9, {}, 3, m, False),
+        ("sensitivity", "training_servers_x", "fifo", "fifo", 0.5, 0.9, d, 3, m),
+        ("sensitivity", "training_servers_x", "aryl", "aryl", 0.5, 0.9, d, 3, m),
     ]
-    assert [s.value for s in plan][9:] == [0.0, 0.25, 0.5, 600.0, 0.0, 0.75, 0.75]
-    assert all(math.isnan(s.value) for s in plan[:9])
-    assert plan[10].label == "itp-c10 aryl inference_ratio=0.25"
-    assert plan[7].label == "itp-c10 aryl keep-idle-loans"
+    labels = [r.label for t, r in entries if r.seed == 0]
+    assert labels[10] == "itp-c10 aryl inference_ratio=0.25 seed=0"
+    assert labels[7] == "itp-c10 aryl keep-idle-loans seed=0"
 
 
 def test_results_markdown_carries_the_table_values() -> None:

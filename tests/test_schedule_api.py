@@ -200,7 +200,8 @@ def test_the_public_names() -> None:
     assert aryl.ClusterState is ClusterState
     assert aryl.SchedulerConfig is SchedulerConfig
     assert set(aryl.scheduling.available_policies()) == {
-        "fifo", "sjf", "tiresias", "aryl", "aryl-no-loan", "aryl-no-elastic", "elastic-greedy"
+        "fifo", "fifo-backfill", "sjf", "tiresias", "aryl", "aryl-no-loan", "aryl-no-elastic",
+        "elastic-greedy",
     }
 
 

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from aryl.cli import main
-from aryl.experiment import SIZING_RULES, ClusterSize, _servers_alone, size_cluster
+from aryl.sim.sizing import SIZING_RULES, ClusterSize, _servers_alone, size_cluster
 
 
 def three_close_jobs() -> pd.DataFrame:

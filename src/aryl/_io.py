@@ -11,11 +11,12 @@ half-written output behind.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import logging
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,7 +25,14 @@ from aryl.errors import InvalidInputError
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["atomic_write_bytes", "atomic_write_dataframe", "atomic_write_text"]
+__all__ = [
+    "atomic_directory",
+    "atomic_write_bytes",
+    "atomic_write_dataframe",
+    "atomic_write_text",
+    "check_output_folder",
+    "replace_directory",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -169,3 +177,179 @@ def atomic_write_dataframe(
         f"path: cannot tell the output format of {str(dest)!r} "
         "(use a .csv, .csv.gz, .parquet or .pq suffix)"
     )
+
+
+# --------------------------------------------------------------------------- folders
+
+
+def _dir_mode() -> int:
+    """0o777 minus the process umask (what ``mkdir`` would give)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o777 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o777 & ~mask
+
+
+@contextlib.contextmanager
+def _signals_blocked() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM until the block ends (main thread, POSIX); a no-op elsewhere.
+
+    A signal sent meanwhile is delivered when the block ends, so a Ctrl-C
+    cannot land between the two renames of a folder swap.
+    """
+    import signal
+    import threading
+
+    if not hasattr(signal, "pthread_sigmask") or (
+        threading.current_thread() is not threading.main_thread()
+    ):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False if unsupported."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    rc = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False  # the file system cannot exchange: fall back to two renames
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def replace_directory(src: str | os.PathLike[str], dest: str | os.PathLike[str]) -> Path:
+    """Make the folder ``src`` become ``dest``, replacing a previous ``dest`` as a whole.
+
+    Both must be on the same file system (``src`` is normally a sibling made by
+    :func:`atomic_directory`).  On Linux the swap is one atomic
+    ``renameat2(RENAME_EXCHANGE)``; elsewhere (or on a file system without it)
+    ``dest`` is first renamed aside, so a crash between the two renames leaves
+    no ``dest`` and the previous content in a hidden ``.NAME.old-PID`` sibling.
+    SIGINT and SIGTERM are held during the swap.  The previous content is then
+    deleted.
+
+    Returns
+    -------
+    pathlib.Path
+        ``dest``.
+    """
+    import shutil
+
+    s, d = Path(src), Path(dest)
+    with _signals_blocked():
+        if not d.exists():
+            os.rename(s, d)
+            return d
+        if _exchange(s, d):
+            old = s
+        else:
+            old = d.with_name(f".{d.name}.old-{os.getpid()}")
+            os.rename(d, old)
+            os.rename(s, d)
+        shutil.rmtree(old, ignore_errors=True)
+    logger.debug("replaced folder %s", d)
+    return d
+
+
+def _is_aryl_output(folder: Path, marker: str) -> bool:
+    import json
+
+    try:
+        if not any(folder.iterdir()):
+            return True
+        manifest = json.loads((folder / marker).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and str(manifest.get("command", "")).startswith("aryl ")
+
+
+def check_output_folder(dest: str | os.PathLike[str], *, marker: str = "manifest.json") -> None:
+    """Raise unless ``dest`` may be replaced as a whole by :func:`atomic_directory`.
+
+    Allowed: a missing path, an empty folder, or a folder holding ``marker``
+    (JSON with a ``"command"`` starting with ``"aryl "``).
+
+    Raises
+    ------
+    InvalidInputError
+        ``dest`` is a file, or a non-empty folder that aryl did not write.
+    """
+    d = Path(dest)
+    if d.exists() and not d.is_dir():
+        raise InvalidInputError(f"out: {str(d)!r} exists and is not a folder")
+    if d.is_dir() and not _is_aryl_output(d, marker):
+        raise InvalidInputError(
+            f"out: {str(d)!r} is a non-empty folder that aryl did not write (no {marker} "
+            "from an aryl command); it would be replaced as a whole: choose a new folder"
+        )
+
+
+@contextlib.contextmanager
+def atomic_directory(
+    dest: str | os.PathLike[str], *, marker: str = "manifest.json"
+) -> Iterator[Path]:
+    """Write a whole output folder at once: yield a fresh sibling folder to fill.
+
+    When the block ends normally, the sibling replaces ``dest`` as a whole
+    (:func:`replace_directory`); when it raises (an error, Ctrl-C), the sibling
+    is deleted and ``dest`` is left as it was.  Readers see the previous
+    complete folder, or the new complete one, never a mix.
+
+    Parameters
+    ----------
+    dest : str or os.PathLike
+        The output folder.  Its parent is created if missing.
+    marker : str
+        A non-empty existing ``dest`` is replaced only if it holds this JSON
+        file with a ``"command"`` starting with ``"aryl "`` (an aryl output
+        folder), so a mistyped ``--out`` never deletes unrelated files.
+
+    Yields
+    ------
+    pathlib.Path
+        The temporary folder (``.NAME.XXXX.tmp`` beside ``dest``; mode as
+        ``mkdir`` would give).
+
+    Raises
+    ------
+    InvalidInputError
+        ``dest`` is a file, or a non-empty folder that aryl did not write.
+    """
+    import shutil
+
+    d = Path(dest)
+    check_output_folder(d, marker=marker)
+    parent = d.parent if str(d.parent) else Path(".")
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}.", suffix=".tmp", dir=parent))
+    try:
+        os.chmod(tmp, _dir_mode())  # mkdtemp makes it 0700
+        yield tmp
+    except BaseException:
+        with _signals_blocked():
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    replace_directory(tmp, d)

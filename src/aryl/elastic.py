@@ -65,6 +65,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from aryl._reference.mckp import MAX_TABLE_BYTES as _REF_MAX_TABLE_BYTES
 from aryl.errors import InvalidInputError
 
 __all__ = [
@@ -83,9 +84,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Largest working table (bytes) either MCKP backend may allocate; beyond it the
-#: solver raises :class:`~aryl.errors.InvalidInputError` instead of allocating.
-MAX_TABLE_BYTES: int = 100_000_000
+#: Largest working table (bytes) either MCKP backend may allocate (defined once, in
+#: the reference twin); beyond it the solver raises :class:`~aryl.errors.InvalidInputError`.
+MAX_TABLE_BYTES: int = _REF_MAX_TABLE_BYTES
 
 #: Bits of the value grid: quantised option values are at most ``2**QUANT_BITS``.
 QUANT_BITS: int = 40
@@ -147,6 +148,8 @@ def _is_int_dtype(arr: NDArray[Any]) -> bool:
 def _validate(
     values: ArrayLike, weights: ArrayLike, capacity: Any
 ) -> tuple[NDArray[np.float64], NDArray[np.int64], int]:
+    """Shapes, dtypes and capacity; the entries are checked by :func:`_check_entries`
+    (the reference backend) or by the native kernel itself, with the same messages."""
     v = _asarray("values", values)
     w = _asarray("weights", weights)
     if v.ndim != 2:
@@ -165,12 +168,33 @@ def _validate(
         raise InvalidInputError(f"values has {v.shape[0]} jobs; the limit is {MAX_JOBS}")
     v = np.ascontiguousarray(v, dtype=np.float64)
     w = np.ascontiguousarray(w, dtype=np.int64)
-    if np.isinf(v).any():
-        raise InvalidInputError("values must be finite or NaN (absent option); found inf")
-    present = ~np.isnan(v)
-    if (w[present] < 1).any():
-        raise InvalidInputError("weights must be >= 1 GPU for every present (non-NaN) option")
     return v, w, _check_capacity(capacity)
+
+
+def _entry_error(
+    inf: bool, flat_index: int, v: NDArray[np.float64], w: NDArray[np.int64]
+) -> InvalidInputError:
+    """The error for an inf value or a present option's weight < 1, naming the cell."""
+    row, col = divmod(flat_index, v.shape[1])
+    if inf:
+        return InvalidInputError(
+            f"values must be finite or NaN (absent option); found {v[row, col]} at "
+            f"values[{row}, {col}]"
+        )
+    return InvalidInputError(
+        f"weights must be >= 1 GPU for every present (non-NaN) option; weights[{row}, {col}] "
+        f"= {w[row, col]}"
+    )
+
+
+def _check_entries(v: NDArray[np.float64], w: NDArray[np.int64]) -> None:
+    """Refuse inf values (first by flat index), then present options with weight < 1."""
+    inf = np.isinf(v).ravel()
+    if inf.any():
+        raise _entry_error(True, int(np.argmax(inf)), v, w)
+    bad = ((w < 1) & ~np.isnan(v)).ravel()
+    if bad.any():
+        raise _entry_error(False, int(np.argmax(bad)), v, w)
 
 
 def _quantize(values: NDArray[np.float64]) -> NDArray[np.int64]:
@@ -214,9 +238,11 @@ def solve_mckp(
     backend : {"native", "reference"}
         The compiled kernel (default) or the pure-Python twin; same results.
     validate : bool
-        ``False`` skips the checks above (the caller guarantees them; arrays are only
-        made C-contiguous float64 / int64, a no-op for the simulator's arrays): the
-        simulator's fast path.
+        ``False`` skips the checks of shapes, dtypes, capacity and ``max_table_bytes``
+        (the caller guarantees them; arrays are only made C-contiguous float64 /
+        int64, a no-op for the simulator's arrays): the simulator's fast path.  The
+        entries (inf values, weights < 1) are checked either way, by the kernel in
+        the same pass that reads them.
     max_table_bytes : int
         Memory limit (bytes, ``>= 0``) for the working tables of the exact dynamic
         programme: the sparse DP's state lists and the dense fallback table of the
@@ -231,7 +257,8 @@ def solve_mckp(
     ------
     InvalidInputError
         Bad shapes or dtypes (naming ``values``, ``weights`` or ``capacity``), inf
-        values, weights < 1, capacity < 0 or not an integer, more than 2**22 jobs, a
+        values or weights < 1 (naming the first such cell, an inf before a weight),
+        capacity < 0 or not an integer, more than 2**22 jobs, a
         chosen total that overflows float64, ``max_table_bytes`` not an integer
         ``>= 0``, or a dynamic-programming table that would exceed
         ``max_table_bytes`` (only for very hard instances, e.g. thousands of classes
@@ -244,15 +271,19 @@ def solve_mckp(
     maximum value, then fewest GPUs, then lexicographically smallest in job order
     under the per-job rank "more GPUs first, lower option index, none last".
 
-    Complexity: native — O(N) expected for the per-job hulls, the LP bound (weighted
-    quickselect) and the reduction over the N present options, then a bound-pruned
+    Complexity: native — O(N) for the per-job hulls, the LP bound (a radix select on
+    the segments' efficiencies) and the reduction over the N present options, then a
+    bound-pruned
     sparse dynamic programme over the remaining *core* jobs (typically a few dozen
     on concave JCT curves), falling back to a dense O(core options * capacity)
     programme with a 1-byte choice per (core job, GPU); reference — O(N * capacity)
     time and O(n_jobs * capacity) memory.  The native kernel releases the GIL.
 
     Per-call overhead is a few tens of microseconds for simulator-sized instances
-    (tens of jobs); ``validate=False`` saves about a third of it.
+    (tens of jobs); ``validate=False`` skips only the Python-side checks of shapes,
+    dtypes and scalars (a few microseconds).  The native kernel quantises the values
+    itself (bit for bit as the reference's ``_quantize``) and reuses a per-thread
+    workspace across calls.
 
     References
     ----------
@@ -271,34 +302,52 @@ def solve_mckp(
         v = np.ascontiguousarray(values, dtype=np.float64)  # no copy when already so
         w = np.ascontiguousarray(weights, dtype=np.int64)
         cap = int(capacity)
-    q = _quantize(v)
     if backend == "native":
         from aryl._core import _mckp
 
         choice = np.empty(v.shape[0], dtype=np.int64)
         stats = np.zeros(_mckp.N_STATS, dtype=np.int64)
-        status = _mckp.solve_quantized(q, w, cap, int(max_table_bytes), choice, stats)
-        if status != 0:
-            raise InvalidInputError(
-                f"MCKP table of {int(stats[_mckp.STAT_TABLE_BYTES])} bytes exceeds "
-                f"max_table_bytes={int(max_table_bytes)} (core of "
-                f"{int(stats[_mckp.STAT_N_CORE])} jobs, capacity {cap})"
-            )
+        status = _mckp.solve_values(v, w, cap, int(max_table_bytes), choice, stats)
+        if status != _mckp.STATUS_OK:
+            raise _kernel_error(status, stats, v, w, cap, int(max_table_bytes))
     elif backend == "reference":
         from aryl._reference import mckp as _ref
 
-        choice = _ref.solve_quantized(q, w, cap, max_table_bytes=int(max_table_bytes))
+        _check_entries(v, w)
+        choice = _ref.solve_quantized(_quantize(v), w, cap, max_table_bytes=int(max_table_bytes))
     else:
         raise InvalidInputError(f"backend must be 'native' or 'reference', got {backend!r}")
     rows = np.flatnonzero(choice >= 0)
-    cols = choice[rows]
+    flat = rows * v.shape[1] + choice[rows]
     with np.errstate(over="ignore"):
-        total = float(v[rows, cols].sum())
+        total = float(v.ravel().take(flat).sum())
     if not math.isfinite(total):
         raise InvalidInputError(
             "values too large: the chosen options' total overflows float64 (scale them down)"
         )
-    return MCKPResult(choice=choice, value=total, used_gpus=int(w[rows, cols].sum()))
+    return MCKPResult(choice=choice, value=total, used_gpus=int(w.ravel().take(flat).sum()))
+
+
+def _kernel_error(
+    status: int,
+    stats: NDArray[np.int64],
+    v: NDArray[np.float64],
+    w: NDArray[np.int64],
+    cap: int,
+    max_table_bytes: int,
+) -> InvalidInputError:
+    """The error for a native kernel status other than ``STATUS_OK``."""
+    from aryl._core import _mckp
+
+    if status in (_mckp.STATUS_INF_VALUE, _mckp.STATUS_BAD_WEIGHT):
+        return _entry_error(
+            status == _mckp.STATUS_INF_VALUE, int(stats[_mckp.STAT_BAD_INDEX]), v, w
+        )
+    return InvalidInputError(
+        f"MCKP table of {int(stats[_mckp.STAT_TABLE_BYTES])} bytes exceeds "
+        f"max_table_bytes={max_table_bytes} (core of "
+        f"{int(stats[_mckp.STAT_N_CORE])} jobs, capacity {cap})"
+    )
 
 
 def _mckp_stats(
@@ -313,17 +362,18 @@ def _mckp_stats(
     Keys: ``n_classes``, ``n_core``, ``n_fixed``, ``n_core_alts``, ``dp_kind`` (0 none,
     1 sparse, 2 dense), ``n_states``, ``table_bytes``, ``lb``, ``ub``, ``opt`` (the
     last three in quantised units), ``sparse_bytes`` (peak bytes of the sparse DP's
-    state vectors, at most ``max_table_bytes``), ``status``.  ``dp_mode`` forces the DP for
-    tests (0 automatic, 1 sparse only, 2 dense only).  For benchmarks and tests; not
-    public API.
+    state vectors, at most ``max_table_bytes``), ``used`` (GPUs of the choice),
+    ``bad_index`` (-1, or the first invalid cell's flat index), ``select_levels``
+    (histogram passes of the radix select for the LP break), ``status``.  ``dp_mode``
+    forces the DP for tests (0 automatic, 1 sparse only, 2 dense only).  For benchmarks
+    and tests; not public API.
     """
     from aryl._core import _mckp
 
     v, w, cap = _validate(values, weights, capacity)
-    q = _quantize(v)
     choice = np.empty(v.shape[0], dtype=np.int64)
     stats = np.zeros(_mckp.N_STATS, dtype=np.int64)
-    status = _mckp.solve_quantized(q, w, cap, int(max_table_bytes), choice, stats, dp_mode)
+    status = _mckp.solve_values(v, w, cap, int(max_table_bytes), choice, stats, dp_mode)
     out = {name: int(stats[i]) for i, name in enumerate(_mckp.STAT_NAMES)}
     out["status"] = int(status)
     return out

@@ -28,24 +28,27 @@ servers.  :func:`size_cluster` returns the rule that decided
 cluster has ``16/46`` as many servers as the training cluster (the default
 pair of :class:`aryl.sim.SimConfig`), and at least 4.
 
-Runs are independent, deterministic for their seeds, and may run in parallel
-processes; results do not depend on the number of processes.
+The replays are a sweep (:mod:`aryl.sweep`) of the spec shipped as
+``aryl/data/sweeps/paper.toml`` (``paper-quick.toml`` for ``--quick``): every
+run with 5 seeds, on a process pool or Ray, resumable after Ctrl-C.  Every
+number of the tables is a mean over seeds with its 95% Student-t interval
+(column ``NAME ±``: the half-width); ratios are paired by seed.  Results do
+not depend on the number of processes or the backend.
 
 .. [Aryl] J. Li et al., arXiv:2202.07896; EuroSys'23 "Lyra".
 """
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import logging
 import math
+import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -53,13 +56,15 @@ import pandas as pd
 from aryl._io import atomic_write_bytes, atomic_write_dataframe, atomic_write_text
 from aryl.errors import InvalidInputError
 
+if TYPE_CHECKING:  # pragma: no cover
+    from aryl.sweep import SweepData, SweepSpec
+
 __all__ = [
     "PAPER_FIGURES",
     "SIZING_RULES",
     "ClusterSize",
-    "RunSpec",
-    "TraceSpec",
-    "paper_plan",
+    "paper_runs",
+    "paper_spec",
     "reclaim_quality",
     "run_paper",
     "size_cluster",
@@ -77,582 +82,129 @@ PAPER_FIGURES: dict[str, float] = {
     "usage_gain_eurosys": 0.25,
 }
 
-TARGET_QUEUING_DELAY_S = 4000.0
-INFERENCE_RATIO = 16 / 46
-GPUS_PER_SERVER = 8
-#: With the simulator's safety reserve of 1 idle server, a smaller inference
-#: cluster would leave almost nothing to loan.
-MIN_INFERENCE_SERVERS = 4
+from aryl._format import fmt_number as _fmt  # noqa: E402  (shared with aryl.sweep)
+from aryl.sim.sizing import (  # noqa: E402  (re-exported: the sizing lives in aryl.sim)
+    GPUS_PER_SERVER,
+    INFERENCE_RATIO,
+    SIZING_RULES,
+    TARGET_QUEUING_DELAY_S,
+    ClusterSize,
+    size_cluster,
+)
 
 
-@dataclasses.dataclass(frozen=True)
-class TraceSpec:
-    """A trace of the evaluation and the cluster it is replayed on.
-
-    Attributes
-    ----------
-    label : str
-        Short name in tables (``itp-c07``, ``philly-15d``).
-    source : str
-        Preset name or path.
-    window : str or None
-        Passed to :func:`aryl.traces.load_trace`.
-    n_training_servers, n_inference_servers : int
-        Cluster shape (8-GPU servers), from :func:`size_cluster` unless given.
-    """
-
-    label: str
-    source: str
-    window: str | None
-    n_training_servers: int
-    n_inference_servers: int
-
-
-@dataclasses.dataclass(frozen=True)
-class RunSpec:
-    """One replay of the evaluation.
-
-    Attributes
-    ----------
-    section : str
-        ``headline``, ``ablation`` or ``sensitivity``.
-    sweep : str
-        Parameter swept (sensitivity) or ``""``.
-    value : float
-        Value of the swept parameter (``nan`` elsewhere).
-    trace : TraceSpec
-    policy : str
-    elastic_fraction : float
-        Share of jobs made elastic by :func:`aryl.traces.synthesize_elastic`.
-    peak_utilisation : float
-        Peak of the bundled inference profile, as a share of the inference servers.
-    config : tuple of (str, Any)
-        :class:`aryl.sim.SimConfig` overrides (the user's common ones, then the
-        run's own, which win).
-    policy_options : tuple of (str, Any)
-        Policy options that define the variant (named in :attr:`variant`).
-    seed : int
-    keep_series : bool
-        Return the per-job delays and the time series (for figures).
-    common_policy_options : tuple of (str, Any)
-        Policy options the user set for every run (the variant's own win).
-    """
-
-    section: str
-    sweep: str
-    value: float
-    trace: TraceSpec
-    policy: str
-    elastic_fraction: float = 0.5
-    peak_utilisation: float = 0.9
-    config: tuple[tuple[str, Any], ...] = ()
-    policy_options: tuple[tuple[str, Any], ...] = ()
-    seed: int = 0
-    keep_series: bool = False
-    common_policy_options: tuple[tuple[str, Any], ...] = ()
-
-    @property
-    def variant(self) -> str:
-        """Policy name plus its non-default knobs (``aryl keep-idle-loans``)."""
-        names = {("return_idle_loans", False): "keep-idle-loans"}
-        opts = [names.get((k, v), f"{k}={v}") for k, v in self.policy_options]
-        return " ".join([self.policy, *opts])
-
-    @property
-    def label(self) -> str:
-        extra = f" {self.sweep}={self.value:g}" if self.sweep else ""
-        return f"{self.trace.label} {self.variant}{extra}"
-
-
-#: The rules :func:`size_cluster` may decide by (``ClusterSize.rule``).
-SIZING_RULES: dict[str, str] = {
-    "target-delay": "the largest training cluster on which strict fifo's mean queuing delay "
-                    "is still >= the target",
-    "largest-job": "the largest job must fit: fifo already queues less than the target on "
-                   "the smallest cluster that can hold it",
-    "every-job-at-once": "capped at the servers that run every job at once",
-}
-
-
-class ClusterSize(tuple[int, int]):
-    """``(n_training_servers, n_inference_servers)`` and why (from :func:`size_cluster`).
-
-    A plain 2-tuple to unpack or compare, with the rule that decided.
-
-    Attributes
-    ----------
-    n_training_servers, n_inference_servers : int
-    rule : str
-        A key of :data:`SIZING_RULES`.
-    reason : str
-        One sentence naming the rule and the figures that decided it.
-    mean_queuing_delay_s : dict of int to float
-        fifo's mean queuing delay (s) on each training cluster size probed.
-    """
-
-    rule: str
-    reason: str
-    mean_queuing_delay_s: dict[int, float]
-
-    def __new__(
-        cls,
-        n_training_servers: int,
-        n_inference_servers: int,
-        *,
-        rule: str,
-        reason: str,
-        mean_queuing_delay_s: dict[int, float],
-    ) -> ClusterSize:
-        self = super().__new__(cls, (int(n_training_servers), int(n_inference_servers)))
-        self.rule = rule
-        self.reason = reason
-        self.mean_queuing_delay_s = dict(mean_queuing_delay_s)
-        return self
-
-    @property
-    def n_training_servers(self) -> int:
-        """Training servers."""
-        return self[0]
-
-    @property
-    def n_inference_servers(self) -> int:
-        """Inference servers."""
-        return self[1]
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_cluster_size, (self[0], self[1], self.rule, self.reason,
-                                self.mean_queuing_delay_s))
-
-
-def _cluster_size(a: int, b: int, rule: str, reason: str, delays: dict[int, float]
-                  ) -> ClusterSize:
-    return ClusterSize(a, b, rule=rule, reason=reason, mean_queuing_delay_s=delays)
-
-
-def _servers_alone(gpus: np.ndarray, gpus_per_server: int) -> np.ndarray:
-    """Servers each rigid job needs on an empty cluster (int64, shape (n,)).
-
-    A rigid job of ``G`` GPUs has workers of ``g`` = the largest divisor of
-    ``G`` that is at most ``gpus_per_server`` (as :mod:`aryl.sim.jobs`); a
-    server holds ``gpus_per_server // g`` of them, so the job needs
-    ``ceil((G / g) / (gpus_per_server // g))`` servers (15 GPUs: 3 workers of 5,
-    one per 8-GPU server, 3 servers, not ``ceil(15 / 8) = 2``).  O(n) over the
-    distinct sizes.
-    """
-    from aryl.sim.jobs import largest_divisor_at_most
-
-    out = np.empty(len(gpus), dtype=np.int64)
-    sizes, inverse = np.unique(gpus.astype(np.int64), return_inverse=True)
-    need = np.empty(len(sizes), dtype=np.int64)
-    for k, size in enumerate(sizes.tolist()):
-        g = largest_divisor_at_most(int(size), gpus_per_server)
-        need[k] = -(-(int(size) // g) // (gpus_per_server // g))
-    out[:] = need[inverse]
-    return out
-
-
-def size_cluster(
-    jobs: pd.DataFrame,
-    *,
-    target_queuing_delay_s: float = TARGET_QUEUING_DELAY_S,
-    gpus_per_server: int = GPUS_PER_SERVER,
-    inference_ratio: float = INFERENCE_RATIO,
-    progress: Callable[[int, int, int, float], None] | None = None,
-) -> ClusterSize:
-    """Training and inference server counts for a trace (documented sizing rule).
-
-    Parameters
-    ----------
-    jobs : DataFrame
-        Canonical jobs (``submit_time_s``, ``duration_s``, ``gpus``), checked
-        like every replay input.
-    target_queuing_delay_s : float > 0
-        The training cluster is the largest on which strict ``fifo`` (no
-        loaning, no elastic scaling) has a mean queuing delay of at least this.
-    gpus_per_server : int
-    inference_ratio : float
-        Inference servers per training server (at least
-        ``MIN_INFERENCE_SERVERS``).
-    progress : callable ``(probes_done, probes_estimate, n_servers, mean_queuing_delay_s)``,
-        optional.  Called after each ``fifo`` probe replay with the number of
-        probes done, an estimate of the total (exact once the search has
-        bracketed the answer; it may grow while it looks for an upper bound),
-        the cluster size just probed and fifo's mean queuing delay there (s).
-
-    Returns
-    -------
-    ClusterSize
-        ``(n_training_servers, n_inference_servers)``, a tuple, with ``.rule``
-        and ``.reason`` naming the rule that decided (:data:`SIZING_RULES`):
-        ``target-delay``; ``largest-job`` when even the smallest cluster that
-        fits the largest job queues less than the target (that cluster); or
-        ``every-job-at-once`` when fifo still queues at least the target on the
-        cluster that runs every job at once (that cluster).
-
-    Raises
-    ------
-    InvalidInputError
-        Empty trace, a bad job row, or a parameter out of range.
-
-    Notes
-    -----
-    Assumes ``fifo``'s mean queuing delay does not grow with the cluster.
-    Doubling then bisection from the offered-load estimate, the upper end
-    capped at the servers that run every job at once (each job alone on its
-    own servers): O(log n) ``fifo`` replays, however close the submit times
-    (three jobs within 2 ms no longer make the load estimate, and the
-    cluster, explode).  Each probe runs without the event log, keeps only its
-    mean delay, and its memory is freed before the next, so the peak memory
-    is that of one replay.
-    """
-    import gc
-
-    from aryl.sim import SimConfig, simulate
-
-    if not target_queuing_delay_s > 0 or not math.isfinite(target_queuing_delay_s):
-        raise InvalidInputError("target_queuing_delay_s: must be a finite number > 0")
-    if isinstance(gpus_per_server, bool) or not isinstance(gpus_per_server, int | np.integer) \
-            or gpus_per_server < 1:
-        raise InvalidInputError(f"gpus_per_server: must be an integer >= 1, got "
-                                f"{gpus_per_server!r}")
-    if not (math.isfinite(inference_ratio) and inference_ratio >= 0):
-        raise InvalidInputError(f"inference_ratio: must be a finite number >= 0, got "
-                                f"{inference_ratio!r}")
-    if len(jobs) == 0:
-        raise InvalidInputError("jobs: the trace is empty, nothing to size")
-    from aryl.traces.validate import validate_jobs
-
-    needed = [c for c in ("job_id", "submit_time_s", "duration_s", "gpus") if c in jobs.columns]
-    cols, _, _ = validate_jobs(jobs[needed],
-                               drop_hint="aryl.traces.load_trace(jobs, on_invalid='drop')")
-    rigid = pd.DataFrame({k: cols[k] for k in ("job_id", "submit_time_s", "duration_s")})
-    gpus = cols["gpus"].astype(np.int64)
-    rigid["gpus"] = gpus
-    target = float(target_queuing_delay_s)
-    cache: dict[int, float] = {}
-
-    def left(a: int, b: int) -> int:
-        """Bisection probes left once ``delay(a) >= target > delay(b)``."""
-        return math.ceil(math.log2(b - a)) if b - a > 1 else 0
-
-    def delay(n: int, lo: int, hi: int | None) -> float:
-        """fifo's mean queuing delay on ``n`` servers.  ``lo``: the largest size known
-        to queue >= target; ``hi``: the smallest known to queue less, or None while the
-        search still goes up (progress estimates only)."""
-        if n not in cache:
-            cfg = SimConfig(
-                n_training_servers=n,
-                n_inference_servers=0,
-                gpus_per_server=int(gpus_per_server),
-                record_events=False,
-            )
-            res = simulate(rigid, policy="fifo", config=cfg, inference=False)
-            mean = res.summary["queuing_delay_s"]["mean"]
-            cache[n] = math.inf if mean is None else float(mean)
-            del res
-            gc.collect()  # the engine holds reference cycles: free it before the next probe
-            if progress is not None:
-                below = cache[n] < target
-                if hi is not None:  # bisection inside (lo, hi)
-                    rest = left(lo, n) if below else left(n, hi)
-                elif below:  # the upper end is found
-                    rest = 0 if n == lo else left(lo, n)
-                elif n >= upper:
-                    rest = 0
-                else:  # the next probe goes up: the load estimate, then doubling
-                    up = guess if n == lo and guess > n else min(2 * n, upper)
-                    rest = 1 + left(n, up)
-                progress(len(cache), len(cache) + rest, n, cache[n])
-        return cache[n]
-
-    alone = _servers_alone(gpus, int(gpus_per_server))
-    lo = max(1, int(alone.max()))
-    upper = max(lo, int(alone.sum()))  # every job at once, each on its own servers
-    biggest = str(cols["job_id"][int(np.argmax(alone))])
-    sub = rigid["submit_time_s"].to_numpy(dtype=np.float64)
-    span = float(sub.max() - sub.min())
-    gpu_s = float(np.dot(rigid["duration_s"].to_numpy(np.float64), gpus.astype(np.float64)))
-    # offered-load estimate; with near-equal submit times it is huge, hence the cap
-    guess = min(upper, max(lo + 1, math.ceil(gpu_s / span / gpus_per_server))
-                if span > 0 else lo + 1)
-    rule = "target-delay"
-    if delay(lo, lo, None) < target:
-        n_train, rule = lo, "largest-job"
-    elif lo == upper:
-        n_train, rule = lo, "every-job-at-once"
-    else:
-        hi = guess
-        while delay(hi, lo, None) >= target and hi < upper:
-            lo, hi = hi, min(2 * hi, upper)
-        if cache[hi] >= target:  # hi == upper: fifo still queues there
-            n_train, rule = hi, "every-job-at-once"
-        else:
-            while hi - lo > 1:  # delay(lo) >= target > delay(hi)
-                mid = (lo + hi) // 2
-                if delay(mid, lo, hi) >= target:
-                    lo = mid
-                else:
-                    hi = mid
-            n_train = lo
-    n_inf = max(MIN_INFERENCE_SERVERS, round(n_train * inference_ratio))
-    d = cache[n_train]
-    if rule == "largest-job":
-        reason = (f"the largest job must fit: job {biggest!r} needs {n_train} server(s) of "
-                  f"{gpus_per_server} GPUs, and strict fifo's mean queuing delay there is "
-                  f"{d:,.0f} s, already below the target {target:,.0f} s")
-    elif rule == "every-job-at-once":
-        reason = (f"capped at {n_train} servers, enough to run every job at once; strict "
-                  f"fifo's mean queuing delay there is still {d:,.0f} s >= the target "
-                  f"{target:,.0f} s")
-    else:
-        above = cache.get(n_train + 1, math.nan)
-        reason = (f"the largest training cluster on which strict fifo's mean queuing delay "
-                  f"is still >= {target:,.0f} s: {d:,.0f} s on {n_train} servers, "
-                  f"{above:,.0f} s on {n_train + 1}")
-    reason += f" ({len(cache)} fifo replays)"
-    log.info("size_cluster: %d training + %d inference servers: %s", n_train, n_inf, reason)
-    return ClusterSize(n_train, n_inf, rule=rule, reason=reason,
-                       mean_queuing_delay_s=dict(sorted(cache.items())))
-
-
-# --------------------------------------------------------------------------- plan
-
-
-def _load(spec_source: str, window: str | None) -> pd.DataFrame:
-    from aryl.traces import load_trace
-
-    return load_trace(spec_source, window=window).jobs
-
-
-def trace_spec(label: str, source: str, window: str | None = None) -> TraceSpec:
-    """A :class:`TraceSpec` sized by :func:`size_cluster`."""
-    n_train, n_inf = size_cluster(_load(source, window))
-    return TraceSpec(label, source, window, n_train, n_inf)
-
-
-def paper_plan(
+def paper_spec(
     *,
     quick: bool = False,
-    philly: str | None = None,
-    presets: Sequence[str] | None = None,
+    philly: str | os.PathLike[str] | None = None,
+    spec: str | os.PathLike[str] | None = None,
     config: Mapping[str, Any] | None = None,
     policy_options: Mapping[str, Any] | None = None,
-) -> list[RunSpec]:
-    """The runs of the evaluation, in a fixed order.
+) -> SweepSpec:
+    """The evaluation's sweep spec.
 
     Parameters
     ----------
     quick : bool
-        A small plan on ``itp-c10`` (260 jobs) with one value per sweep, for
-        tests and smoke runs.
-    philly : str, optional
-        Path of the Philly job table; adds its busiest 15-day window to the
-        headline.
-    presets : sequence of str, optional
-        ITP presets of the headline (default ``itp-c07, itp-c04, itp-c08``);
-        the first one also carries the ablations and sweeps.
+        The bundled ``paper-quick.toml`` (``itp-c10``, 2 seeds, one value per
+        sweep: a smoke run) instead of ``paper.toml`` (three ITP clusters,
+        5 seeds).
+    philly : path, optional
+        Path of the Philly job table; adds its busiest 15-day window
+        (``philly-15d``) to the ``[grid]``'s traces (the headline).
+    spec : path, optional
+        Another spec file with the same sections (tags ``section`` =
+        ``headline`` / ``ablation`` / ``sensitivity`` and ``sweep`` = the swept
+        parameter), instead of the bundled one.
     config : mapping, optional
-        :class:`aryl.sim.SimConfig` fields for every run (``seed`` becomes each
-        run's seed); a sweep or ablation overrides the field it varies.  The
-        cluster shape is sized per trace and cannot be set here.
+        :class:`aryl.sim.SimConfig` fields for every run: set in the
+        ``[grid]`` unless it sets them itself, so a table that varies a field
+        keeps its own values; ``seed`` replaces the spec's seeds.  The cluster
+        shape is sized per trace and cannot be set here.
     policy_options : mapping, optional
-        Policy options for every run (an ablation's own options win).
+        Policy options for every run (a table's own options win).
 
     Returns
     -------
-    list of RunSpec
+    SweepSpec
+
+    Raises
+    ------
+    InvalidInputError
+        A bad spec (the message names the key).
     """
+    from aryl.sweep.spec import bundled_spec, parse_spec, read_spec_data
+
     common = dict(config or {})
     fixed = sorted(set(common) & {"n_training_servers", "n_inference_servers", "gpus_per_server"})
     if fixed:
         raise InvalidInputError(
             f"{fixed[0]}: the evaluation sizes each trace's cluster itself; it cannot be set")
-    if quick:
-        presets = list(presets or ["itp-c10"])
-    else:
-        presets = list(presets or ["itp-c07", "itp-c04", "itp-c08"])
-    traces = [trace_spec(p, p) for p in presets]
+    path = Path(spec) if spec is not None else bundled_spec("paper-quick" if quick else "paper")
+    data = read_spec_data(path)
+    grid = data.get("grid")
+    if (common or policy_options) and not isinstance(grid, dict):
+        raise InvalidInputError(f"{path}: common settings need a [grid] table")
+    if isinstance(grid, dict):
+        if "seed" in common:
+            grid["seed"] = common.pop("seed")
+        for k, v in common.items():
+            grid.setdefault(k, list(v) if isinstance(v, tuple) else v)
+        if policy_options:
+            for table in [grid, *(r for r in data.get("run", []) if "policy_options" in r)]:
+                table["policy_options"] = {**dict(policy_options),
+                                           **table.get("policy_options", {})}
     if philly is not None:
-        traces.append(trace_spec("philly-15d", str(philly), "busiest-15d"))
-    main = traces[0]
-    runs: list[RunSpec] = []
-    for tr in traces:
-        for pol in ("fifo", "aryl"):
-            runs.append(
-                RunSpec("headline", "", math.nan, tr, pol, keep_series=tr is main)
-            )
-    ablations: list[tuple[str, tuple[tuple[str, Any], ...]]] = [
-        ("aryl-no-loan", ()),
-        ("aryl-no-elastic", ()),
-        ("sjf", ()),
-        ("tiresias", ()),
-        ("elastic-greedy", ()),
-    ]
-    reclaim_policies = ["random", "fewest-jobs", "most-idle"] if not quick else ["random"]
-    for pol, cfg in ablations:
-        runs.append(RunSpec("ablation", "", math.nan, main, pol, config=cfg))
-    # aryl holding on to idle loaned servers (the pre-0.1 behaviour): fewer
-    # preemptions per reclaim, but idle loans count against cluster usage
-    runs.append(
-        RunSpec("ablation", "", math.nan, main, "aryl",
-                policy_options=(("return_idle_loans", False),))
-    )
-    for rp in reclaim_policies:
-        runs.append(
-            RunSpec("ablation", "reclaim_policy", math.nan, main, "aryl",
-                    config=(("reclaim_policy", rp),))
-        )
-
-    def sweep(name: str, values: Iterable[float], make: Callable[[float], RunSpec]) -> None:
-        vals = list(values)
-        if quick:
-            vals = vals[:1]
-        for v in vals:
-            runs.append(make(v))
-
-    def base(sweep_name: str, v: float, **kw: Any) -> RunSpec:
-        return RunSpec("sensitivity", sweep_name, float(v), kw.pop("trace", main), "aryl", **kw)
-
-    sweep("elastic_fraction", [0.0, 0.25, 0.75, 1.0],
-          lambda v: base("elastic_fraction", v, elastic_fraction=v))
-    sweep("inference_ratio", [0.25, 0.5, 1.0, 2.0],
-          lambda v: base("inference_ratio", v, trace=dataclasses.replace(
-              main, n_inference_servers=max(1, round(main.n_training_servers * v)))))
-    sweep("peak_utilisation", [0.5, 0.7, 1.0],
-          lambda v: base("peak_utilisation", v, peak_utilisation=v))
-    sweep("checkpoint_interval_s", [600.0, 3600.0],
-          lambda v: base("checkpoint_interval_s", v, config=(("checkpoint_interval_s", v),)))
-    sweep("rescale_pause_s", [0.0, 120.0],
-          lambda v: base("rescale_pause_s", v, config=(("rescale_pause_s", v),)))
-    # load: a smaller or larger training cluster, with fifo as its own baseline
-    # (quick: 0.75, so that the tiny itp-c10 cluster really shrinks)
-    for scale in [0.75] if quick else [0.9, 1.1, 1.25]:
-        n_train = max(1, round(main.n_training_servers * scale))
-        tr = dataclasses.replace(main, n_training_servers=n_train)
-        for pol in ("fifo", "aryl"):
-            runs.append(RunSpec("sensitivity", "training_servers_x", scale, tr, pol))
-    seed = int(common.pop("seed", 0))
-    popts = tuple((policy_options or {}).items())
-    return [
-        dataclasses.replace(r, config=tuple({**common, **dict(r.config)}.items()), seed=seed,
-                            common_policy_options=popts)
-        for r in runs
-    ]
+        grid = data.get("grid")
+        if not isinstance(grid, dict) or "trace" not in grid:
+            raise InvalidInputError(f"{path}: --philly needs a [grid] table with a trace list")
+        traces = grid["trace"] if isinstance(grid["trace"], list) else [grid["trace"]]
+        grid["trace"] = [*traces, {"source": str(Path(philly).resolve()),
+                                   "window": "busiest-15d", "label": "philly-15d"}]
+    return parse_spec(data, origin=str(path), base_dir=path.resolve().parent)
 
 
-# --------------------------------------------------------------------------- run
+def paper_runs(data: SweepData) -> pd.DataFrame:
+    """The evaluation's runs, one row per spec entry and seed, with its tags.
 
+    Parameters
+    ----------
+    data : SweepData
+        :func:`aryl.sweep.load_sweep` of the evaluation's sweep folder.
 
-def _inference(n_servers: int, peak: float, seed: int) -> Any:
-    from aryl.sim.adapters import default_inference
-
-    return default_inference(n_servers, seed, peak_utilisation=peak)
-
-
-def run_one(spec: RunSpec) -> dict[str, Any]:
-    """Replay one :class:`RunSpec`; a flat dict of measures (and series if asked).
-
-    Raises
-    ------
-    InvalidInputError
-        Bad trace or configuration.
+    Returns
+    -------
+    DataFrame
+        ``section``, ``sweep`` (tags; ``""`` if absent), ``value`` (the value
+        of the parameter named by ``sweep``, NaN elsewhere), then every column
+        of the run's row (``key``, parameters, ``seed``, measures), in spec
+        order.  A run asked for by two tables appears twice.
     """
-    from aryl.sim import SimConfig, simulate
-    from aryl.traces import load_trace, synthesize_elastic
-
-    trace = load_trace(spec.trace.source, window=spec.trace.window)
-    trace = synthesize_elastic(trace, elastic_fraction=spec.elastic_fraction, seed=spec.seed)
-    fields: dict[str, Any] = {"seed": spec.seed, "record_events": False}
-    fields.update(spec.config)
-    cfg = SimConfig(
-        n_training_servers=spec.trace.n_training_servers,
-        n_inference_servers=spec.trace.n_inference_servers,
-        **fields,
+    entries = pd.DataFrame(
+        [{"key": e["key"], "section": str(e["tags"].get("section", "")),
+          "sweep": str(e["tags"].get("sweep", ""))} for e in data.meta["entries"]]
     )
-    options = {**dict(spec.common_policy_options), **dict(spec.policy_options)}
-    t0 = time.perf_counter()
-    res = simulate(
-        trace,
-        policy=spec.policy,
-        config=cfg,
-        inference=_inference(cfg.n_inference_servers, spec.peak_utilisation, spec.seed),
-        policy_options=options or None,
-    )
-    wall = time.perf_counter() - t0
-    s = res.summary
-    span = float(s["makespan_s"])
-    gps = cfg.gpus_per_server
-    total_gpu_s = span * (cfg.n_training_servers + cfg.n_inference_servers) * gps
-    serving_gpu_s = (s["inference_utilisation"] or 0.0) * span * cfg.n_inference_servers * gps
-    n_jobs = max(1, int(s["n_jobs"]))
-    row: dict[str, Any] = {
-        "section": spec.section,
-        "sweep": spec.sweep,
-        "value": spec.value,
-        "trace": spec.trace.label,
-        "policy": spec.policy,
-        "variant": spec.variant,
-        "reclaim_policy": cfg.reclaim_policy,
-        "rescale_pause_s": cfg.rescale_pause_s,
-        "checkpoint_interval_s": cfg.checkpoint_interval_s,
-        "elastic_fraction": spec.elastic_fraction,
-        "peak_utilisation": spec.peak_utilisation,
-        "n_training_servers": cfg.n_training_servers,
-        "n_inference_servers": cfg.n_inference_servers,
-        "n_jobs": int(s["n_jobs"]),
-        "n_finished": int(s["n_finished"]),
-        "mean_queuing_delay_s": s["queuing_delay_s"]["mean"],
-        "p95_queuing_delay_s": s["queuing_delay_s"]["p95"],
-        "mean_jct_s": s["jct_s"]["mean"],
-        "p95_jct_s": s["jct_s"]["p95"],
-        "mean_wait_s": s["wait_s"]["mean"],
-        "cluster_usage": s["cluster_usage"],
-        "combined_usage": (float(s["gpu_s_allocated"]) + serving_gpu_s) / total_gpu_s
-        if total_gpu_s > 0
-        else None,
-        "inference_utilisation_with_loans": s["inference_utilisation_with_loans"],
-        "mean_loaned_servers": s["mean_loaned_servers"],
-        "preemptions_per_1000_jobs": 1000.0 * s["n_preemptions"] / n_jobs,
-        "n_preemptions": s["n_preemptions"],
-        "n_scale_in": s["n_scale_in"],
-        "n_scale_out": s["n_scale_out"],
-        "n_loans": s["n_loans"],
-        "n_reclaims": s["n_reclaims"],
-        "n_loan_returns": s.get("n_loan_returns", 0),
-        "scheduler_ms_per_decision": res.timing["scheduler_ms_per_decision"],
-        "wall_s": wall,
-        "seed": spec.seed,
-    }
-    if spec.keep_series:
-        done = res.jobs["status"] == "finished"
-        row["_jct_s"] = res.jobs.loc[done, "jct_s"].to_numpy(np.float64)
-        row["_queuing_delay_s"] = res.jobs.loc[done, "queuing_delay_s"].to_numpy(np.float64)
-        row["_timeseries"] = res.timeseries
-    return row
+    if not len(entries) or not len(data.runs):
+        return pd.DataFrame(columns=["section", "sweep", "value", "key"])
+    runs = entries.merge(data.runs, on="key", how="inner")  # keeps the entries' order
+    value = np.full(len(runs), np.nan)
+    for i, (sweep, r) in enumerate(zip(runs["sweep"], runs.itertuples(index=False),
+                                       strict=True)):
+        if sweep and sweep in runs.columns:
+            v = getattr(r, sweep)
+            value[i] = float(v) if v is not None else np.nan
+    runs.insert(2, "value", value)
+    return runs
 
 
-def _run_all(
-    plan: Sequence[RunSpec],
-    n_procs: int,
-    progress: Callable[[int, int, str], None] | None,
-) -> list[dict[str, Any]]:
-    out: list[dict[str, Any] | None] = [None] * len(plan)
-    if n_procs <= 1:
-        for i, spec in enumerate(plan):
-            out[i] = run_one(spec)
-            if progress:
-                progress(i + 1, len(plan), spec.label)
-    else:
-        with ProcessPoolExecutor(max_workers=n_procs) as pool:
-            futures = {pool.submit(run_one, spec): i for i, spec in enumerate(plan)}
-            from concurrent.futures import as_completed
-
-            for k, fut in enumerate(as_completed(futures), start=1):
-                i = futures[fut]
-                out[i] = fut.result()
-                if progress:
-                    progress(k, len(plan), plan[i].label)
-    return [r for r in out if r is not None]
+def _groups(rows: pd.DataFrame, params: Sequence[str]) -> list[pd.DataFrame]:
+    """``rows`` split into scenarios (equal parameters but the seed), in order of appearance."""
+    out: dict[tuple[Any, ...], list[int]] = {}
+    cols = [c for c in params if c in rows.columns]
+    for i, row in enumerate(rows[cols].itertuples(index=False)):
+        k = tuple(None if (isinstance(v, float) and math.isnan(v)) else v for v in row)
+        out.setdefault(k, []).append(i)
+    return [rows.iloc[idx] for idx in out.values()]
 
 
 # --------------------------------------------------------------------------- reclaim quality
@@ -751,6 +303,11 @@ def _restrict(req: Any, keep: np.ndarray, n: int) -> Any:
 
 
 # --------------------------------------------------------------------------- report
+#
+# Every number of the tables is a mean over seeds; the column ``NAME ±`` beside a
+# column ``NAME`` holds the half-width of its 95% Student-t interval (NaN with
+# one seed).  Ratios are paired by seed: the mean over seeds of the per-seed
+# ratio (aryl.sweep.stats).
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -764,34 +321,67 @@ def _gain(a: float | None, b: float | None) -> float | None:
     return None if r is None else r - 1.0
 
 
+def _params(runs: pd.DataFrame) -> list[str]:
+    from aryl.sweep.execute import param_columns
+
+    return [c for c in param_columns() if c in runs.columns and c not in ("key", "seed")]
+
+
+def _stat(rows: pd.DataFrame, col: str) -> tuple[float, float]:
+    """Mean over the rows (one per seed) of ``col`` and its 95% half-width."""
+    from aryl.sweep.stats import mean_ci
+
+    m, h, _ = mean_ci(rows[col].to_numpy(dtype=np.float64))
+    return m, h
+
+
+def _paired(
+    x: pd.DataFrame, y: pd.DataFrame, col: str,
+    fn: Callable[[float | None, float | None], float | None] = _ratio,
+) -> tuple[float, float]:
+    """Mean and 95% half-width over seeds of ``fn(x's col, y's col)`` for the same seed."""
+    from aryl.sweep.stats import mean_ci
+
+    if "seed" not in x or "seed" not in y:  # one run per scenario (hand-made frames)
+        x, y = x.assign(seed=0), y.assign(seed=0)
+    m = x[["seed", col]].merge(y[["seed", col]], on="seed", suffixes=("_x", "_y"))
+    vals = [fn(a, b) for a, b in zip(m[f"{col}_x"], m[f"{col}_y"], strict=True)]
+    mean, half, _ = mean_ci(np.nan if v is None else v for v in vals)
+    return mean, half
+
+
+def _put(row: dict[str, Any], name: str, stat: tuple[float, float]) -> None:
+    row[name], row[f"{name} ±"] = stat
+
+
 def headline_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """fifo vs aryl per trace with the paper-form ratios, and the paper's own row."""
+    """fifo vs aryl per trace with the paper-form ratios, and the paper's own row.
+
+    Means over seeds with 95% half-widths in the ``±`` columns; ``qd ratio`` and
+    ``JCT ratio`` are fifo / aryl and the gains aryl / fifo - 1, per seed.
+    """
     rows = []
     for tr, grp in runs[runs["section"] == "headline"].groupby("trace", sort=False):
-        f = grp[grp["policy"] == "fifo"].iloc[0]
-        a = grp[grp["policy"] == "aryl"].iloc[0]
-        rows.append(
-            {
-                "trace": tr,
-                "jobs": int(a["n_jobs"]),
-                "servers": f"{a['n_training_servers']}+{a['n_inference_servers']}",
-                "fifo qd": f["mean_queuing_delay_s"],
-                "aryl qd": a["mean_queuing_delay_s"],
-                "qd ratio": _ratio(f["mean_queuing_delay_s"], a["mean_queuing_delay_s"]),
-                "fifo p95 qd": f["p95_queuing_delay_s"],
-                "aryl p95 qd": a["p95_queuing_delay_s"],
-                "fifo JCT": f["mean_jct_s"],
-                "aryl JCT": a["mean_jct_s"],
-                "JCT ratio": _ratio(f["mean_jct_s"], a["mean_jct_s"]),
-                "fifo p95 JCT": f["p95_jct_s"],
-                "aryl p95 JCT": a["p95_jct_s"],
-                "fifo usage": f["cluster_usage"],
-                "aryl usage": a["cluster_usage"],
-                "usage gain": _gain(a["cluster_usage"], f["cluster_usage"]),
-                "all-GPU usage gain": _gain(a["combined_usage"], f["combined_usage"]),
-                "preempt/1k jobs": a["preemptions_per_1000_jobs"],
-            }
-        )
+        f = grp[grp["policy"] == "fifo"]
+        a = grp[grp["policy"] == "aryl"]
+        a0 = a.iloc[0]
+        row: dict[str, Any] = {
+            "trace": tr,
+            "jobs": int(a0["n_jobs"]),
+            "servers": f"{a0['n_training_servers']}+{a0['n_inference_servers']}",
+        }
+        for label, col in (("qd", "mean_queuing_delay_s"), ("p95 qd", "p95_queuing_delay_s"),
+                           ("JCT", "mean_jct_s"), ("p95 JCT", "p95_jct_s")):
+            _put(row, f"fifo {label}", _stat(f, col))
+            _put(row, f"aryl {label}", _stat(a, col))
+            if label in ("qd", "JCT"):
+                _put(row, f"{label} ratio", _paired(f, a, col))
+        _put(row, "fifo usage", _stat(f, "cluster_usage"))
+        _put(row, "aryl usage", _stat(a, "cluster_usage"))
+        _put(row, "usage gain", _paired(a, f, "cluster_usage", _gain))
+        _put(row, "all-GPU usage gain", _paired(a, f, "combined_usage", _gain))
+        _put(row, "preempt/1k jobs", _stat(a, "preemptions_per_1000_jobs"))
+        rows.append(row)
     rows.append(
         {
             "trace": "paper [Aryl]",
@@ -803,96 +393,101 @@ def headline_table(runs: pd.DataFrame) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     # a count stays an integer in headline.csv although the paper's row has none
     table["jobs"] = table["jobs"].astype("Int64")
-    return table
+    order = ["trace", "jobs", "servers"]
+    for name in ("fifo qd", "aryl qd", "qd ratio", "fifo p95 qd", "aryl p95 qd", "fifo JCT",
+                 "aryl JCT", "JCT ratio", "fifo p95 JCT", "aryl p95 JCT", "fifo usage",
+                 "aryl usage", "usage gain", "all-GPU usage gain", "preempt/1k jobs"):
+        order += [name, f"{name} ±"]
+    return table[[c for c in order if c in table.columns]]
 
 
 def ablation_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """The ablations and peers on the main trace, with ratios against its fifo run."""
-    main = runs[runs["section"] == "headline"].iloc[0]["trace"]
-    head = runs[(runs["section"] == "headline") & (runs["trace"] == main)]
-    fifo = head[head["policy"] == "fifo"].iloc[0]
-    table = pd.concat([head, runs[runs["section"] == "ablation"]], ignore_index=True)
-    loans = table["policy"].isin(["aryl", "aryl-no-elastic"])
-    # name each run by what differs: the policy variant, and a non-default reclaim policy
-    other_reclaim = loans & (table["reclaim_policy"] != "aryl")
-    label = table["variant"].where(
-        ~other_reclaim, table["variant"] + " (reclaim " + table["reclaim_policy"] + ")"
-    )
-    return pd.DataFrame(
-        {
-            "policy": label,
-            "reclaim": np.where(loans, table["reclaim_policy"], "–"),
-            "qd": table["mean_queuing_delay_s"],
-            "p95 qd": table["p95_queuing_delay_s"],
-            "JCT": table["mean_jct_s"],
-            "p95 JCT": table["p95_jct_s"],
-            "qd ratio": fifo["mean_queuing_delay_s"] / table["mean_queuing_delay_s"],
-            "JCT ratio": fifo["mean_jct_s"] / table["mean_jct_s"],
-            "usage": table["cluster_usage"],
-            "preempt/1k jobs": table["preemptions_per_1000_jobs"],
-            "scale-ins": table["n_scale_in"],
-            "scale-outs": table["n_scale_out"],
-            "loans": table["n_loans"],
-            "reclaims": table["n_reclaims"],
-        }
-    )
+    """The ablations and peers on the main trace, with ratios against its fifo runs.
 
-
-def _default_value(sweep: str, run: pd.Series) -> float:
-    """The value a sweep's parameter has in the headline run."""
-    from aryl.sim import SimConfig
-
-    cfg = SimConfig()
-    return {
-        "elastic_fraction": float(run["elastic_fraction"]),
-        "inference_ratio": run["n_inference_servers"] / run["n_training_servers"],
-        "peak_utilisation": float(run["peak_utilisation"]),
-        # the headline run's own value (a common --set changes it)
-        "checkpoint_interval_s": float(run.get("checkpoint_interval_s",
-                                               cfg.checkpoint_interval_s)),
-        "rescale_pause_s": float(run.get("rescale_pause_s", cfg.rescale_pause_s)),
-        "training_servers_x": 1.0,
-    }[sweep]
-
-
-def sensitivity_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Each sweep's aryl runs, with ratios against the fifo run of the same cluster.
-
-    Each sweep also lists the headline ``aryl`` run at the parameter's default
-    (``default`` column True), so a sweep reads as a curve through it.
+    One row per scenario (``fifo`` and ``aryl`` of the headline, then each
+    ablation), means over seeds with ``±`` half-widths; ratios fifo / run paired
+    by seed.
     """
     main = runs[runs["section"] == "headline"].iloc[0]["trace"]
     head = runs[(runs["section"] == "headline") & (runs["trace"] == main)]
-    fifo_default = head[head["policy"] == "fifo"].iloc[0]
-    aryl_default = head[head["policy"] == "aryl"].iloc[0]
+    fifo = head[head["policy"] == "fifo"]
+    params = _params(runs)
+    scenarios = _groups(head, params) + _groups(runs[runs["section"] == "ablation"], params)
+    rows = []
+    for sc in scenarios:
+        r0 = sc.iloc[0]
+        loans = r0["policy"] in ("aryl", "aryl-no-elastic")
+        label = str(r0["variant"])
+        if loans and r0["reclaim_policy"] != "aryl":
+            label += f" (reclaim {r0['reclaim_policy']})"
+        row: dict[str, Any] = {"policy": label,
+                               "reclaim": r0["reclaim_policy"] if loans else "–"}
+        for name, col in (("qd", "mean_queuing_delay_s"), ("p95 qd", "p95_queuing_delay_s"),
+                          ("JCT", "mean_jct_s"), ("p95 JCT", "p95_jct_s")):
+            _put(row, name, _stat(sc, col))
+        _put(row, "qd ratio", _paired(fifo, sc, "mean_queuing_delay_s"))
+        _put(row, "JCT ratio", _paired(fifo, sc, "mean_jct_s"))
+        for name, col in (("usage", "cluster_usage"),
+                          ("preempt/1k jobs", "preemptions_per_1000_jobs"),
+                          ("scale-ins", "n_scale_in"), ("scale-outs", "n_scale_out"),
+                          ("loans", "n_loans"), ("reclaims", "n_reclaims")):
+            _put(row, name, _stat(sc, col))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _default_value(sweep: str, run: pd.Series) -> float:
+    """The value a sweep's parameter has in the headline run (its own column, else the
+    sweep's default: a run row always has it, a hand-made frame may not)."""
+    if sweep == "inference_ratio":
+        return float(run["n_inference_servers"] / run["n_training_servers"])
+    if sweep in run and not pd.isna(run[sweep]):
+        return float(run[sweep])
+    from aryl.sim import SimConfig
+    from aryl.sweep.spec import AXES
+
+    defaults = {**SimConfig().to_dict(), **AXES}
+    return float(defaults[sweep])
+
+
+def sensitivity_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Each sweep's aryl runs, with ratios against the fifo runs of the same cluster.
+
+    The fifo partner of a point is the sweep's own fifo runs at the same value if
+    the spec has them (the load sweep), else the headline fifo runs of the main
+    trace.  Each sweep also lists the headline ``aryl`` runs at the parameter's
+    default (``default`` column True), so a sweep reads as a curve through it.
+    """
+    main = runs[runs["section"] == "headline"].iloc[0]["trace"]
+    head = runs[(runs["section"] == "headline") & (runs["trace"] == main)]
+    fifo_default = head[head["policy"] == "fifo"]
+    aryl_default = head[head["policy"] == "aryl"]
     sens = runs[runs["section"] == "sensitivity"]
+    params = _params(runs)
     rows = []
     for sweep in dict.fromkeys(sens["sweep"]):
-        points = [(r, False) for _, r in sens[(sens["sweep"] == sweep)
-                                              & (sens["policy"] != "fifo")].iterrows()]
+        d = sens[sens["sweep"] == sweep]
+        points = [(sc, False) for sc in _groups(d[d["policy"] != "fifo"], params)]
         points.append((aryl_default, True))
-        for r, is_default in points:
-            value = _default_value(sweep, r) if is_default else float(r["value"])
-            if sweep == "training_servers_x" and not is_default:
-                f = sens[(sens["sweep"] == sweep) & (sens["value"] == r["value"])
-                         & (sens["policy"] == "fifo")].iloc[0]
-            else:
-                f = fifo_default
-            rows.append(
-                {
-                    "sweep": sweep,
-                    "value": value,
-                    "default": is_default,
-                    "servers": f"{r['n_training_servers']}+{r['n_inference_servers']}",
-                    "aryl qd": r["mean_queuing_delay_s"],
-                    "aryl JCT": r["mean_jct_s"],
-                    "qd ratio": _ratio(f["mean_queuing_delay_s"], r["mean_queuing_delay_s"]),
-                    "JCT ratio": _ratio(f["mean_jct_s"], r["mean_jct_s"]),
-                    "usage": r["cluster_usage"],
-                    "preempt/1k jobs": r["preemptions_per_1000_jobs"],
-                    "mean loaned": r["mean_loaned_servers"],
-                }
-            )
+        for sc, is_default in points:
+            r0 = sc.iloc[0]
+            value = _default_value(sweep, r0) if is_default else float(r0["value"])
+            own = d[(d["policy"] == "fifo") & np.isclose(d["value"], r0["value"])]
+            f = own if (len(own) and not is_default) else fifo_default
+            row: dict[str, Any] = {
+                "sweep": sweep,
+                "value": value,
+                "default": is_default,
+                "servers": f"{r0['n_training_servers']}+{r0['n_inference_servers']}",
+            }
+            _put(row, "aryl qd", _stat(sc, "mean_queuing_delay_s"))
+            _put(row, "aryl JCT", _stat(sc, "mean_jct_s"))
+            _put(row, "qd ratio", _paired(f, sc, "mean_queuing_delay_s"))
+            _put(row, "JCT ratio", _paired(f, sc, "mean_jct_s"))
+            _put(row, "usage", _stat(sc, "cluster_usage"))
+            _put(row, "preempt/1k jobs", _stat(sc, "preemptions_per_1000_jobs"))
+            _put(row, "mean loaned", _stat(sc, "mean_loaned_servers"))
+            rows.append(row)
     table = pd.DataFrame(rows)
     if len(table):
         order = {sw: i for i, sw in enumerate(dict.fromkeys(table["sweep"]))}
@@ -903,35 +498,14 @@ def sensitivity_table(runs: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def _fmt(v: Any) -> str:
-    """Number format shared by the CLI tables and results.md.
-
-    Integers (counts) print whole with thousands separators; floats with 0, 2
-    or 3 decimals by magnitude; missing values (None, NaN, ``pd.NA``) as "–".
-    """
-    if v is None or v is pd.NA or (isinstance(v, (float, np.floating)) and not math.isfinite(v)):
-        return "–"
-    if isinstance(v, (bool, np.bool_)):
-        return "yes" if v else ""
-    if isinstance(v, (int, float, np.integer, np.floating)) and v == 0:
-        return "0"
-    if isinstance(v, (int, np.integer)):
-        return f"{int(v):,}"
-    if isinstance(v, (float, np.floating)):
-        v = float(v)
-        if abs(v) >= 100:
-            return f"{v:,.0f}"
-        if abs(v) >= 1:
-            return f"{v:.2f}"
-        return f"{v:.3f}"
-    return str(v)
-
-
 def markdown_table(df: pd.DataFrame) -> str:
-    """A GitHub-flavoured Markdown table with the same number formats as the CLI."""
-    cols = list(df.columns)
+    """A GitHub-flavoured Markdown table with the same number formats as the CLI.
+
+    A column ``NAME ±`` is shown inside ``NAME``'s cells (:func:`table_cells`).
+    """
+    cols, rows = table_cells(df)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(row) + " |" for row in formatted_rows(df)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
 
 
@@ -945,10 +519,45 @@ def formatted_rows(df: pd.DataFrame) -> list[list[str]]:
     return [[_fmt(col[i]) for col in columns] for i in range(len(df))]
 
 
+def table_cells(df: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """Column names and formatted cells, each ``NAME ±`` column merged into ``NAME``.
+
+    A cell reads ``mean ± half-width`` (:func:`_fmt` for both numbers), or just
+    the mean where the half-width is missing (one seed, or the paper's own row).
+    Cells are formatted column by column (:func:`formatted_rows`).  Shared by
+    results.md and the CLI tables.
+    """
+    names = [str(c) for c in df.columns]
+    cells = formatted_rows(df)
+    keep = [i for i, c in enumerate(names) if not c.endswith(" ±")]
+    half = {names.index(c[: -len(" ±")]): i for i, c in enumerate(names)
+            if c.endswith(" ±") and c[: -len(" ±")] in names}
+    rows = []
+    for row in cells:
+        out = []
+        for i in keep:
+            j = half.get(i)
+            if j is not None and row[j] != "–" and row[i] != "–":
+                out.append(f"{row[i]} ± {row[j]}")
+            else:
+                out.append(row[i])
+        rows.append(out)
+    return [names[i] for i in keep], rows
+
+
 def _png(fig: Any, path: Path) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     atomic_write_bytes(path, buf.getvalue())
+
+
+def _log_yerr(d: pd.DataFrame, col: str) -> np.ndarray | None:
+    """95% error bars for a log axis: the lower bar stops short of 0."""
+    if f"{col} ±" not in d:
+        return None
+    v = d[col].to_numpy(dtype=np.float64)
+    h = np.nan_to_num(d[f"{col} ±"].to_numpy(dtype=np.float64), nan=0.0)
+    return np.vstack([np.minimum(h, 0.99 * np.abs(v)), h])
 
 
 def _figures(rows: list[dict[str, Any]], sens: pd.DataFrame, out: Path) -> list[str]:
@@ -1004,8 +613,9 @@ def _figures(rows: list[dict[str, Any]], sens: pd.DataFrame, out: Path) -> list[
         fig, axes = plt.subplots(1, len(sweeps), figsize=(3.2 * len(sweeps), 3), squeeze=False)
         for ax, sw in zip(axes[0], sweeps, strict=True):
             d = sens[sens["sweep"] == sw].sort_values("value")
-            ax.plot(d["value"], d["qd ratio"], "o-", label="queuing delay")
-            ax.plot(d["value"], d["JCT ratio"], "s-", label="JCT")
+            for col, fmt, name in (("qd ratio", "o-", "queuing delay"), ("JCT ratio", "s-", "JCT")):
+                ax.errorbar(d["value"], d[col], yerr=_log_yerr(d, col), fmt=fmt, capsize=3,
+                            label=name)
             dd = d[d["default"]]
             ax.plot(dd["value"], dd["qd ratio"], "o", mfc="none", mec="k", ms=11,
                     label="default")
@@ -1021,66 +631,141 @@ def _figures(rows: list[dict[str, Any]], sens: pd.DataFrame, out: Path) -> list[
     return names
 
 
+def _series(root: Path, runs: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per-job delays (pooled over seeds) and the lowest seed's time series of the
+    main trace's headline fifo and aryl runs, for the figures."""
+    from aryl.sweep import read_jobs, read_timeseries
+
+    head = runs[runs["section"] == "headline"]
+    main = head.iloc[0]["trace"]
+    out = []
+    for pol in ("fifo", "aryl"):
+        sc = head[(head["trace"] == main) & (head["policy"] == pol)].sort_values("seed")
+        if not len(sc):
+            continue
+        jobs = read_jobs(root, list(dict.fromkeys(sc["key"])))
+        done = jobs[jobs["status"] == "finished"]
+        ts = read_timeseries(root, [sc.iloc[0]["key"]]).drop(columns="run")
+        out.append({
+            "policy": pol,
+            "trace": main,
+            "n_training_servers": int(sc.iloc[0]["n_training_servers"]),
+            "_jct_s": done["jct_s"].to_numpy(np.float64),
+            "_queuing_delay_s": done["queuing_delay_s"].to_numpy(np.float64),
+            "_timeseries": ts,
+        })
+    return out
+
+
 def run_paper(
     out_dir: str | Path,
     *,
     quick: bool = False,
     philly: str | None = None,
-    n_procs: int = 1,
+    spec: str | Path | None = None,
+    n_procs: int | None = None,
+    ray: str | None = None,
+    data_dir: str | Path | None = None,
     reclaim_instances: int = 2000,
     progress: Callable[[int, int, str], None] | None = None,
+    status: Callable[[str], None] | None = None,
     config: Mapping[str, Any] | None = None,
     policy_options: Mapping[str, Any] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Run the whole evaluation and write tables, figures and ``results.md``.
 
+    The replays are the sweep :func:`paper_spec` (``aryl/data/sweeps/paper.toml``)
+    run by :func:`aryl.sweep.run_sweep`; every table gives means over its seeds
+    with 95% Student-t intervals.
+
     Parameters
     ----------
     out_dir : path
-        Created if missing; every file is written atomically.
+        Output folder, replaced as a whole when everything is written
+        (:func:`aryl._io.atomic_directory`): an error or Ctrl-C leaves the
+        previous complete results, or nothing.
     quick : bool
-        Small plan (see :func:`paper_plan`).
+        The small spec (see :func:`paper_spec`).
     philly : str, optional
         Path of the Philly job table (not bundled: no licence to redistribute).
-    n_procs : int
-        Parallel worker processes (results do not depend on it).
+    spec : path, optional
+        Another spec file with the same sections.
+    n_procs : int, optional
+        Parallel worker processes (default: the machine's cores; results do not
+        depend on it).
+    ray : str, optional
+        Run the replays on Ray (``"local"`` or an address), see
+        :func:`aryl.sweep.run_sweep`.
+    data_dir : path, optional
+        Keep the sweep's Parquet dataset (every run's measures and per-job
+        table) in this folder, and reuse its finished runs.  By default the
+        dataset goes to a hidden sibling ``.NAME.sweep`` of ``out_dir`` that is
+        deleted once the results are written, and kept after an interruption
+        so that the same command resumes.
     reclaim_instances : int
         Instances of the greedy-vs-exact reclaim comparison.
     progress : callable ``(done, total, label)``, optional
+    status : callable ``(message)``, optional
     config, policy_options : mapping, optional
         :class:`aryl.sim.SimConfig` fields and policy options for every run
-        (see :func:`paper_plan`); recorded in ``manifest.json`` and named in the
+        (see :func:`paper_spec`); recorded in ``manifest.json`` and named in the
         command that ``results.md`` quotes.
 
     Returns
     -------
     dict of DataFrame
-        ``runs``, ``headline``, ``ablations``, ``sensitivity``, ``reclaim``.
+        ``runs`` (one row per spec entry and seed), ``headline``,
+        ``ablations``, ``sensitivity``, ``reclaim``.
 
     Raises
     ------
     InvalidInputError
-        Bad arguments or inputs.
+        Bad arguments, spec or traces; ``out_dir`` is a folder aryl did not
+        write.  Nothing is written.
+    ArylError
+        Some replays failed (the others are kept in the dataset).
+    aryl.sweep.SweepInterrupted
+        Ctrl-C during the replays: finished runs are kept, ``out_dir`` untouched.
     """
-    if n_procs < 1:
+    import shutil
+
+    from aryl._io import atomic_directory, check_output_folder
+    from aryl.errors import ArylError
+    from aryl.sweep import load_sweep, run_sweep
+
+    if n_procs is not None and (isinstance(n_procs, bool) or n_procs < 1):
         raise InvalidInputError("n_procs: must be >= 1")
+    say = status or (lambda _m: None)
     out = Path(out_dir)
-    plan = paper_plan(quick=quick, philly=philly, config=config,
-                      policy_options=policy_options)  # reads and sizes every trace first
-    out.mkdir(parents=True, exist_ok=True)
+    check_output_folder(out)  # before hours of replays, not after
+    sweep_spec = paper_spec(quick=quick, philly=philly, spec=spec, config=config,
+                            policy_options=policy_options)
+    keep = data_dir is not None
+    data = Path(data_dir) if data_dir is not None else out.parent / f".{out.name}.sweep"
     t0 = time.perf_counter()
-    rows = _run_all(plan, n_procs, progress)
-    runs = pd.DataFrame([{k: v for k, v in r.items() if not k.startswith("_")} for r in rows])
+    outcome = run_sweep(sweep_spec, data, n_procs=n_procs, ray=ray, progress=progress,
+                        status=say)
+    if outcome.failures:
+        label, msg = outcome.failures[0]
+        raise ArylError(
+            f"{len(outcome.failures)} of {outcome.n_planned} replays failed (first: {label}: "
+            f"{msg}); the others are kept in {data}/ and a rerun retries the failed ones"
+        )
+    sd = load_sweep(data)
+    runs = paper_runs(sd)
     headline = headline_table(runs)
     ablations = ablation_table(runs)
     sensitivity = sensitivity_table(runs)
-    main = plan[0].trace
+    head = runs[runs["section"] == "headline"]
+    main = head[head["trace"] == head.iloc[0]["trace"]].sort_values("seed").iloc[0]
+    say("reclaim quality: greedy vs exact")
     rq = reclaim_quality(
-        source=main.source,
+        source=str(main["trace_source"]),
+        trace_window=None if pd.isna(main["trace_window"]) else str(main["trace_window"]),
         n_instances=reclaim_instances if not quick else min(reclaim_instances, 200),
-        n_training_servers=main.n_training_servers,
-        n_inference_servers=main.n_inference_servers,
-        seed=plan[0].seed,
+        n_training_servers=int(main["n_training_servers"]),
+        n_inference_servers=int(main["n_inference_servers"]),
+        seed=int(main["seed"]),
         config={k: v for k, v in (config or {}).items() if k != "seed"},
         policy_options=policy_options,
     )
@@ -1096,7 +781,6 @@ def run_paper(
             }
         ]
     )
-    elapsed = time.perf_counter() - t0
     tables = {
         "runs": runs,
         "headline": headline,
@@ -1104,27 +788,36 @@ def run_paper(
         "sensitivity": sensitivity,
         "reclaim": rq_summary,
     }
-    for name, df in tables.items():
-        atomic_write_dataframe(df, out / f"{name}.csv")
-    figures = _figures(rows, sensitivity, out)
-    command = paper_command(quick=quick, philly=philly is not None, config=config,
-                            policy_options=policy_options)
-    manifest = {
-        "command": command,
-        "quick": quick,
-        "philly": philly is not None,
-        "n_runs": len(plan),
-        "elapsed_s": elapsed,
-        "target_queuing_delay_s": TARGET_QUEUING_DELAY_S,
-        "inference_ratio": INFERENCE_RATIO,
-        "paper": PAPER_FIGURES,
-        "seed": plan[0].seed,
-        "config": dict(config or {}),
-        "policy_options": dict(policy_options or {}),
-    }
-    atomic_write_text(out / "manifest.json", json.dumps(manifest, indent=2, default=str) + "\n")
-    atomic_write_text(out / "results.md",
-                      render_markdown(tables, figures, quick=quick, command=command))
+    say("writing results")
+    series = _series(data, runs)
+    with atomic_directory(out) as tmp:
+        for name, df in tables.items():
+            atomic_write_dataframe(df, tmp / f"{name}.csv")
+        figures = _figures(series, sensitivity, tmp)
+        command = paper_command(quick=quick, philly=philly is not None, config=config,
+                                policy_options=policy_options)
+        manifest = {
+            "command": command,
+            "quick": quick,
+            "philly": philly is not None,
+            "spec": sweep_spec.name,
+            "n_runs": outcome.n_planned,
+            "seeds": sorted({int(s) for s in runs["seed"]}),
+            "confidence": 0.95,
+            "elapsed_s": time.perf_counter() - t0,
+            "target_queuing_delay_s": TARGET_QUEUING_DELAY_S,
+            "inference_ratio": INFERENCE_RATIO,
+            "paper": PAPER_FIGURES,
+            "data": str(data) if keep else None,
+            "config": dict(config or {}),
+            "policy_options": dict(policy_options or {}),
+        }
+        atomic_write_text(tmp / "manifest.json",
+                          json.dumps(manifest, indent=2, default=str) + "\n")
+        atomic_write_text(tmp / "results.md",
+                          render_markdown(tables, figures, quick=quick, command=command))
+    if not keep:
+        shutil.rmtree(data, ignore_errors=True)
     return tables
 
 
@@ -1175,13 +868,22 @@ def render_markdown(
         command = paper_command(quick=quick,
                                 philly=bool(h["trace"].str.startswith("philly").any()))
     runs = tables.get("runs")
-    seed = int(runs["seed"].iloc[0]) if runs is not None and len(runs) else 0
+    seeds = sorted({int(x) for x in runs["seed"]}) if runs is not None and len(runs) else [0]
+    if len(seeds) == 1:
+        about_seeds = f"Deterministic seed ({seeds[0]})."
+    else:
+        about_seeds = (
+            f"Each number is a mean over {len(seeds)} seeds ({', '.join(map(str, seeds))}: "
+            "the seed draws the elastic jobs, their scaling and the inference demand's "
+            "noise); `a ± h` gives the half-width h of its 95% Student-t interval, and "
+            "ratios are averaged per seed (docs/sweep.md)."
+        )
     lines = [
         "# Results: Aryl vs FIFO on public traces",
         "",
         f"Generated by `{command}`; every number below is the one the command prints and "
         "writes to the CSVs "
-        f"beside this file. Deterministic seed ({seed}). The paper's figures are from a private "
+        f"beside this file. {about_seeds} The paper's figures are from a private "
         "15-day, >50,000-job trace; ours from the public traces named in each row.",
         "",
         "## Headline: fifo vs aryl",

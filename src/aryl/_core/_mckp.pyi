@@ -4,9 +4,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 STAT_NAMES: tuple[str, ...]
-N_STATS: int  # number of int64 diagnostics written by solve_quantized
+N_STATS: int  # number of int64 diagnostics written by the solvers
 STAT_N_CORE: int
 STAT_TABLE_BYTES: int
+STAT_USED: int
+STAT_BAD_INDEX: int
+STATUS_OK: int
+STATUS_TABLE_LIMIT: int
+STATUS_INF_VALUE: int
+STATUS_BAD_WEIGHT: int
 
 def solve_quantized(
     q: NDArray[np.int64],  # const int64_t[:, ::1], quantised values (<= 0: absent)
@@ -16,4 +22,19 @@ def solve_quantized(
     choice: NDArray[np.int64],  # int64_t[::1], out: option per job, -1 = none
     stats: NDArray[np.int64],  # int64_t[::1], out: diagnostics (STAT_NAMES)
     dp_mode: int = ...,  # int: 0 automatic, 1 sparse only, 2 dense only (tests)
-) -> int: ...  # 0 ok, 1 dense table above max_table_bytes
+) -> int: ...  # STATUS_OK, STATUS_TABLE_LIMIT or STATUS_BAD_WEIGHT
+
+def solve_values(
+    values: NDArray[np.float64],  # const double[:, ::1], NaN = absent, <= 0 never chosen
+    weights: NDArray[np.int64],  # const int64_t[:, ::1], GPUs, >= 1 where not NaN
+    capacity: int,  # int64_t
+    max_table_bytes: int,  # int64_t
+    choice: NDArray[np.int64],  # int64_t[::1], out: option per job, -1 = none
+    stats: NDArray[np.int64],  # int64_t[::1], out: diagnostics (STAT_NAMES)
+    dp_mode: int = ...,  # int: 0 automatic, 1 sparse only, 2 dense only (tests)
+) -> int: ...  # a STATUS_* code
+
+def quantize(
+    values: NDArray[np.float64],  # const double[::1]
+    out: NDArray[np.int64],  # int64_t[::1], out: the quantised values
+) -> int: ...  # -1, or the index of the first +-inf value

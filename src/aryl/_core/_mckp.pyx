@@ -2,9 +2,11 @@
 # distutils: language = c++
 """Exact multiple-choice knapsack kernel (Cython over the header ``mckp.hpp``).
 
-Private: use :func:`aryl.elastic.solve_mckp`, which validates the input and
-quantises the values before calling :func:`solve_quantized`.  The algorithm, its
-tie rule and its floating-point margin are documented in ``mckp.hpp``.
+Private: use :func:`aryl.elastic.solve_mckp`, which checks shapes and dtypes and
+calls :func:`solve_values` (the kernel quantises the values and checks the entries
+itself).  :func:`solve_quantized` takes values already quantised, :func:`quantize`
+exposes the kernel's quantisation to the tests.  The algorithm, its tie rule and
+its floating-point margin are documented in ``mckp.hpp``.
 """
 
 from libc.stdint cimport int64_t
@@ -14,16 +16,27 @@ cdef extern from "mckp.hpp" namespace "aryl::mckp" nogil:
     int c_solve "aryl::mckp::solve" (
         const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int64_t C,
         int64_t max_table_bytes, int64_t* choice, int64_t* stats, int dp_mode) except +
+    int c_solve_values "aryl::mckp::solve_values" (
+        const double* v, const int64_t* wt, int64_t n, int64_t K, int64_t C,
+        int64_t max_table_bytes, int64_t* choice, int64_t* stats, int dp_mode) except +
+    int c_quantize "aryl::mckp::quantize" (
+        const double* v, int64_t n_entries, int64_t* q, int64_t* bad_index)
     int N_STATS_C "aryl::mckp::N_STATS"
 
 
 STAT_NAMES = (
     "n_classes", "n_core", "n_fixed", "n_core_alts", "dp_kind", "n_states",
-    "table_bytes", "lb", "ub", "opt", "sparse_bytes",
+    "table_bytes", "lb", "ub", "opt", "sparse_bytes", "used", "bad_index", "select_levels",
 )
 N_STATS = len(STAT_NAMES)
 STAT_N_CORE = 1
 STAT_TABLE_BYTES = 6
+STAT_USED = 11
+STAT_BAD_INDEX = 12
+STATUS_OK = 0
+STATUS_TABLE_LIMIT = 1
+STATUS_INF_VALUE = 2
+STATUS_BAD_WEIGHT = 3
 assert N_STATS == N_STATS_C
 
 
@@ -40,9 +53,12 @@ def solve_quantized(
 
     ``q`` and ``weights`` are C-contiguous int64 ``(n_jobs, n_options)``; ``choice``
     (int64, ``n_jobs``) receives the option per job (-1 = none) and ``stats``
-    (int64, ``N_STATS``) the diagnostics named in ``STAT_NAMES``.  Returns 0, or 1
-    when the dense table would exceed ``max_table_bytes``.  ``dp_mode`` is for
-    tests: 0 automatic, 1 sparse DP only, 2 dense DP only.  Runs without the GIL.
+    (int64, ``N_STATS``) the diagnostics named in ``STAT_NAMES``.  Returns
+    ``STATUS_OK``, ``STATUS_TABLE_LIMIT`` when the dense table would exceed
+    ``max_table_bytes``, or ``STATUS_BAD_WEIGHT`` when an option with ``q > 0``
+    weighs less than 1 (its flat index in ``stats[STAT_BAD_INDEX]``).  ``dp_mode``
+    is for tests: 0 automatic, 1 sparse DP only, 2 dense DP only.  Runs without
+    the GIL.
     """
     cdef int64_t n = q.shape[0]
     cdef int64_t k = q.shape[1]
@@ -60,3 +76,55 @@ def solve_quantized(
         status = c_solve(&q[0, 0], &weights[0, 0], n, k, capacity, max_table_bytes,
                          &choice[0], &stats[0], dp_mode)
     return status
+
+
+def solve_values(
+    const double[:, ::1] values,
+    const int64_t[:, ::1] weights,
+    int64_t capacity,
+    int64_t max_table_bytes,
+    int64_t[::1] choice,
+    int64_t[::1] stats,
+    int dp_mode=0,
+):
+    """Solve the MCKP over float ``values``, quantised by the kernel; return a status.
+
+    As :func:`solve_quantized`, with ``values`` C-contiguous float64 (NaN = absent,
+    ``<= 0`` never chosen) quantised exactly as ``aryl.elastic._quantize`` does.
+    Also returns ``STATUS_INF_VALUE`` for a value of +-inf, and ``STATUS_BAD_WEIGHT``
+    for a non-NaN value whose weight is below 1 (the first offending flat index in
+    ``stats[STAT_BAD_INDEX]``; an inf anywhere is reported before a bad weight).
+    """
+    cdef int64_t n = values.shape[0]
+    cdef int64_t k = values.shape[1]
+    cdef int status
+    if weights.shape[0] != n or weights.shape[1] != k or choice.shape[0] != n:
+        raise ValueError("solve_values: shape mismatch")
+    if stats.shape[0] < N_STATS:
+        raise ValueError("solve_values: stats too short")
+    stats[STAT_BAD_INDEX] = -1
+    if n == 0:
+        return 0
+    if k == 0:
+        choice[:] = -1
+        return 0
+    with nogil:
+        status = c_solve_values(&values[0, 0], &weights[0, 0], n, k, capacity,
+                                max_table_bytes, &choice[0], &stats[0], dp_mode)
+    return status
+
+
+def quantize(const double[::1] values, int64_t[::1] out):
+    """Quantise ``values`` into ``out`` (int64, same length) as the kernel does.
+
+    Returns -1, or the index of the first +-inf value (then ``out`` is unspecified).
+    For tests: the grid must equal ``aryl.elastic._quantize``'s bit for bit.
+    """
+    cdef int64_t bad = -1
+    if out.shape[0] != values.shape[0]:
+        raise ValueError("quantize: shape mismatch")
+    if values.shape[0] == 0:
+        return -1
+    with nogil:
+        c_quantize(&values[0], values.shape[0], &out[0], &bad)
+    return bad

@@ -3,9 +3,11 @@
 // Header-only C++17, no Python dependency; wrapped by _mckp.pyx.
 //
 // Problem: n classes (jobs), each with K options (extra-worker counts) of integer
-// value q > 0 (quantised in Python, see aryl/elastic.py) and weight w >= 1 GPUs;
-// options with q <= 0 are absent.  Choose at most one option per class, total
-// weight <= C, maximal total value.
+// value q > 0 and weight w >= 1 GPUs; options with q <= 0 are absent.  Choose at
+// most one option per class, total weight <= C, maximal total value.  The values
+// are either given already quantised (solve_quantized) or as float64 and
+// quantised here (solve_values) onto the grid of aryl/elastic.py's epsilon
+// policy, bit for bit like its _quantize.
 //
 // Tie rule (the contract, identical to aryl/_reference/mckp.py): among all
 // feasible choices take the one that (1) maximises the total value, (2) minimises
@@ -16,15 +18,21 @@
 // reduction of the MCKP -- Sinha & Zoltners 1979, Dyer-Zemel, Pisinger 1995 --
 // this is an independent implementation, not Pisinger's code):
 //
-//  1. Per class drop dominated options (heavier and not more valuable; among
-//     equal (w, q) keep the lowest index -- neither can be in the canonical
-//     optimum).  Weights within a class are then distinct, values increasing.
-//  2. Per class, the upper convex hull of (0,0) and the options; order the hull
-//     segments by incremental efficiency dq/dw (weighted quickselect, not a
-//     full sort).  Greedy over them gives the LP optimum: the first segment
-//     that does not fit fixes the LP multiplier lambda.  Continuing the scan
-//     (over the next few thousand segments) and taking every segment that
-//     still fits gives a feasible incumbent of value LB.
+//  1. One pass per class: drop dominated options (heavier and not more valuable;
+//     among equal (w, q) keep the lowest index -- neither can be in the canonical
+//     optimum), so weights within a class are distinct and values increasing;
+//     then the upper convex hull of (0,0) and the options, whose segments carry
+//     an incremental efficiency dq/dw (made non-increasing along the class, so
+//     any order by efficiency takes a prefix of every class's segments).
+//  2. The LP optimum is the greedy over all segments by efficiency; only its
+//     break (the first segment that does not fit) matters, found by a radix
+//     select on the efficiencies' bit patterns (monotone for doubles >= 0): a
+//     histogram of the weights per bucket finds the bucket holding the break,
+//     everything above it is taken, and the bucket is refined until it is small
+//     enough to sort.  The break's efficiency is the LP multiplier lambda.
+//     Continuing the scan over the next kFill segments by efficiency (those just
+//     below the break bucket at every level) and taking every segment that still
+//     fits gives a feasible incumbent of value LB.
 //  3. Lagrangian bound: for every lambda >= 0 and every feasible x,
 //        value(x) <= lambda*C + sum_i max(0, max_k rc_ik) - sum_i gap_i(x_i)
 //     with rc = q - lambda*w and gap_i(k) = best_i - rc_ik.  So option k of
@@ -32,8 +40,12 @@
 //        gap_i(k) <= UB - LB.
 //     Options (and "none") failing this test *strictly* (with a floating-point
 //     safety margin, see kMarginRel) are eliminated; every optimal solution,
-//     including all tied ones, survives.  Classes with one alternative left are
-//     fixed; the others form the core.
+//     including all tied ones, survives.  The pass computing best_i also keeps
+//     the second-best reduced cost, so a class whose runner-up already fails the
+//     test is fixed without a second look at its options.  Classes with one
+//     alternative left are fixed; the others form the core.  The bound holds for
+//     any lambda, so neither the hull nor lambda need be exact: rounding there
+//     only costs speed, never exactness.
 //  4. Exact DP over the core classes, in descending class index so that the
 //     reconstruction walks them in ascending order and applies rule (3):
 //     a sparse list of non-dominated states (weight, value), strictly
@@ -48,12 +60,19 @@
 // Integers are int64 end to end; only the bound uses doubles, guarded by the
 // margin 1 + kMarginRel * (magnitude of the bound terms), far above the
 // accumulated rounding error for up to 2**22 classes with values < 2**41.
+//
+// Memory: the per-call arrays (O(n*K)) live in a thread-local workspace reused
+// across calls (no shared state between threads; released after a call when it
+// exceeds kKeepBytes).  The sparse DP's state lists and the dense table are per
+// call and bounded by max_table_bytes.
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace aryl {
@@ -71,29 +90,41 @@ enum Stat : int {
   STAT_LB = 7,          // incumbent value (quantised units)
   STAT_UB = 8,          // Lagrangian upper bound, floored
   STAT_OPT = 9,         // optimal value (quantised units)
-  STAT_SPARSE_BYTES = 10,  // peak bytes reserved by the sparse DP's state vectors
-  N_STATS = 11
+  STAT_SPARSE_BYTES = 10,  // peak bytes of states held by the sparse DP (this call)
+  STAT_USED = 11,       // weight (GPUs) of the returned choice
+  STAT_BAD_INDEX = 12,  // flat index (row * K + col) of the first invalid entry, else -1
+  STAT_SELECT_LEVELS = 13,  // histogram levels of the radix select for the LP break
+  N_STATS = 14
 };
 
-enum Status : int { STATUS_OK = 0, STATUS_TABLE_LIMIT = 1 };
+enum Status : int {
+  STATUS_OK = 0,
+  STATUS_TABLE_LIMIT = 1,  // the dense table would exceed max_table_bytes
+  STATUS_INF_VALUE = 2,    // solve_values: a value is +-inf (at STAT_BAD_INDEX)
+  STATUS_BAD_WEIGHT = 3    // a present option has weight < 1 (at STAT_BAD_INDEX)
+};
 
 constexpr double kMarginRel = 1e-8;
+
+// Bits of the value grid (aryl.elastic.QUANT_BITS): quantised values are <= 2**40.
+constexpr int kQuantBits = 40;
 
 namespace detail {
 
 constexpr int64_t kNeg = std::numeric_limits<int64_t>::min() / 4;
 
+// Segments scanned past the LP break for the incumbent.
+constexpr size_t kFill = 4096;
+// Radix select: buckets per level, and the size below which a bucket is sorted.
+constexpr int kBucketBits = 11;
+constexpr size_t kSortBelow = 256;
+// Workspace bytes kept between calls (a larger one is released after the call).
+constexpr size_t kKeepBytes = size_t(64) << 20;
+
 struct Item {
   int64_t w;
   int64_t q;
   int64_t k;  // original option index, -1 = none
-};
-
-struct Seg {
-  double eff;
-  int32_t cls;
-  int32_t pos;  // hull index of the segment's end point (1-based; 0 = origin)
-  int64_t dw;
 };
 
 struct State {
@@ -103,11 +134,138 @@ struct State {
   int64_t alt;     // rank of the alternative of this stage's class
 };
 
+// A hull segment of one class: from hull point pos - 1 to pos (1-based; 0 = origin).
+struct Seg {
+  uint64_t key;  // bit pattern of the efficiency dq/dw (>= 0): monotone in it
+  int64_t dw;
+  int32_t cls;
+  int32_t pos;
+};
+
+// Order of the LP greedy: efficiency descending, then position ascending (a class's
+// equal-efficiency segments in order; ties across classes spread the steps over
+// the classes, which fills the knapsack more tightly), then class ascending.
+inline bool greedy_before(const Seg& a, const Seg& b) {
+  if (a.key != b.key) return a.key > b.key;
+  if (a.pos != b.pos) return a.pos < b.pos;
+  return a.cls < b.cls;
+}
+
+// Sort segs[0, n) by greedy_before.  segs is in (class, position) order (as built
+// and filtered), so when all keys are equal a stable counting sort by position
+// does it in O(n + K); tmp holds n segments, cnt K + 2 counters.
+inline void sort_greedy(Seg* segs, size_t n, std::vector<Seg>& tmp, std::vector<int64_t>& cnt) {
+  if (n < 2) return;
+  bool equal = true;
+  int32_t max_pos = 0;
+  for (size_t t = 0; t < n; ++t) {
+    equal = equal && segs[t].key == segs[0].key;
+    max_pos = std::max(max_pos, segs[t].pos);
+  }
+  if (!equal || n < 64) {
+    std::sort(segs, segs + n, greedy_before);
+    return;
+  }
+  cnt.assign(static_cast<size_t>(max_pos) + 2, 0);
+  for (size_t t = 0; t < n; ++t) ++cnt[static_cast<size_t>(segs[t].pos) + 1];
+  for (size_t p = 1; p < cnt.size(); ++p) cnt[p] += cnt[p - 1];
+  if (tmp.size() < n) tmp.resize(n);
+  for (size_t t = 0; t < n; ++t) {
+    const size_t to = static_cast<size_t>(cnt[static_cast<size_t>(segs[t].pos)]++);
+    tmp[to] = segs[t];
+  }
+  std::copy(tmp.begin(), tmp.begin() + static_cast<std::ptrdiff_t>(n), segs);
+}
+
+inline uint64_t key_of(double eff) {
+  uint64_t u;
+  std::memcpy(&u, &eff, sizeof u);
+  return u;
+}
+
+inline double eff_of(uint64_t key) {
+  double d;
+  std::memcpy(&d, &key, sizeof d);
+  return d;
+}
+
+inline int bit_length(uint64_t x) {
+  int b = 0;
+  while (x) {
+    ++b;
+    x >>= 1;
+  }
+  return b;
+}
+
+// Grow-only buffer access: no re-initialisation of kept elements.
+template <typename T>
+inline T* grow(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+// Per-thread scratch arrays of one solve, reused across calls.
+struct Workspace {
+  // usable, undominated options (items), class-major, sorted by weight
+  std::vector<int64_t> iw, iq, ik, off;
+  // hull points (weights, values), per class from hoff
+  std::vector<int64_t> hoff, hw, hq;
+  // per class: hull position of the incumbent (0 = none)
+  std::vector<int32_t> hpos;
+  // segments (one per hull point) in the radix select's two buffers; fill candidates
+  std::vector<Seg> sel_a, sel_b, fill, tmp_seg;
+  std::vector<size_t> fill_lvl;
+  std::vector<char> fill_all;
+  std::vector<double> best_rc, gap2;
+  std::vector<int64_t> best_arg;
+  // scratch of one class (unsorted input)
+  std::vector<int64_t> tw, tq, tk, perm;
+  // radix select: histogram per bucket (weights, counts); counting sort by position
+  std::vector<int64_t> hist_w, hist_n, pos_cnt;
+  // the core: class ids (descending), alternatives in rank order from aoff
+  std::vector<int64_t> core, aoff;
+  std::vector<Item> alts;
+  std::vector<double> rem;
+  std::vector<int64_t> pick;
+  // the sparse DP: stored states, one stage's candidates and their sorted runs
+  std::vector<State> states, cand;
+  std::vector<size_t> runs, merged;
+
+  size_t bytes() const {
+    return (iw.capacity() + iq.capacity() + ik.capacity() + off.capacity() + hw.capacity() +
+            hq.capacity() +
+            hoff.capacity() + best_arg.capacity() + tw.capacity() +
+            tq.capacity() + tk.capacity() + perm.capacity() + core.capacity() +
+            aoff.capacity() + pick.capacity() + hist_w.capacity() + hist_n.capacity() +
+            pos_cnt.capacity()) * 8 +
+           hpos.capacity() * 4 +
+           (sel_a.capacity() + sel_b.capacity() + fill.capacity() + tmp_seg.capacity()) *
+               sizeof(Seg) +
+           fill_lvl.capacity() * sizeof(size_t) + fill_all.capacity() +
+           (best_rc.capacity() + gap2.capacity() + rem.capacity()) * 8 +
+           alts.capacity() * sizeof(Item) + (states.capacity() + cand.capacity()) * sizeof(State) +
+           (runs.capacity() + merged.capacity()) * sizeof(size_t);
+  }
+};
+
+// Not inlined: inlined, the compiler addresses the thread-local object afresh at every
+// use (a __tls_get_addr call per access in a shared library, ~10% of a solve); called
+// once per solve, it hands out a plain reference.
+#if defined(_MSC_VER)
+__declspec(noinline)
+#else
+__attribute__((noinline))
+#endif
+inline Workspace& workspace() {
+  thread_local Workspace ws;
+  return ws;
+}
+
 // Dense exact-weight DP over the core; T is the per-cell choice type.
 template <typename T>
-inline void dense_dp(const std::vector<std::vector<Item>>& alts, int64_t cap,
-                     std::vector<int64_t>& pick) {
-  const size_t m = alts.size();
+inline void dense_dp(const int64_t* aoff, const Item* alts, size_t m, int64_t cap,
+                     int64_t* pick) {
   const size_t width = static_cast<size_t>(cap) + 1;
   std::vector<T> table(m * width);
   std::vector<int64_t> f(width, kNeg), g(width);
@@ -116,8 +274,9 @@ inline void dense_dp(const std::vector<std::vector<Item>>& alts, int64_t cap,
     std::fill(g.begin(), g.end(), kNeg);
     T* ch = table.data() + s * width;
     std::fill(ch, ch + width, T(0));
-    const std::vector<Item>& a = alts[s];
-    for (size_t r = 0; r < a.size(); ++r) {  // rank order: strict '>' keeps the best rank
+    const Item* a = alts + aoff[s];
+    const size_t na = static_cast<size_t>(aoff[s + 1] - aoff[s]);
+    for (size_t r = 0; r < na; ++r) {  // rank order: strict '>' keeps the best rank
       const int64_t aw = a[r].w, aq = a[r].q;
       if (aw > cap) continue;
       const T rr = static_cast<T>(r);
@@ -143,174 +302,335 @@ inline void dense_dp(const std::vector<std::vector<Item>>& alts, int64_t cap,
       best = f[x];
       c = x;
     }
-  pick.assign(m, 0);
   for (size_t s = m; s-- > 0;) {
     const T r = table[s * width + c];
     pick[s] = static_cast<int64_t>(r);
-    c -= static_cast<size_t>(alts[s][r].w);
+    c -= static_cast<size_t>(alts[aoff[s] + r].w);
   }
 }
 
-}  // namespace detail
+// Values given already quantised: q <= 0 is absent; present options need w >= 1.
+struct QuantizedSource {
+  const int64_t* q;
+  int64_t value(size_t idx) const { return q[idx]; }
+  // returns a Status for entry idx with weight w (only called where value > 0)
+  static int check_present(int64_t w) { return w >= 1 ? STATUS_OK : STATUS_BAD_WEIGHT; }
+};
 
-// Solve one instance.  q, w: row-major n x K.  choice: n outputs (-1 = none).
-// stats: N_STATS outputs.  dp_mode (for tests): 0 automatic, 1 sparse only (state
-// list limited by max_table_bytes alone), 2 dense only.  Returns STATUS_OK or
-// STATUS_TABLE_LIMIT.
-inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int64_t C,
-                 int64_t max_table_bytes, int64_t* choice, int64_t* stats, int dp_mode = 0) {
-  using namespace detail;
-  for (int64_t i = 0; i < n; ++i) choice[i] = -1;
-  for (int s = 0; s < N_STATS; ++s) stats[s] = 0;
+// Float values quantised onto the grid 2**(e - kQuantBits), e = frexp exponent of
+// the largest positive value: q = rint(v * 2**(kQuantBits - e)) for v > 0, else 0.
+// Multiplying by an exact power of two (in two exact steps when 2**shift itself
+// is not a double) gives the correctly rounded v * 2**shift, exactly like
+// np.ldexp; rint is the round-half-even of (x + 2**52) - 2**52 for 0 <= x <= 2**41.
+struct FloatSource {
+  const double* v;
+  double scale1 = 1.0, scale2 = 1.0;
+  bool two_steps = false;
 
-  // 1. usable, undominated options per class, sorted by weight (values increase)
-  std::vector<int64_t> off(static_cast<size_t>(n) + 1, 0);
-  std::vector<Item> items;
-  items.reserve(static_cast<size_t>(n * K));
-  std::vector<Item> tmp;
-  tmp.reserve(static_cast<size_t>(K));
+  // vmax > 0: the largest positive value
+  void set_max(double vmax) {
+    int e = 0;
+    std::frexp(vmax, &e);
+    const int shift = kQuantBits - e;  // in [-984, 1114]
+    if (shift > 1000) {
+      two_steps = true;
+      scale1 = std::ldexp(1.0, 1000);
+      scale2 = std::ldexp(1.0, shift - 1000);
+    } else {
+      scale1 = std::ldexp(1.0, shift);
+    }
+  }
+  int64_t value(size_t idx) const {
+    const double x = v[idx];
+    if (!(x > 0.0)) return 0;  // <= 0 and NaN
+    double s = x * scale1;
+    if (two_steps) s *= scale2;
+    constexpr double kMagic = 4503599627370496.0;  // 2**52
+    const double r = (s + kMagic) - kMagic;
+    return static_cast<int64_t>(r);
+  }
+  // weights were checked with the values (solve_values), before any quantising
+  static int check_present(int64_t) { return STATUS_OK; }
+};
+
+// Steps 1-4 over a value source (QuantizedSource or FloatSource).
+template <typename Src>
+inline int solve_impl(const Src& src, const int64_t* wt, int64_t n, int64_t K, int64_t C,
+                      int64_t max_table_bytes, int64_t* choice, int64_t* stats, int dp_mode) {
+  Workspace& ws = workspace();
+  const size_t nn = static_cast<size_t>(n);
+  const size_t NK = nn * static_cast<size_t>(K);
+
+  // ---- 1. usable, undominated options per class, sorted by weight; hulls, segments
+  int64_t* iw = grow(ws.iw, NK);
+  int64_t* iq = grow(ws.iq, NK);
+  int64_t* ik = grow(ws.ik, NK);
+  int64_t* off = grow(ws.off, nn + 1);
+  int64_t* hw = grow(ws.hw, NK);  // weight and value of each hull point
+  int64_t* hq = grow(ws.hq, NK);
+  int64_t* hoff = grow(ws.hoff, nn + 1);
+  Seg* sel = grow(ws.sel_a, NK);
+  int64_t* tw = grow(ws.tw, static_cast<size_t>(K));
+  int64_t* tq = grow(ws.tq, static_cast<size_t>(K));
+  int64_t* tk = grow(ws.tk, static_cast<size_t>(K));
+  int64_t* perm = grow(ws.perm, static_cast<size_t>(K));
+
+  int64_t n_items = 0, n_hull = 0;
   int64_t sum_maxw = 0;  // saturates above C
   int64_t n_classes = 0;
+  uint64_t kmin = std::numeric_limits<uint64_t>::max(), kmax = 0;
+  off[0] = hoff[0] = 0;
   for (int64_t i = 0; i < n; ++i) {
-    tmp.clear();
-    const int64_t* qi = q + i * K;
-    const int64_t* wi = wt + i * K;
-    for (int64_t k = 0; k < K; ++k)
-      if (qi[k] > 0 && wi[k] <= C) tmp.push_back({wi[k], qi[k], k});
-    auto by_w = [](const Item& a, const Item& b) {
-      if (a.w != b.w) return a.w < b.w;
-      if (a.q != b.q) return a.q > b.q;
-      return a.k < b.k;
-    };
-    if (!std::is_sorted(tmp.begin(), tmp.end(), by_w)) std::sort(tmp.begin(), tmp.end(), by_w);
-    int64_t best = 0;
-    for (const Item& it : tmp)
-      if (it.q > best) {
-        items.push_back(it);
-        best = it.q;
+    const size_t row = static_cast<size_t>(i) * static_cast<size_t>(K);
+    // Optimistic pass: in order of option index, assuming weights sorted (w asc,
+    // q desc), filter dominated options on the fly; undo and sort if not.
+    const int64_t start = n_items;
+    int64_t best = 0, pw = -1, pq = 0;
+    bool sorted = true;
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t qv = src.value(row + static_cast<size_t>(k));
+      if (qv <= 0) continue;
+      const int64_t wv = wt[row + static_cast<size_t>(k)];
+      if (Src::check_present(wv) != STATUS_OK) {
+        stats[STAT_BAD_INDEX] = static_cast<int64_t>(row) + k;
+        return STATUS_BAD_WEIGHT;
       }
-    off[i + 1] = static_cast<int64_t>(items.size());
-    if (off[i + 1] > off[i]) {
-      ++n_classes;
-      if (sum_maxw <= C) sum_maxw += items.back().w;
+      if (wv > C) continue;
+      if (wv < pw || (wv == pw && qv > pq)) {
+        sorted = false;
+        break;
+      }
+      pw = wv;
+      pq = qv;
+      if (qv > best) {
+        iw[n_items] = wv;
+        iq[n_items] = qv;
+        ik[n_items] = k;
+        ++n_items;
+        best = qv;
+      }
     }
+    if (!sorted) {
+      n_items = start;
+      int64_t nt = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t qv = src.value(row + static_cast<size_t>(k));
+        if (qv <= 0) continue;
+        const int64_t wv = wt[row + static_cast<size_t>(k)];
+        if (Src::check_present(wv) != STATUS_OK) {
+          stats[STAT_BAD_INDEX] = static_cast<int64_t>(row) + k;
+          return STATUS_BAD_WEIGHT;
+        }
+        if (wv > C) continue;
+        tw[nt] = wv;
+        tq[nt] = qv;
+        tk[nt] = k;
+        ++nt;
+      }
+      for (int64_t t = 0; t < nt; ++t) perm[t] = t;
+      std::sort(perm, perm + nt, [&](int64_t a, int64_t b) {
+        if (tw[a] != tw[b]) return tw[a] < tw[b];
+        if (tq[a] != tq[b]) return tq[a] > tq[b];
+        return tk[a] < tk[b];
+      });
+      best = 0;
+      for (int64_t t = 0; t < nt; ++t) {
+        const int64_t j = perm[t];
+        if (tq[j] > best) {
+          iw[n_items] = tw[j];
+          iq[n_items] = tq[j];
+          ik[n_items] = tk[j];
+          ++n_items;
+          best = tq[j];
+        }
+      }
+    }
+    off[i + 1] = n_items;
+    if (n_items == start) {
+      hoff[i + 1] = n_hull;
+      continue;
+    }
+    ++n_classes;
+    if (sum_maxw <= C) sum_maxw += iw[n_items - 1];
+    // Upper hull of (0,0) and the class's options, with its segments: pop the last
+    // point b while it lies strictly below the chord from the point a before it to
+    // the new point j, i.e. (qj - qb)(wb - wa) > (qb - qa)(wj - wb) (collinear
+    // points stay, for a finer incumbent).  Efficiencies are clamped to stay
+    // non-increasing along the class whatever the rounding.
+    const int64_t base = n_hull;
+    const int32_t cls = static_cast<int32_t>(i);
+    for (int64_t j = start; j < n_items; ++j) {
+      const int64_t jw = iw[j], jq = iq[j];
+      int64_t bw = 0, bq = 0;  // the last hull point (or the origin)
+      while (n_hull > base) {
+        bw = hw[n_hull - 1];
+        bq = hq[n_hull - 1];
+        const int64_t aw = n_hull > base + 1 ? hw[n_hull - 2] : 0;
+        const int64_t aq = n_hull > base + 1 ? hq[n_hull - 2] : 0;
+        if (static_cast<double>(jq - bq) * static_cast<double>(bw - aw) >
+            static_cast<double>(bq - aq) * static_cast<double>(jw - bw)) {
+          --n_hull;
+          bw = aw;
+          bq = aq;
+        } else {
+          break;
+        }
+      }
+      double eff = static_cast<double>(jq - bq) / static_cast<double>(jw - bw);
+      if (n_hull > base) eff = std::min(eff, eff_of(sel[n_hull - 1].key));
+      hw[n_hull] = jw;
+      hq[n_hull] = jq;
+      sel[n_hull] = {key_of(eff), jw - bw, cls, static_cast<int32_t>(n_hull - base + 1)};
+      ++n_hull;
+    }
+    hoff[i + 1] = n_hull;
+    kmax = std::max(kmax, sel[base].key);  // the class's first segment is its steepest
+    kmin = std::min(kmin, sel[n_hull - 1].key);
   }
   stats[STAT_N_CLASSES] = n_classes;
   if (n_classes == 0) return STATUS_OK;
 
   if (sum_maxw <= C) {  // everything fits: each class takes its most valuable option
-    int64_t total = 0;
+    int64_t total = 0, used = 0;
     for (int64_t i = 0; i < n; ++i)
       if (off[i + 1] > off[i]) {
-        choice[i] = items[off[i + 1] - 1].k;
-        total += items[off[i + 1] - 1].q;
+        choice[i] = ik[off[i + 1] - 1];
+        total += iq[off[i + 1] - 1];
+        used += iw[off[i + 1] - 1];
       }
     stats[STAT_N_FIXED] = n_classes;
     stats[STAT_LB] = stats[STAT_UB] = stats[STAT_OPT] = total;
+    stats[STAT_USED] = used;
     return STATUS_OK;
   }
 
-  // 2. upper hulls and their segments; LP greedy and incumbent
-  std::vector<int64_t> hull;  // item indices; hoff per class
-  std::vector<int64_t> hoff(static_cast<size_t>(n) + 1, 0);
-  std::vector<Seg> segs;
-  hull.reserve(items.size());
-  segs.reserve(items.size());
-  for (int64_t i = 0; i < n; ++i) {
-    const size_t base = hull.size();
-    for (int64_t j = off[i]; j < off[i + 1]; ++j) {
-      const Item& p = items[j];
-      while (hull.size() > base) {
-        const Item& b = items[hull.back()];
-        double aw = 0.0, aq = 0.0;
-        if (hull.size() > base + 1) {
-          aw = static_cast<double>(items[hull[hull.size() - 2]].w);
-          aq = static_cast<double>(items[hull[hull.size() - 2]].q);
-        }
-        // pop b when strictly below the chord from the previous hull point to p
-        const double lhs = (static_cast<double>(b.q) - aq) * (static_cast<double>(p.w - b.w));
-        const double rhs = (static_cast<double>(p.q - b.q)) * (static_cast<double>(b.w) - aw);
-        if (lhs < rhs)
-          hull.pop_back();
-        else
-          break;
-      }
-      hull.push_back(j);
-    }
-    hoff[i + 1] = static_cast<int64_t>(hull.size());
-    int64_t pw = 0, pq = 0;
-    for (int64_t h = hoff[i]; h < hoff[i + 1]; ++h) {
-      const Item& p = items[hull[h]];
-      const int64_t dw = p.w - pw;
-      segs.push_back({static_cast<double>(p.q - pq) / static_cast<double>(dw),
-                      static_cast<int32_t>(i), static_cast<int32_t>(h - hoff[i] + 1), dw});
-      pw = p.w;
-      pq = p.q;
-    }
-  }
-  // Weighted quickselect for the LP break instead of a full sort: O(N) expected.
-  // Within a class efficiencies do not increase and equal ones (collinear hull
-  // points, kept for a finer incumbent) are ordered by position, so any order by
-  // (efficiency, position) takes a prefix of every class's segments; ties across
-  // classes may fall either way (this only affects the incumbent, not the result).
-  auto by_eff = [](const Seg& a, const Seg& b) {
-    return a.eff > b.eff || (a.eff == b.eff && a.pos < b.pos);
+  // ---- 2. LP break by radix select on the efficiencies; greedy incumbent
+  int32_t* hpos = grow(ws.hpos, nn);
+  std::fill(hpos, hpos + nn, 0);
+  auto take = [&](const Seg& g) {
+    if (g.pos > hpos[g.cls]) hpos[g.cls] = g.pos;
   };
-  const size_t n_segs = segs.size();
-  size_t lo = 0, hi = n_segs;
-  int64_t room = C;  // [0, lo) is taken and fits
-  while (hi - lo > 64) {
-    const size_t mid = lo + (hi - lo) / 2;
-    std::nth_element(segs.begin() + lo, segs.begin() + mid, segs.begin() + hi, by_eff);
-    int64_t sum = 0;
-    for (size_t t = lo; t < mid; ++t) sum += segs[t].dw;
-    if (sum <= room) {
-      room -= sum;
-      lo = mid;
-    } else {
-      hi = mid;  // the break lies in [lo, mid)
+  Seg* other = grow(ws.sel_b, NK);
+  // Fill candidates per level l: [fill_lvl[l], fill_lvl[l+1]) of ws.fill, the
+  // segments of the level's buckets just below its break bucket (at least kFill of
+  // them, if there are); fill_all[l]: all of them.  Scanned innermost level
+  // first, they continue the greedy order exactly, up to the first level not
+  // taken whole.
+  ws.fill.clear();
+  ws.fill_lvl.assign(1, 0);
+  ws.fill_all.clear();
+  size_t cnt = static_cast<size_t>(n_hull);
+  int64_t room = C;
+  {
+    int64_t* hist_w = grow(ws.hist_w, size_t(1) << kBucketBits);
+    int64_t* hist_n = grow(ws.hist_n, size_t(1) << kBucketBits);
+    const int64_t sat = C + 1;  // per-bucket sums saturate here (only compared to room)
+    while (cnt > kSortBelow && kmax > kmin) {
+      const int shift = std::max(0, bit_length(kmax - kmin) - kBucketBits);
+      const size_t nb = static_cast<size_t>(((kmax - kmin) >> shift) + 1);
+      std::fill(hist_w, hist_w + nb, 0);
+      std::fill(hist_n, hist_n + nb, 0);
+      for (size_t t = 0; t < cnt; ++t) {
+        const size_t b = static_cast<size_t>((sel[t].key - kmin) >> shift);
+        const int64_t s = hist_w[b] + sel[t].dw;
+        hist_w[b] = s < sat ? s : sat;
+        ++hist_n[b];
+      }
+      // the break bucket: the first, from the top, whose weight does not fit
+      size_t bs = nb;
+      int64_t acc = 0;
+      while (bs-- > 0) {
+        if (hist_w[bs] > room - acc) break;
+        acc += hist_w[bs];
+      }
+      // (the segments in sel weigh more than room, so bs < nb is found)
+      room -= acc;
+      // fill candidates: the buckets just below the break bucket, >= kFill in all
+      size_t bf = bs;
+      int64_t n_fill = 0;
+      while (bf > 0 && n_fill < static_cast<int64_t>(kFill)) n_fill += hist_n[--bf];
+      const uint64_t k_lo = kmin;
+      size_t n_next = 0;
+      uint64_t nmin = std::numeric_limits<uint64_t>::max(), nmax = 0;
+      for (size_t t = 0; t < cnt; ++t) {
+        const size_t b = static_cast<size_t>((sel[t].key - k_lo) >> shift);
+        if (b > bs) {
+          take(sel[t]);
+        } else if (b == bs) {
+          other[n_next++] = sel[t];
+          nmin = std::min(nmin, sel[t].key);
+          nmax = std::max(nmax, sel[t].key);
+        } else if (b >= bf) {
+          ws.fill.push_back(sel[t]);
+        }
+      }
+      ws.fill_lvl.push_back(ws.fill.size());
+      ws.fill_all.push_back(bf == 0 ? 1 : 0);
+      std::swap(sel, other);
+      ++stats[STAT_SELECT_LEVELS];
+      cnt = n_next;
+      kmin = nmin;
+      kmax = nmax;
     }
   }
-  std::sort(segs.begin() + lo, segs.begin() + hi, by_eff);
-  size_t s = lo;
-  for (; s < hi && segs[s].dw <= room; ++s) room -= segs[s].dw;
-  std::vector<int32_t> hpos(static_cast<size_t>(n), 0);
-  for (size_t t = 0; t < s; ++t) hpos[segs[t].cls] = std::max(hpos[segs[t].cls], segs[t].pos);
+  sort_greedy(sel, cnt, ws.tmp_seg, ws.pos_cnt);
+  size_t s = 0;
+  for (; s < cnt && sel[s].dw <= room; ++s) {
+    room -= sel[s].dw;
+    take(sel[s]);
+  }
+  // s < cnt: the segments left weigh more than room
+  const double lambda = eff_of(sel[s].key);
   int64_t used = C - room;
-  double lambda = 0.0;
-  if (s < n_segs) {
-    lambda = segs[s].eff;  // s < hi here: with hi < n_segs the prefix [lo, hi) overflowed
-    // incumbent: keep scanning (the next kFill segments by efficiency), taking what fits
-    constexpr size_t kFill = 4096;
-    const size_t end = std::min(n_segs, s + 1 + kFill);
-    if (end > hi) {
-      std::nth_element(segs.begin() + hi, segs.begin() + (end - 1), segs.end(), by_eff);
-      std::sort(segs.begin() + hi, segs.begin() + end, by_eff);
-    }
-    for (size_t t = s + 1; t < end && used < C; ++t) {
-      const Seg& g = segs[t];
+  {
+    size_t scanned = 0;
+    auto fill_one = [&](const Seg& g) {
       if (hpos[g.cls] == g.pos - 1 && used + g.dw <= C) {
         used += g.dw;
         hpos[g.cls] = g.pos;
       }
+      ++scanned;
+    };
+    for (size_t t = s + 1; t < cnt && scanned < kFill && used < C; ++t) fill_one(sel[t]);
+    // then the levels' candidates, innermost level first (that is the greedy order)
+    for (size_t l = ws.fill_all.size(); l-- > 0 && scanned < kFill && used < C;) {
+      Seg* a = ws.fill.data() + ws.fill_lvl[l];
+      Seg* b = ws.fill.data() + ws.fill_lvl[l + 1];
+      const size_t need = kFill - scanned;
+      if (static_cast<size_t>(b - a) > 2 * need + 64) {  // a big last bucket: its top only
+        std::nth_element(a, a + need, b, greedy_before);
+        b = a + need;
+      }
+      sort_greedy(a, static_cast<size_t>(b - a), ws.tmp_seg, ws.pos_cnt);
+      for (Seg* g = a; g < b && scanned < kFill && used < C; ++g) fill_one(*g);
+      if (!ws.fill_all[l]) break;  // a gap follows: stop at a prefix of the order
     }
   }
   int64_t lb = 0;
-  std::vector<int64_t> inc(static_cast<size_t>(n), -1);  // incumbent item index per class
   for (int64_t i = 0; i < n; ++i)
-    if (hpos[i] > 0) {
-      inc[i] = hull[hoff[i] + hpos[i] - 1];
-      lb += items[inc[i]].q;
-    }
+    if (hpos[i] > 0) lb += hq[hoff[i] + hpos[i] - 1];
 
-  // 3. Lagrangian bound at lambda
-  std::vector<double> best_rc(static_cast<size_t>(n), 0.0);
+  // ---- 3. Lagrangian bound at lambda: best and second-best reduced cost per class
+  double* best_rc = grow(ws.best_rc, nn);
+  double* gap2 = grow(ws.gap2, nn);
+  int64_t* best_arg = grow(ws.best_arg, nn);
   double sum_best = 0.0;
   for (int64_t i = 0; i < n; ++i) {
-    double b = 0.0;
-    for (int64_t j = off[i]; j < off[i + 1]; ++j)
-      b = std::max(b, static_cast<double>(items[j].q) - lambda * static_cast<double>(items[j].w));
+    double b = 0.0, second = -std::numeric_limits<double>::infinity();  // "none": rc 0
+    int64_t arg = -1;
+    for (int64_t j = off[i]; j < off[i + 1]; ++j) {
+      const double rc = static_cast<double>(iq[j]) - lambda * static_cast<double>(iw[j]);
+      if (rc > b) {
+        second = b;
+        b = rc;
+        arg = j;
+      } else if (rc > second) {
+        second = rc;
+      }
+    }
     best_rc[i] = b;
+    gap2[i] = b - second;
+    best_arg[i] = arg;
     sum_best += b;
   }
   const double ub = lambda * static_cast<double>(C) + sum_best;
@@ -319,33 +639,45 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
   stats[STAT_LB] = lb;
   stats[STAT_UB] = static_cast<int64_t>(ub);
 
-  // 4. reduction: keep alternatives with best_rc - rc <= gap + margin
-  std::vector<int64_t> core;               // class ids, descending
-  std::vector<std::vector<Item>> alts;     // per core class, in rank order
-  int64_t fixed_w = 0, fixed_q = 0, n_fixed = 0, core_alts = 0;
+  // ---- 4. reduction: keep alternatives with best_rc - rc <= gap + margin
+  std::vector<int64_t>& core = ws.core;  // class ids, descending
+  std::vector<int64_t>& aoff = ws.aoff;  // per core class, alternatives in rank order
+  std::vector<Item>& alts = ws.alts;
+  int64_t fixed_w = 0, fixed_q = 0, n_fixed = 0;
+  auto fix = [&](int64_t i, int64_t w, int64_t q, int64_t k) {
+    choice[i] = k;
+    fixed_w += w;
+    fixed_q += q;
+    ++n_fixed;
+  };
   auto reduce = [&](double thr) {
     core.clear();
+    aoff.assign(1, 0);
     alts.clear();
-    fixed_w = fixed_q = n_fixed = core_alts = 0;
-    std::vector<Item> keep;
+    fixed_w = fixed_q = n_fixed = 0;
     for (int64_t i = n - 1; i >= 0; --i) {
       if (off[i + 1] == off[i]) continue;
-      keep.clear();
-      for (int64_t j = off[i + 1] - 1; j >= off[i]; --j) {  // heavier first = rank order
-        const double rc =
-            static_cast<double>(items[j].q) - lambda * static_cast<double>(items[j].w);
-        if (best_rc[i] - rc <= thr) keep.push_back(items[j]);
+      if (gap2[i] > thr) {  // only the best alternative survives
+        const int64_t j = best_arg[i];
+        if (j >= 0)
+          fix(i, iw[j], iq[j], ik[j]);
+        else
+          fix(i, 0, 0, -1);
+        continue;
       }
-      if (best_rc[i] <= thr) keep.push_back({0, 0, -1});  // "none" last
-      if (keep.size() == 1) {
-        choice[i] = keep[0].k;
-        fixed_w += keep[0].w;
-        fixed_q += keep[0].q;
-        ++n_fixed;
+      const size_t a0 = alts.size();
+      for (int64_t j = off[i + 1] - 1; j >= off[i]; --j) {  // heavier first = rank order
+        const double rc = static_cast<double>(iq[j]) - lambda * static_cast<double>(iw[j]);
+        if (best_rc[i] - rc <= thr) alts.push_back({iw[j], iq[j], ik[j]});
+      }
+      if (best_rc[i] <= thr) alts.push_back({0, 0, -1});  // "none" last
+      if (alts.size() - a0 == 1) {
+        const Item it = alts.back();
+        alts.pop_back();
+        fix(i, it.w, it.q, it.k);
       } else {
         core.push_back(i);
-        alts.push_back(keep);
-        core_alts += static_cast<int64_t>(keep.size());
+        aoff.push_back(static_cast<int64_t>(alts.size()));
       }
     }
   };
@@ -357,26 +689,28 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
   const int64_t m = static_cast<int64_t>(core.size());
   stats[STAT_N_CORE] = m;
   stats[STAT_N_FIXED] = n_fixed;
-  stats[STAT_N_CORE_ALTS] = core_alts;
+  stats[STAT_N_CORE_ALTS] = static_cast<int64_t>(alts.size());
   if (m == 0) {
     stats[STAT_OPT] = fixed_q;
+    stats[STAT_USED] = fixed_w;
     return STATUS_OK;
   }
   int64_t cap = C - fixed_w;
   {
     int64_t sum_core_maxw = 0;
-    for (const auto& a : alts) {
-      sum_core_maxw += a.front().w;
+    for (int64_t t = 0; t < m; ++t) {
+      sum_core_maxw += alts[static_cast<size_t>(aoff[t])].w;
       if (sum_core_maxw >= cap) break;
     }
     cap = std::min(cap, sum_core_maxw);
   }
   const double lb_core = static_cast<double>(lb - fixed_q) - margin;
-  std::vector<double> rem(static_cast<size_t>(m) + 1, 0.0);  // best rc of later stages
+  double* rem = grow(ws.rem, static_cast<size_t>(m) + 1);  // best rc of later stages
+  rem[m] = 0.0;
   for (int64_t t = m - 1; t >= 0; --t) rem[t] = rem[t + 1] + best_rc[core[t]];
 
-  // 5a. sparse DP with bounds
-  std::vector<int64_t> pick;
+  // ---- 5a. sparse DP with bounds
+  int64_t* pick = grow(ws.pick, static_cast<size_t>(m));
   const int64_t width = cap + 1;
   const double dense_cells = static_cast<double>(m) * static_cast<double>(width);
   // State budget: the stored states and one stage's candidates (each vector may
@@ -389,20 +723,25 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
       dp_mode == 1 ? mem_states : std::min(mem_states, std::max(dense_cells / 8.0, 4096.0)));
   bool sparse_ok = dp_mode != 2;
   if (sparse_ok) {
-    std::vector<State> all;
-    std::vector<State> cand;
-    std::vector<size_t> runs, merged;  // run boundaries in cand
+    // buffers kept per thread (their capacity stays between calls)
+    std::vector<State>& all = ws.states;
+    std::vector<State>& cand = ws.cand;
+    std::vector<size_t>& runs = ws.runs;  // run boundaries in cand
+    std::vector<size_t>& merged = ws.merged;
+    all.clear();
+    size_t cand_peak = 0, runs_peak = 0;
     all.push_back({0, 0, -1, -1});
     size_t lo = 0, hi = 1;
     for (int64_t t = 0; t < m && sparse_ok; ++t) {
-      const std::vector<Item>& a = alts[t];
+      const Item* a = alts.data() + aoff[t];
+      const size_t na = static_cast<size_t>(aoff[t + 1] - aoff[t]);
       const double rb = rem[t + 1];
       cand.clear();
       runs.assign(1, 0);
       // The stored states and this stage's candidates each stay within the budget,
       // checked per push: one stage can multiply the states by its alternatives.
-      const size_t room = static_cast<size_t>(budget);
-      for (size_t r = 0; r < a.size() && sparse_ok; ++r) {
+      const size_t room_states = static_cast<size_t>(budget);
+      for (size_t r = 0; r < na && sparse_ok; ++r) {
         const int64_t aw = a[r].w, aq = a[r].q;
         for (size_t p = lo; p < hi; ++p) {
           const int64_t nw = all[p].w + aw;
@@ -410,7 +749,7 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
           const int64_t nv = all[p].v + aq;
           if (static_cast<double>(nv) + rb + lambda * static_cast<double>(cap - nw) < lb_core)
             continue;
-          if (cand.size() >= room) {
+          if (cand.size() >= room_states) {
             sparse_ok = false;
             break;
           }
@@ -418,6 +757,8 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
         }
         if (cand.size() > runs.back()) runs.push_back(cand.size());
       }
+      cand_peak = std::max(cand_peak, cand.size());
+      runs_peak = std::max(runs_peak, runs.size());
       if (!sparse_ok) break;
       // Each alternative's run is sorted by weight: merge the runs bottom-up,
       // O(candidates * log(alternatives)), by (weight, -value, rank).
@@ -443,7 +784,7 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
       int64_t bestv = kNeg;
       for (const State& c : cand)
         if (c.v > bestv) {
-          if (all.size() >= room) {
+          if (all.size() >= room_states) {
             sparse_ok = false;
             break;
           }
@@ -457,14 +798,16 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
       if (hi == lo) sparse_ok = false;
     }
     stats[STAT_N_STATES] = static_cast<int64_t>(all.size());
+    // In use at the peak; growing a vector may reserve up to twice its size, so the
+    // budget (states per vector <= max_table_bytes / (4 * sizeof(State))) keeps the
+    // reservations within max_table_bytes.
     stats[STAT_SPARSE_BYTES] = static_cast<int64_t>(
-        (all.capacity() + cand.capacity()) * sizeof(State) +
-        (runs.capacity() + merged.capacity()) * sizeof(size_t));
+        (all.size() + cand_peak) * sizeof(State) + 2 * runs_peak * sizeof(size_t));
     if (sparse_ok) {
       // hi > lo: the canonical optimum is never pruned; the last state has the max value
-      pick.assign(static_cast<size_t>(m), 0);
       int64_t idx = static_cast<int64_t>(hi) - 1;
       stats[STAT_OPT] = fixed_q + all[idx].v;
+      stats[STAT_USED] = fixed_w + all[idx].w;
       for (int64_t t = m - 1; t >= 0; --t) {
         pick[t] = all[idx].alt;
         idx = all[idx].parent;
@@ -473,34 +816,119 @@ inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int6
     }
   }
 
-  // 5b. dense DP fallback
+  // ---- 5b. dense DP fallback
   if (!sparse_ok && dp_mode == 1) {
     stats[STAT_TABLE_BYTES] = static_cast<int64_t>(static_cast<double>(sizeof(State)) *
                                                    static_cast<double>(stats[STAT_N_STATES]));
     return STATUS_TABLE_LIMIT;
   }
   if (!sparse_ok) {
-    size_t max_alts = 0;
-    for (const auto& a : alts) max_alts = std::max(max_alts, a.size());
+    int64_t max_alts = 0;
+    for (int64_t t = 0; t < m; ++t) max_alts = std::max(max_alts, aoff[t + 1] - aoff[t]);
     const int64_t cell = max_alts <= 256 ? 1 : max_alts <= 65536 ? 2 : 4;
     const double bytes =
         dense_cells * static_cast<double>(cell) + 16.0 * static_cast<double>(width);
     stats[STAT_TABLE_BYTES] = bytes > 9e18 ? std::numeric_limits<int64_t>::max()
                                            : static_cast<int64_t>(bytes);
     if (bytes > static_cast<double>(max_table_bytes)) return STATUS_TABLE_LIMIT;
+    const size_t mm = static_cast<size_t>(m);
     if (cell == 1)
-      dense_dp<uint8_t>(alts, cap, pick);
+      dense_dp<uint8_t>(aoff.data(), alts.data(), mm, cap, pick);
     else if (cell == 2)
-      dense_dp<uint16_t>(alts, cap, pick);
+      dense_dp<uint16_t>(aoff.data(), alts.data(), mm, cap, pick);
     else
-      dense_dp<uint32_t>(alts, cap, pick);
+      dense_dp<uint32_t>(aoff.data(), alts.data(), mm, cap, pick);
     stats[STAT_DP_KIND] = 2;
-    int64_t opt = fixed_q;
-    for (int64_t t = 0; t < m; ++t) opt += alts[t][pick[t]].q;
+    int64_t opt = fixed_q, wsum = fixed_w;
+    for (int64_t t = 0; t < m; ++t) {
+      opt += alts[static_cast<size_t>(aoff[t] + pick[t])].q;
+      wsum += alts[static_cast<size_t>(aoff[t] + pick[t])].w;
+    }
     stats[STAT_OPT] = opt;
+    stats[STAT_USED] = wsum;
   }
-  for (int64_t t = 0; t < m; ++t) choice[core[t]] = alts[t][pick[t]].k;
+  for (int64_t t = 0; t < m; ++t) choice[core[t]] = alts[static_cast<size_t>(aoff[t] + pick[t])].k;
   return STATUS_OK;
+}
+
+template <typename Src>
+inline int solve_entry(const Src& src, const int64_t* wt, int64_t n, int64_t K, int64_t C,
+                       int64_t max_table_bytes, int64_t* choice, int64_t* stats, int dp_mode) {
+  for (int64_t i = 0; i < n; ++i) choice[i] = -1;
+  for (int s = 0; s < N_STATS; ++s) stats[s] = 0;
+  stats[STAT_BAD_INDEX] = -1;
+  if (n <= 0 || K <= 0) return STATUS_OK;
+  const int status = solve_impl(src, wt, n, K, C, max_table_bytes, choice, stats, dp_mode);
+  if (status == STATUS_BAD_WEIGHT || status == STATUS_INF_VALUE)
+    for (int64_t i = 0; i < n; ++i) choice[i] = -1;
+  Workspace& ws = workspace();
+  if (ws.bytes() > kKeepBytes) ws = Workspace();
+  return status;
+}
+
+}  // namespace detail
+
+// Solve one instance over quantised values.  q, w: row-major n x K (q <= 0 =
+// absent; w >= 1 where q > 0).  choice: n outputs (-1 = none).  stats: N_STATS
+// outputs.  dp_mode (for tests): 0 automatic, 1 sparse only (state list limited by
+// max_table_bytes alone), 2 dense only.  Returns a Status.
+inline int solve(const int64_t* q, const int64_t* wt, int64_t n, int64_t K, int64_t C,
+                 int64_t max_table_bytes, int64_t* choice, int64_t* stats, int dp_mode = 0) {
+  return detail::solve_entry(detail::QuantizedSource{q}, wt, n, K, C, max_table_bytes, choice,
+                             stats, dp_mode);
+}
+
+// Quantise float values into q (n_entries), as aryl.elastic._quantize does.
+// Returns STATUS_INF_VALUE (bad_index set) if a value is +-inf, else STATUS_OK.
+inline int quantize(const double* v, int64_t n_entries, int64_t* q, int64_t* bad_index) {
+  double vmax = 0.0;
+  *bad_index = -1;
+  for (int64_t t = 0; t < n_entries; ++t) {
+    const double x = v[t];
+    if (std::isinf(x)) {
+      *bad_index = t;
+      return STATUS_INF_VALUE;
+    }
+    if (x > vmax) vmax = x;
+  }
+  detail::FloatSource src{v};
+  if (vmax > 0.0) src.set_max(vmax);
+  for (int64_t t = 0; t < n_entries; ++t)
+    q[t] = vmax > 0.0 ? src.value(static_cast<size_t>(t)) : 0;
+  return STATUS_OK;
+}
+
+// Solve one instance over float values, quantised on the fly (see quantize):
+// NaN = absent, values <= 0 never chosen, +-inf refused (STATUS_INF_VALUE), a
+// non-NaN value with weight < 1 refused (STATUS_BAD_WEIGHT); the first offending
+// flat index goes to stats[STAT_BAD_INDEX].  Otherwise as solve().
+inline int solve_values(const double* v, const int64_t* wt, int64_t n, int64_t K, int64_t C,
+                        int64_t max_table_bytes, int64_t* choice, int64_t* stats,
+                        int dp_mode = 0) {
+  const int64_t n_entries = n * K;
+  double vmax = 0.0;
+  int64_t bad_inf = -1, bad_w = -1;  // first +-inf value; first present weight < 1
+  for (int64_t t = 0; t < n_entries; ++t) {
+    const double x = v[t];
+    if (std::isnan(x)) continue;
+    if (x > vmax) vmax = x;
+    if (std::isinf(x) || wt[t] < 1) {
+      if (std::isinf(x)) {
+        bad_inf = t;
+        break;
+      }
+      if (bad_w < 0) bad_w = t;
+    }
+  }
+  if (bad_inf >= 0 || bad_w >= 0 || !(vmax > 0.0)) {  // an error, or nothing to choose
+    for (int64_t i = 0; i < n; ++i) choice[i] = -1;
+    for (int s = 0; s < N_STATS; ++s) stats[s] = 0;
+    stats[STAT_BAD_INDEX] = bad_inf >= 0 ? bad_inf : bad_w;
+    return bad_inf >= 0 ? STATUS_INF_VALUE : bad_w >= 0 ? STATUS_BAD_WEIGHT : STATUS_OK;
+  }
+  detail::FloatSource src{v};
+  src.set_max(vmax);
+  return detail::solve_entry(src, wt, n, K, C, max_table_bytes, choice, stats, dp_mode);
 }
 
 }  // namespace mckp

@@ -20,12 +20,13 @@ option" (tie rule 3), subtract its weight, continue with job ``i + 1``.
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import NDArray
 
-from aryl.elastic import MAX_TABLE_BYTES, Backend, MCKPResult
-from aryl.elastic import solve_mckp as _solve_mckp
+#: Default memory limit (bytes) of the dynamic programme's tables; ``aryl.elastic``
+#: uses the same value (it imports it from here: imports point one way).
+MAX_TABLE_BYTES: int = 100_000_000
 
-__all__ = ["solve_mckp", "solve_quantized"]
+__all__ = ["MAX_TABLE_BYTES", "solve_quantized"]
 
 NEG = np.int64(-(2**62))  # "impossible"; far below any reachable sum (< 2**62 / 2)
 
@@ -103,23 +104,3 @@ def solve_quantized(
                 break
         # otherwise no option: f[i + 1, c] == f[i, c]
     return choice
-
-
-def solve_mckp(
-    values: ArrayLike,
-    weights: ArrayLike,
-    capacity: int,
-    *,
-    backend: Backend = "reference",
-    validate: bool = True,
-    max_table_bytes: int = MAX_TABLE_BYTES,
-) -> MCKPResult:
-    """:func:`aryl.elastic.solve_mckp` with ``backend="reference"`` as the default.
-
-    Same parameters, result, tie rule and errors (see there); this twin's table
-    costs O(n_jobs * capacity) time and memory.
-    """
-    return _solve_mckp(
-        values, weights, capacity, backend=backend, validate=validate,
-        max_table_bytes=max_table_bytes,
-    )

@@ -25,6 +25,7 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "config": ("aryl.cli.config", "List every field that --set and --config accept."),
     "plan": ("aryl.cli.plan", "One scheduling pass over a cluster-state JSON; the plan as JSON."),
     "schema": ("aryl.cli.plan", "Print the JSON Schema of the state or plan document."),
+    "sweep": ("aryl.cli.sweep", "Run a grid of replays (all cores or Ray) and report over seeds."),
 }
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ from rich.progress import MofNCompleteColumn
 from aryl.cli._progress import make_progress
 from aryl.cli._tables import Col, print_tables
 from aryl.cli.config import config_options, resolve
+from aryl.cli.sweep import EXIT_INTERRUPTED
 from aryl.errors import ArylError
 
 __all__ = ["experiment_command"]
@@ -34,17 +35,16 @@ def print_frame(console: Console, title: str, df: Any, *, transpose: bool = Fals
     """
     import pandas as pd
 
-    from aryl.experiment import formatted_rows
+    from aryl.experiment import table_cells
 
     assert isinstance(df, pd.DataFrame)
-    cells = formatted_rows(df)
+    names, cells = table_cells(df)  # a NAME ± column shows inside NAME's cells
     if transpose:
         cols = [Col("measure", "left"), *(Col(r[0]) for r in cells)]
-        rows = [[str(name), *(r[j] for r in cells)] for j, name in enumerate(df.columns)
-                if j > 0]
+        rows = [[name, *(r[j] for r in cells)] for j, name in enumerate(names) if j > 0]
         print_tables(console, cols, rows, title=title)
         return
-    cols = [Col(str(c), "left" if j < keys else "right") for j, c in enumerate(df.columns)]
+    cols = [Col(c, "left" if j < keys else "right") for j, c in enumerate(names)]
     print_tables(console, cols, cells, keys=keys, title=title)
 
 
@@ -75,9 +75,34 @@ def experiment_command() -> None:
     "--jobs",
     "n_procs",
     type=click.IntRange(min=1),
-    default=min(2, os.cpu_count() or 1),
-    show_default=True,
-    help="Replays run in parallel processes (results do not depend on it).",
+    default=None,
+    help="Replays run in parallel processes (default: the machine's cores; results do "
+    "not depend on it).",
+)
+@click.option(
+    "--ray",
+    "ray_address",
+    is_flag=False,
+    flag_value="local",
+    default=None,
+    metavar="[ADDRESS]",
+    help="Run the replays on Ray (pip install 'aryl[ray]'): alone, a local Ray; with an "
+    "address (auto, ray://HOST:10001), that cluster.",
+)
+@click.option(
+    "--data",
+    "data_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep the sweep's Parquet dataset (every run, per-job tables) in this folder and "
+    "reuse its finished runs. Default: a hidden .OUT.sweep beside OUT, deleted when done.",
+)
+@click.option(
+    "--spec",
+    "spec",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Another sweep spec with the sections of the bundled paper.toml.",
 )
 @click.option(
     "--reclaim-instances",
@@ -88,18 +113,25 @@ def experiment_command() -> None:
 )
 @config_options
 def paper(
-    out_dir: Path, philly: str | None, quick: bool, n_procs: int, reclaim_instances: int,
-    config_file: str | None, sets: tuple[str, ...], show_config: bool,
+    out_dir: Path, philly: str | None, quick: bool, n_procs: int | None,
+    ray_address: str | None, data_dir: Path | None, spec: Path | None,
+    reclaim_instances: int, config_file: str | None, sets: tuple[str, ...], show_config: bool,
 ) -> None:
     """Headline table, ablations, sensitivity sweeps and reclaim quality.
 
     Every table is printed here and written, with the figures, to OUT; the
-    numbers in OUT/results.md are the ones printed.  --set / --config take the
-    simulator fields (except the cluster shape, sized per trace) and policy
-    options (`aryl config`), applied to every run; a sweep overrides the field
-    it varies.
+    numbers in OUT/results.md are the ones printed.  The replays are the sweep
+    spec aryl/data/sweeps/paper.toml (5 seeds; means with 95% intervals).
+    --set / --config take the simulator fields (except the cluster shape, sized
+    per trace) and policy options (`aryl config`), applied to every run; a sweep
+    overrides the field it varies.  OUT is replaced as a whole at the end:
+    Ctrl-C (which stops within about 2 s and ends every worker) or an error
+    leaves the previous results untouched; finished replays are kept, so the
+    same command resumes.
     """
+    from aryl.cli.sweep import exit_interrupted, first_interrupt_only, report_interrupt
     from aryl.experiment import run_paper
+    from aryl.sweep import SweepInterrupted
 
     rc = resolve(sections=("sim", "policy"), config_file=config_file, sets=sets,
                  fixed=FIXED_FIELDS)
@@ -109,24 +141,41 @@ def paper(
     changed = {sec: {k: v for k, v in vals.items() if rc.source(sec, k) != "default"}
                for sec, vals in rc.values.items()}
     console = Console()
+    data_shown = data_dir or out_dir.parent / f".{out_dir.name}.sweep"
     try:
-        with make_progress(console, MofNCompleteColumn(), trailing="{task.fields[last]}",
-                           transient=False) as bar:
+        with first_interrupt_only(), make_progress(
+            console, MofNCompleteColumn(), trailing="{task.fields[last]}", transient=False
+        ) as bar:
             task = bar.add_task("replays", total=None, last="")
 
             def progress(done: int, total: int, label: str) -> None:
                 bar.update(task, completed=done, total=total, last=label)
 
+            def status(message: str) -> None:
+                bar.update(task, last=message)
+
             tables = run_paper(
                 out_dir,
                 quick=quick,
                 philly=philly,
+                spec=spec,
                 n_procs=n_procs,
+                ray=ray_address,
+                data_dir=data_dir,
                 reclaim_instances=reclaim_instances,
                 progress=progress,
+                status=status,
                 config=changed["sim"],
                 policy_options=changed["policy"],
             )
+    except SweepInterrupted as exc:
+        report_interrupt(console, exc.outcome, data_shown)
+        console.print(f"{out_dir}/ is unchanged.")
+        exit_interrupted(exc.outcome)
+    except KeyboardInterrupt:
+        console.print(f"[bold]Interrupted.[/bold] {out_dir}/ is unchanged; the finished "
+                      f"replays are kept in {data_shown}/: run the same command to resume.")
+        sys.exit(EXIT_INTERRUPTED)
     except ArylError as exc:
         raise click.ClickException(str(exc)) from exc
     for name, title, transpose, keys in (

@@ -212,7 +212,7 @@ def _sizes(rc: RunConfig, o: dict[str, Any], jobs: Any, console: Console) -> tup
         from rich.progress import TextColumn
 
         from aryl.cli._progress import make_progress
-        from aryl.experiment import size_cluster
+        from aryl.sim.sizing import size_cluster
 
         gps = rc.get("sim", "gpus_per_server")
         # fifo probe replays (about 10 s on Philly): a bar with an ETA on a terminal

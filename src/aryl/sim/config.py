@@ -15,8 +15,29 @@ __all__ = [
     "DEFAULT_TRAINING_SERVERS",
     "MAX_DURATION_S",
     "MAX_SERVERS",
+    "MAX_TIMESERIES_POINTS",
     "SimConfig",
+    "check_timeseries_size",
 ]
+
+# largest time series (rows); a finer step is refused (timeseries_step_s)
+MAX_TIMESERIES_POINTS = 5_000_000
+
+
+
+
+def check_timeseries_size(span_s: float, step_s: float) -> None:
+    """Raise if a time series over ``span_s`` at ``step_s`` would exceed
+    ``MAX_TIMESERIES_POINTS`` rows (``InvalidInputError`` naming ``timeseries_step_s``)."""
+    if span_s / step_s + 1 > MAX_TIMESERIES_POINTS:
+        from aryl.errors import InvalidInputError
+
+        raise InvalidInputError(
+            f"timeseries_step_s: {step_s:g} s over a run of {span_s:.6g} s gives more than "
+            f"{MAX_TIMESERIES_POINTS:,} time-series rows; use a step of at least "
+            f"{span_s / (MAX_TIMESERIES_POINTS - 1):.3g} s"
+        )
+
 
 # How these were chosen: docs/simulator.md ("Default cluster sizes"). With 46
 # training servers (368 GPUs) strict fifo on itp-c07 (mean offered load ~257 GPUs,

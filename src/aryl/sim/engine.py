@@ -69,8 +69,8 @@ import numpy as np
 from aryl.cluster import ClusterSpec
 from aryl.scheduling import ClusterState, Reason, SchedulerConfig, make_policy, schedule
 from aryl.scheduling.speed import SpeedModel
-from aryl.scheduling.state import DONE, IDLE, INFEASIBLE, PENDING, QUEUED, RUNNING, SERVING
-from aryl.sim.config import SimConfig
+from aryl.scheduling.state import IDLE, INFEASIBLE, SERVING
+from aryl.sim.config import SimConfig, check_timeseries_size
 from aryl.sim.jobs import JobTable
 
 log = logging.getLogger(__name__)
@@ -82,26 +82,6 @@ FINISH, DEMAND, RECLAIM, ARRIVAL, TICK = 0, 1, 2, 3, 4
 _EPS = 1e-9
 # passes in a row with nothing running, no arrival left and jobs waiting
 _IDLE_PASS_LIMIT = 1000
-# largest time series (rows); a finer step is refused (timeseries_step_s)
-MAX_TIMESERIES_POINTS = 5_000_000
-
-__all__ += ["DONE", "INFEASIBLE", "MAX_TIMESERIES_POINTS", "PENDING", "QUEUED", "RUNNING",
-            "check_timeseries_size"]
-
-
-def check_timeseries_size(span_s: float, step_s: float) -> None:
-    """Raise if a time series over ``span_s`` at ``step_s`` would exceed
-    ``MAX_TIMESERIES_POINTS`` rows (``InvalidInputError`` naming ``timeseries_step_s``)."""
-    if span_s / step_s + 1 > MAX_TIMESERIES_POINTS:
-        from aryl.errors import InvalidInputError
-
-        raise InvalidInputError(
-            f"timeseries_step_s: {step_s:g} s over a run of {span_s:.6g} s gives more than "
-            f"{MAX_TIMESERIES_POINTS:,} time-series rows; use a step of at least "
-            f"{span_s / (MAX_TIMESERIES_POINTS - 1):.3g} s"
-        )
-
-
 class InferenceSchedule:
     """A step series of inference servers needed, relative to the clock start.
 

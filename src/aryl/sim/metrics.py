@@ -30,13 +30,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
-
-if TYPE_CHECKING:
-    from aryl.sim.engine import Engine
 
 __all__ = ["SimResult", "build_result"]
 
@@ -112,7 +109,7 @@ def _share_positive(x: np.ndarray) -> float | None:
     return float(np.count_nonzero(x > 0) / x.size) if x.size else None
 
 
-def _cluster_record(eng: Engine) -> dict[str, Any]:
+def _cluster_record(eng: Any) -> dict[str, Any]:
     """The cluster spec and speed model of the run (for the summary)."""
     st = eng.state
     d: dict[str, Any] = dict(eng.cluster.to_dict())
@@ -126,7 +123,7 @@ def _cluster_record(eng: Engine) -> dict[str, Any]:
 
 
 def _pool_measures(
-    eng: Engine,
+    eng: Any,
     span: float,
     status: np.ndarray,
     first: np.ndarray,
@@ -206,9 +203,9 @@ def _pool_measures(
     }
 
 
-def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
+def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     """Assemble a :class:`SimResult` from a finished engine run. O(n_jobs + n_events)."""
-    from aryl.sim.engine import DONE, INFEASIBLE, PENDING, QUEUED
+    from aryl.scheduling.state import DONE, INFEASIBLE, PENDING, QUEUED
 
     t = eng.table
     st = eng.state
@@ -318,7 +315,7 @@ def build_result(eng: Engine, meta: dict[str, Any]) -> SimResult:
     # time series at a fixed step: the value holding at each step time
     rows = np.asarray(eng.ts, dtype=np.float64).reshape(-1, 6)
     step = cfg.timeseries_step_s
-    from aryl.sim.engine import check_timeseries_size
+    from aryl.sim.config import check_timeseries_size
 
     check_timeseries_size(span, step)
     if span > 0 and math.isfinite(span):
