@@ -135,7 +135,6 @@ std::unique_ptr<M::Engine> new_engine(const py::dict& d) {
     const auto pool = vec<i64>(d["server_pool_idx"]);
     const auto type = vec<i64>(d["server_type"]);
     const auto status = vec<int8_t>(d["server_status"]);
-    st.gpu_types = d["gpu_types"].cast<std::vector<std::string>>();
     for (size_t s = 0; s < gpus.size(); ++s)
         st.add_server(training[s] != 0, gpus[s], pool[s], type[s], status[s], -S::kInf);
     st.gpu_types = d["gpu_types"].cast<std::vector<std::string>>();

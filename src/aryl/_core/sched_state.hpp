@@ -346,11 +346,10 @@ struct State {
             loaned_gpus_by_pool.resize(static_cast<size_t>(n_pools), 0);
         }
         server_pool_idx.push_back(pool_idx);
-        if (type_idx >= n_types()) {
-            servers_by_type.resize(static_cast<size_t>(type_idx + 1));
-            training_by_type.resize(static_cast<size_t>(type_idx + 1));
-            gpu_types.resize(static_cast<size_t>(type_idx + 1));
-        }
+        const auto nt = static_cast<size_t>(type_idx + 1);
+        if (servers_by_type.size() < nt) servers_by_type.resize(nt);
+        if (training_by_type.size() < nt) training_by_type.resize(nt);
+        if (gpu_types.size() < nt) gpu_types.resize(nt);
         server_type.push_back(type_idx);
         servers_by_type[static_cast<size_t>(type_idx)].push_back(i);
         if (training) training_by_type[static_cast<size_t>(type_idx)].push_back(i);

@@ -112,8 +112,14 @@ def simulate(
         if t0 is None:
             t0 = float(table.submit_time_s[0]) if table.n_jobs else 0.0
         sched = inference_schedule(inference, n_inf, t0)
-    eng = Engine(table, policy, cfg, sched, progress=progress, policy_options=policy_options,
-                 cluster=spec, speeds=model, families=families)
+    from aryl.sim.native import NativeEngine, uses_native
+
+    engine_cls: Any = NativeEngine if uses_native(cfg, policy) else Engine
+    if engine_cls is Engine and cfg.engine == "native":
+        log.debug("policy %s with backend %s: the Python engine", policy, cfg.backend)
+    eng = engine_cls(table, policy, cfg, sched, progress=progress,
+                     policy_options=policy_options, cluster=spec, speeds=model,
+                     families=families)
     eng.reclaim_log = reclaim_log
     eng.run()
     res = build_result(eng, meta)

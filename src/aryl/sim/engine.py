@@ -520,6 +520,42 @@ class Engine:
                 return
         ts.append(row)
 
+    # ------------------------------------------------------- result views
+    def event_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The event log as columns: time (float64), job index (int64, -1 for server
+        events), event code (int8, :data:`aryl.sim.native.EVENT_NAMES`), workers or
+        server index (int64)."""
+        from aryl.sim.native import EVENT_NAMES
+
+        code = {name: i for i, name in enumerate(EVENT_NAMES)}
+        ev = self.events or []
+        return (
+            np.array([e[0] for e in ev], dtype=np.float64),
+            np.array([e[1] for e in ev], dtype=np.int64),
+            np.array([code[e[2]] for e in ev], dtype=np.int8),
+            np.array([e[3] for e in ev], dtype=np.int64),
+        )
+
+    def pool_split(self, done_work: np.ndarray) -> tuple[list[float], np.ndarray]:
+        """Useful work per pool and each job's main pool index (-1: none).
+
+        A job's useful work ``done_work[j]`` is split over its pools in proportion to
+        its GPU-seconds there; its main pool is the one with the most GPU-seconds
+        (ties: the lower pool index).  O(jobs x pools).
+        """
+        useful_pool = [0.0] * len(self.state.pool_names)
+        main_idx = np.full(self.table.n_jobs, -1, dtype=np.int64)
+        for j, d in enumerate(self.job_pool_gpu_s):
+            if not d:
+                continue
+            tot = sum(d.values())
+            best = max(sorted(d), key=lambda p: d[p])
+            main_idx[j] = best
+            if tot > 0:
+                for p, x in d.items():
+                    useful_pool[p] += done_work[j] * (x / tot)
+        return useful_pool, main_idx
+
     def run(self) -> None:
         """Run the event loop to the end (or the horizon)."""
         n = self.table.n_jobs

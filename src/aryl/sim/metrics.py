@@ -146,19 +146,9 @@ def _pool_measures(
     gpus = t.gpus.astype(np.float64)
     done_work = (t.duration_s - np.asarray(st.remaining_s, dtype=np.float64)) * gpus
     done_work = np.where(status == "not_arrived", 0.0, np.maximum(done_work, 0.0))
-    useful_pool = [0.0] * n_p
-    main = np.full(t.n_jobs, "", dtype=object)
-    main_idx = np.full(t.n_jobs, -1, dtype=np.int64)
-    for j, d in enumerate(eng.job_pool_gpu_s):
-        if not d:
-            continue
-        tot = sum(d.values())
-        best = max(sorted(d), key=lambda p: d[p])
-        main_idx[j] = best
-        main[j] = st.pool_names[best]
-        if tot > 0:
-            for p, x in d.items():
-                useful_pool[p] += done_work[j] * (x / tot)
+    useful_pool, main_idx = eng.pool_split(done_work)
+    names = np.array([*st.pool_names, ""], dtype=object)
+    main = names[main_idx]  # -1 (no GPU-seconds): ""
     useful = float(done_work.sum())
     # training pools are available all the time; inference pools while on loan
     avail_pool = [0.0] * n_p
@@ -298,11 +288,11 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
             (eng.serving_int + eng.loan_int) / (span * n_inf) if span > 0 and n_inf else None
         ),
         "mean_loaned_servers": (eng.loan_int / span) if span > 0 else 0.0,
-        "n_preemptions": int(sum(eng.n_preempt)),
+        "n_preemptions": int(np.sum(eng.n_preempt, dtype=np.int64)),
         "n_reclaim_preemptions": eng.n_reclaim_preempt,
-        "n_scale_in": int(sum(eng.n_scale_in)),
-        "n_scale_out": int(sum(eng.n_scale_out)),
-        "n_moves": int(sum(eng.n_move)),
+        "n_scale_in": int(np.sum(eng.n_scale_in, dtype=np.int64)),
+        "n_scale_out": int(np.sum(eng.n_scale_out, dtype=np.int64)),
+        "n_moves": int(np.sum(eng.n_move, dtype=np.int64)),
         "n_loans": eng.n_loans,
         "n_reclaims": eng.n_reclaims,
         "n_loan_returns": eng.n_loan_returns,
@@ -335,14 +325,16 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
         }
     )
     if eng.events is not None and eng.events:
-        ev = eng.events
-        jid = t.job_id
+        from aryl.sim.native import EVENT_NAMES
+
+        ev_t, ev_j, ev_code, ev_w = eng.event_columns()
+        jid = np.array([*(str(x) for x in t.job_id), ""], dtype=object)  # -1: ""
         events = pd.DataFrame(
             {
-                "time_s": np.array([e[0] for e in ev], dtype=np.float64),
-                "job_id": [str(jid[e[1]]) if e[1] >= 0 else "" for e in ev],
-                "event": [e[2] for e in ev],
-                "workers": np.array([e[3] for e in ev], dtype=np.int64),
+                "time_s": ev_t,
+                "job_id": jid[ev_j],
+                "event": np.array(EVENT_NAMES, dtype=object)[ev_code],
+                "workers": ev_w,
             }
         )
     else:
