@@ -67,7 +67,8 @@ from typing import Any
 import numpy as np
 
 from aryl.cluster import ClusterSpec
-from aryl.scheduling import ClusterState, Reason, SchedulerConfig, make_policy, schedule
+from aryl.scheduling import ClusterState, Reason, SchedulerConfig, make_policy
+from aryl.scheduling.api import schedule_python
 from aryl.scheduling.speed import SpeedModel
 from aryl.scheduling.state import IDLE, INFEASIBLE, SERVING
 from aryl.sim.config import SimConfig, check_timeseries_size
@@ -433,7 +434,7 @@ class Engine:
             if n > 0:
                 self.reclaim_log.append(reclaim_request(st, n, self.policy.elastic))
         t = time.perf_counter()
-        plan = schedule(st, policy=self.policy)
+        plan = schedule_python(st, self.policy)
         self.sched_time_s += time.perf_counter() - t
         self.n_decisions += 1
         self.last_plan = plan
