@@ -52,6 +52,8 @@ sched = Pybind11Extension(
         "src/aryl/_core/sched_place.hpp",
         "src/aryl/_core/sched_simple.hpp",
         "src/aryl/_core/sched_pass.hpp",
+        "src/aryl/_core/sched_aryl.hpp",
+        "src/aryl/_core/sched_aryl_bind.hpp",
         "src/aryl/_core/sim_engine.hpp",
         "src/aryl/_core/reclaim.hpp",
         "src/aryl/_core/mckp.hpp",

@@ -20,6 +20,10 @@
 #include <vector>
 
 #include "sim_engine.hpp"
+#if __has_include("sched_aryl_bind.hpp")
+#include "sched_aryl_bind.hpp"  // test hooks of the aryl pass's building blocks (C2)
+#define ARYL_SCHED_BIND_TESTING 1
+#endif
 
 namespace py = pybind11;
 using aryl::sched::i64;
@@ -479,6 +483,9 @@ PYBIND11_MODULE(_sched, m) {
             d["reclaim_deadline_misses"] = e.reclaim_deadline_misses;
             return d;
         });
+#ifdef ARYL_SCHED_BIND_TESTING
+    aryl::sched::aryl_pass::bind_testing(m);
+#endif
     m.def("new_engine", &new_engine, py::arg("spec"));
     m.def("schedule_state", &schedule_state, py::arg("state"), py::arg("prep"), py::arg("policy"),
           py::arg("reclaim_fn"));

@@ -340,11 +340,11 @@ struct State {
     i64 add_server(bool training, i64 gpus, i64 pool_idx, i64 type_idx, int8_t st,
                    double reclaimed_s) {
         const i64 i = n_servers();
-        if (pool_idx >= n_pools) {
-            n_pools = pool_idx + 1;
+        if (pool_idx >= n_pools) n_pools = pool_idx + 1;
+        if (busy_by_pool.size() < static_cast<size_t>(n_pools))
             busy_by_pool.resize(static_cast<size_t>(n_pools), 0);
+        if (loaned_gpus_by_pool.size() < static_cast<size_t>(n_pools))
             loaned_gpus_by_pool.resize(static_cast<size_t>(n_pools), 0);
-        }
         server_pool_idx.push_back(pool_idx);
         const auto nt = static_cast<size_t>(type_idx + 1);
         if (servers_by_type.size() < nt) servers_by_type.resize(nt);
