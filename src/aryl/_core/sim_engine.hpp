@@ -95,7 +95,7 @@ inline std::string fmt_g6(double x) {
 
 // event kinds = priorities (engine.py FINISH .. TICK)
 enum EventKind : int { FINISH = 0, DEMAND = 1, RECLAIM = 2, ARRIVAL = 3, TICK = 4 };
-// event log codes (labels in aryl/sim/native.py EVENT_NAMES)
+// event log codes (labels in aryl/sim/metrics.py EVENT_NAMES)
 enum LogCode : int8_t { EV_ARRIVE = 0, EV_INFEASIBLE = 1, EV_START = 2, EV_SCALE_OUT = 3,
                         EV_SCALE_IN = 4, EV_MOVE = 5, EV_PREEMPT = 6, EV_FINISH = 7,
                         EV_LOAN = 8, EV_LOAN_RETURN = 9, EV_RECLAIM = 10 };

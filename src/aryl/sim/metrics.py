@@ -35,7 +35,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["SimResult", "build_result"]
+__all__ = ["EVENT_NAMES", "SimResult", "build_result"]
+
+#: Labels of the event log's codes (both engines; sim_engine.hpp LogCode).
+EVENT_NAMES = ("arrive", "infeasible", "start", "scale_out", "scale_in", "move", "preempt",
+               "finish", "loan", "loan_return", "reclaim")
 
 
 @dataclass
@@ -325,8 +329,6 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
         }
     )
     if eng.events is not None and eng.events:
-        from aryl.sim.native import EVENT_NAMES
-
         ev_t, ev_j, ev_code, ev_w = eng.event_columns()
         jid = np.array([*(str(x) for x in t.job_id), ""], dtype=object)  # -1: ""
         events = pd.DataFrame(

@@ -33,14 +33,12 @@ from aryl.scheduling.speed import SpeedModel
 from aryl.scheduling.state import IDLE, INFEASIBLE, SERVING
 from aryl.sim.config import SimConfig, check_timeseries_size
 from aryl.sim.jobs import JobTable
+from aryl.sim.metrics import EVENT_NAMES
 
 log = logging.getLogger("aryl.sim.engine")  # the Python engine's logger: same messages
 
 __all__ = ["EVENT_NAMES", "NativeEngine", "native_available", "uses_native"]
 
-#: Labels of the event log codes (sim_engine.hpp LogCode).
-EVENT_NAMES = ("arrive", "infeasible", "start", "scale_out", "scale_in", "move", "preempt",
-               "finish", "loan", "loan_return", "reclaim")
 
 _CHUNK = 2048  # loop iterations between progress calls (engine.py)
 
