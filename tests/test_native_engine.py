@@ -211,6 +211,8 @@ def replay_case(draw: st.DrawFn) -> tuple[pd.DataFrame, Any, SimConfig, dict[str
         loan_cooldown_s=draw(st.sampled_from([0.0, 600.0])),
         checkpoint_interval_s=draw(st.sampled_from([600.0, 1800.0])),
         horizon_s=horizon, seed=draw(st.integers(0, 2)), check=True,
+        # the native engine keeps only the rows that hold at a point of this grid
+        timeseries_step_s=draw(st.sampled_from([1.0, 60.0, 300.0, 5000.0])),
     )
     opts = {"return_idle_loans": False} if draw(st.integers(0, 3)) == 0 else {}
     return jobs, (demand if n_inf else False), cfg, opts

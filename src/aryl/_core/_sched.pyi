@@ -23,10 +23,8 @@ class Engine:
     """One replay (sim_engine.hpp Engine)."""
 
     def run(self, max_iterations: int) -> bool: ...  # int64_t; <= 0: to the end; True: ended
-    def results(self) -> dict[str, Any]: ...  # per-job columns, time series (k, 6), event log
-    def pool_split(
-        self, done_work: npt.ArrayLike  # const double* (n_jobs,)
-    ) -> tuple[list[float], _I64]: ...  # useful work per pool, main pool per job (-1: none)
+    def results(self) -> dict[str, Any]: ...  # moved out once: per-job columns, time series
+    # (k, 6), event log, GPU-seconds per pool (CSR pool_ptr / pool_idx / pool_gpu_s)
     @property
     def n_open(self) -> int: ...  # int64_t: jobs neither finished nor infeasible
     @property
@@ -47,6 +45,13 @@ class Engine:
     def counters(self) -> dict[str, float | int]: ...  # the integrals and counts of engine.py
 
 def new_engine(spec: dict[str, Any]) -> Engine: ...  # keys: aryl/sim/native.py NativeEngine
+def pool_split(
+    ptr: npt.ArrayLike,  # const int64_t* (n + 1,) CSR offsets per job
+    pool: npt.ArrayLike,  # const int64_t* (p,) pool index, order of first use
+    value: npt.ArrayLike,  # const double* (p,) GPU-seconds there
+    n_pools: int,  # int64_t
+    done_work: npt.ArrayLike,  # const double* (n,) useful work per job
+) -> tuple[list[float], _I64]: ...  # useful work per pool, main pool per job (-1: none)
 def schedule_state(
     state: Any,  # aryl.scheduling.ClusterState, read through the CPython API
     prep: dict[str, Any],  # config, speeds, server_type, gpu_types, family
