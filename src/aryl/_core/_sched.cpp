@@ -16,6 +16,9 @@
 
 #include <cstring>
 #include <string>
+#if defined(__GLIBC__)
+#include <malloc.h>  // malloc_trim: give the freed blocks of a replay back at once
+#endif
 #include <utility>
 #include <vector>
 
@@ -196,8 +199,6 @@ std::unique_ptr<M::Engine> new_engine(const py::dict& d) {
     }
     c.slots = d["slots"].cast<std::vector<std::vector<std::pair<i64, i64>>>>();
     c.duration_s = vec<double>(d["duration_s"]);
-    c.base_workers = vec<i64>(d["base_workers"]);
-    c.max_workers = vec<i64>(d["max_workers_policy"]);
     eng->reclaim_hook = make_hook(d["reclaim_hook"]);
     eng->ws.record_requests = d["record_requests"].cast<bool>();
     eng->init();
@@ -256,6 +257,9 @@ py::dict engine_results(M::Engine& eng) {
     py::list reqs;
     for (const auto& q : eng.ws.requests) reqs.append(request_dict(q));
     r["reclaim_requests"] = reqs;
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
     return r;
 }
 
@@ -332,16 +336,37 @@ py::list placement_list(const S::Placement& p) {
     return out;
 }
 
+// The C++ side of one Python ClusterState, kept between aryl.schedule calls on
+// it (ClusterState.native_cache): the static job columns (immutable once a job
+// is added, like ClusterState.static_arrays) are read once; each call reads the
+// dynamic fields of the queued and running jobs only and reuses the vectors.
+// Valid for the state whose job_id list is `owner` (a copy has its own list).
+struct StateCache {
+    py::object owner;  // the state's job_id list
+    i64 n_static = 0;  // jobs whose static fields are loaded
+    S::State st;
+    std::vector<i64> active;  // jobs loaded as queued or running by the last call
+    bool had_families = false;  // the family column is set (else -1 everywhere)
+};
+
 // One pass of `policy` over the Python ClusterState `obj` (not modified).
 // `prep`: the parts prepared in Python (config, speed model, family and type
 // indexes).  Returns the plan as tuples (aryl/scheduling/native.py).
-py::tuple schedule_state(const py::handle& obj, const py::dict& prep, const py::dict& policy,
-                         py::object reclaim_fn) {
-    S::State st;
+py::tuple schedule_state(const py::handle& obj, StateCache& cache, const py::dict& prep,
+                         const py::dict& policy, py::object reclaim_fn) {
+    py::object job_id = obj.attr("job_id");
+    const i64 n = py::len(job_id);
+    if (!cache.owner.is(job_id) || cache.n_static > n) {  // another state: start afresh
+        cache.owner = job_id;
+        cache.n_static = 0;
+        cache.st = S::State();
+        cache.active.clear();
+    }
+    S::State& st = cache.st;
     set_config(st.config, prep["config"].cast<py::dict>());
     set_speeds(st, prep["speeds"].cast<py::dict>());
     st.now_s = obj.attr("now_s").cast<double>();
-    // servers
+    // servers (rebuilt each call; the vectors keep their capacity)
     const i64 ns = py::len(obj.attr("server_id"));
     PyObject* sg = list_attr(obj, "server_gpus", ns);
     PyObject* ss = list_attr(obj, "server_status", ns);
@@ -349,32 +374,80 @@ py::tuple schedule_state(const py::handle& obj, const py::dict& prep, const py::
     PyObject* sp = list_attr(obj, "server_pool_idx", ns);
     const auto type = prep["server_type"].cast<std::vector<i64>>();
     const i64 n_train = py::len(obj.attr("training_servers"));
+    st.server_type.clear();
+    st.server_gpus.clear();
+    st.server_status.clear();
+    st.server_reclaimed_s.clear();
+    st.server_pool_idx.clear();
+    st.training_servers.clear();
+    st.free.clear();
+    st.ex_srv.clear();
+    st.servers_by_type.clear();
+    st.training_by_type.clear();
+    st.gpu_types.clear();
+    st.training_gpus = 0;
+    st.n_loaned = st.loaned_gpus = 0;
+    st.last_reclaim_s = -S::kInf;
     st.n_pools = py::len(obj.attr("pool_names"));
+    st.busy_by_pool.assign(static_cast<size_t>(st.n_pools), 0);
+    st.loaned_gpus_by_pool.assign(static_cast<size_t>(st.n_pools), 0);
+    st.jobs_on.clear();  // add_server appends one per server
     for (i64 s = 0; s < ns; ++s)
         st.add_server(s < n_train, PyCols::i(sg, s), PyCols::i(sp, s), type[static_cast<size_t>(s)],
                       static_cast<int8_t>(PyCols::i(ss, s)), PyCols::f(sr, s));
     st.gpu_types = prep["gpu_types"].cast<std::vector<std::string>>();
-    st.busy_by_pool.resize(static_cast<size_t>(st.n_pools), 0);
-    st.loaned_gpus_by_pool.resize(static_cast<size_t>(st.n_pools), 0);
     st.servers_needed = obj.attr("servers_needed").cast<i64>();
     st.reclaim_deadline_s = obj.attr("reclaim_deadline_s").cast<double>();
     py::tuple memo = obj.attr("elastic_memo");
     st.memo_left = memo[0].cast<i64>();
     st.memo_loaned = memo[1].cast<i64>();
-    // jobs: only queued and running jobs are read by a pass
-    const i64 n = py::len(obj.attr("job_id"));
-    st.reserve_jobs(n);
+    // jobs: static fields of new jobs (once), dynamic fields of the active ones
+    const auto fam = prep["family"].cast<std::vector<i64>>();  // per job (empty: none)
+    if (cache.n_static < n) {
+        PyObject* c_arr = list_attr(obj, "arrival_s", n);
+        PyObject* c_gpw = list_attr(obj, "gpus_per_worker", n);
+        PyObject* c_mn = list_attr(obj, "min_workers", n);
+        PyObject* c_mx = list_attr(obj, "max_workers", n);
+        PyObject* c_ref = list_attr(obj, "ref_workers", n);
+        PyObject* c_el = list_attr(obj, "elastic", n);
+        PyObject* c_al = list_attr(obj, "alpha", n);
+        PyObject* c_rt = list_attr(obj, "ref_throughput", n);
+        st.reserve_jobs(n);
+        for (i64 j = cache.n_static; j < n; ++j) {
+            const auto u = static_cast<size_t>(j);
+            st.arrival_s[u] = PyCols::f(c_arr, j);
+            st.gpus_per_worker[u] = PyCols::i(c_gpw, j);
+            st.min_workers[u] = PyCols::i(c_mn, j);
+            st.max_workers[u] = PyCols::i(c_mx, j);
+            st.ref_workers[u] = PyCols::i(c_ref, j);
+            st.elastic[u] = PyCols::b(c_el, j) ? 1 : 0;
+            st.alpha[u] = PyCols::f(c_al, j);
+            st.ref_throughput[u] = PyCols::f(c_rt, j);
+        }
+        cache.n_static = n;
+    }
+    if (!fam.empty() || cache.had_families) {
+        for (i64 j = 0; j < n; ++j)
+            st.family[static_cast<size_t>(j)] = fam.empty() ? -1 : fam[static_cast<size_t>(j)];
+        cache.had_families = !fam.empty();
+    }
+    // forget the last call's active jobs
+    for (i64 j : cache.active) {
+        const auto u = static_cast<size_t>(j);
+        st.status[u] = S::PENDING;
+        st.placement[u].clear();
+        st.workers[u] = 0;
+        st.ex_job[u].clear();
+    }
+    cache.active.clear();
+    st.queued.clear();
+    st.running.clear();
+    st.below.clear();
+    st.elastic_running.clear();
+    st.next_run_seq = 0;
+    st.drop_queue_indexes();
     const std::vector<i64> queued = keys_of(obj, "queued");
     const std::vector<i64> running = keys_of(obj, "running");
-    const auto fam = prep["family"].cast<std::vector<i64>>();  // per job (empty: none)
-    PyObject* c_arr = list_attr(obj, "arrival_s", n);
-    PyObject* c_gpw = list_attr(obj, "gpus_per_worker", n);
-    PyObject* c_mn = list_attr(obj, "min_workers", n);
-    PyObject* c_mx = list_attr(obj, "max_workers", n);
-    PyObject* c_ref = list_attr(obj, "ref_workers", n);
-    PyObject* c_el = list_attr(obj, "elastic", n);
-    PyObject* c_al = list_attr(obj, "alpha", n);
-    PyObject* c_rt = list_attr(obj, "ref_throughput", n);
     PyObject* c_rem = list_attr(obj, "remaining_s", n);
     PyObject* c_pa = list_attr(obj, "progress_at_s", n);
     PyObject* c_sp = list_attr(obj, "speed", n);
@@ -387,52 +460,53 @@ py::tuple schedule_state(const py::handle& obj, const py::dict& prep, const py::
     PyObject* c_aa = list_attr(obj, "attained_at_s", n);
     PyObject* c_pl = list_attr(obj, "placement", n);
     PyObject* c_wk = list_attr(obj, "workers", n);
-    auto read_job = [&](i64 j) {
+    auto check = [n](i64 j) {
         if (j < 0 || j >= n) throw py::index_error("ClusterState: job index out of range");
+    };
+    // a queued job: what its queue keys and a start read
+    for (i64 j : queued) {
+        check(j);
         const auto u = static_cast<size_t>(j);
-        st.arrival_s[u] = PyCols::f(c_arr, j);
-        st.gpus_per_worker[u] = PyCols::i(c_gpw, j);
-        st.min_workers[u] = PyCols::i(c_mn, j);
-        st.max_workers[u] = PyCols::i(c_mx, j);
-        st.ref_workers[u] = PyCols::i(c_ref, j);
-        st.elastic[u] = PyCols::b(c_el, j) ? 1 : 0;
-        st.alpha[u] = PyCols::f(c_al, j);
-        st.family[u] = fam.empty() ? -1 : fam[u];
-        st.ref_throughput[u] = PyCols::f(c_rt, j);
+        st.remaining_s[u] = PyCols::f(c_rem, j);
+        st.queued_since_s[u] = PyCols::f(c_qs, j);
+        st.waited_s[u] = PyCols::f(c_ws, j);
+        st.attained_gpu_s[u] = PyCols::f(c_ag, j);
+        st.restarted[u] = PyCols::b(c_rs, j) ? 1 : 0;
+        st.status[u] = S::QUEUED;
+        st.queued.add(j);
+        cache.active.push_back(j);
+    }
+    // a running job: progress, checkpoint, attained service, placement
+    for (i64 j : running) {
+        check(j);
+        const auto u = static_cast<size_t>(j);
         st.remaining_s[u] = PyCols::f(c_rem, j);
         st.progress_at_s[u] = PyCols::f(c_pa, j);
         st.speed[u] = PyCols::f(c_sp, j);
         st.checkpoint_remaining_s[u] = PyCols::f(c_cr, j);
         st.next_checkpoint_s[u] = PyCols::f(c_nc, j);
-        st.restarted[u] = PyCols::b(c_rs, j) ? 1 : 0;
         st.queued_since_s[u] = PyCols::f(c_qs, j);
         st.waited_s[u] = PyCols::f(c_ws, j);
         st.attained_gpu_s[u] = PyCols::f(c_ag, j);
         st.attained_at_s[u] = PyCols::f(c_aa, j);
-    };
-    for (i64 j : queued) {
-        read_job(j);
-        st.status[static_cast<size_t>(j)] = S::QUEUED;
-        st.queued.add(j);
-    }
-    for (i64 j : running) {
-        read_job(j);
-        const auto u = static_cast<size_t>(j);
+        st.restarted[u] = PyCols::b(c_rs, j) ? 1 : 0;
         st.status[u] = S::RUNNING;
         st.running.add(j);
         st.run_seq[u] = st.next_run_seq++;
+        cache.active.push_back(j);
         PyObject* pd = PyList_GET_ITEM(c_pl, j);
         if (!PyDict_Check(pd))
             throw aryl::sched::InvalidInput("jobs[" + std::to_string(j) + "]: running with no placement");
         PyObject *k, *v;
         Py_ssize_t pos = 0;
         S::Placement& p = st.placement[u];
+        p.clear();
         while (PyDict_Next(pd, &pos, &k, &v)) {
-            const long long s = PyLong_AsLongLong(k);
+            const long long srv = PyLong_AsLongLong(k);
             const long long kk = PyLong_AsLongLong(v);
-            if ((s == -1 || kk == -1) && PyErr_Occurred()) throw py::error_already_set();
-            if (s < 0 || s >= ns) throw py::index_error("ClusterState: placement server out of range");
-            p.emplace_back(static_cast<i64>(s), static_cast<i64>(kk));
+            if ((srv == -1 || kk == -1) && PyErr_Occurred()) throw py::error_already_set();
+            if (srv < 0 || srv >= ns) throw py::index_error("ClusterState: placement server out of range");
+            p.emplace_back(static_cast<i64>(srv), static_cast<i64>(kk));
         }
         st.workers[u] = PyCols::i(c_wk, j);
     }
@@ -527,6 +601,8 @@ PYBIND11_MODULE(_sched, m) {
     m.def("pool_split", &pool_split, py::arg("ptr"), py::arg("pool"), py::arg("value"),
           py::arg("n_pools"), py::arg("done_work"),
           "Useful work per pool and main pool per job (metrics.py's per-job loop).");
-    m.def("schedule_state", &schedule_state, py::arg("state"), py::arg("prep"), py::arg("policy"),
-          py::arg("reclaim_fn"));
+    py::class_<StateCache>(m, "StateCache", "Scratch of the compiled pass for one ClusterState.")
+        .def(py::init<>());
+    m.def("schedule_state", &schedule_state, py::arg("state"), py::arg("cache"), py::arg("prep"),
+          py::arg("policy"), py::arg("reclaim_fn"));
 }

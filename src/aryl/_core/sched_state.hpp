@@ -268,7 +268,128 @@ inline double throughput_1(i64 w, double alpha) {
 enum QueueKey : int { Q_ARRIVAL = 0, Q_WAIT_ORIGIN = 1, Q_SJF_RIGID = 2, Q_SJF_ELASTIC = 3,
                       Q_LAS = 4, N_QUEUE_KEYS = 5 };
 using QueueEntry = std::pair<double, i64>;
-using QueueIndex = std::set<QueueEntry>;
+
+// Allocator of single nodes that recycles them through a per-thread free list
+// (a queue index inserts and erases a node per enqueue / start: no malloc then).
+template <class T>
+struct NodeAllocator {
+    using value_type = T;
+    NodeAllocator() noexcept = default;
+    template <class U>
+    NodeAllocator(const NodeAllocator<U>&) noexcept {}
+    struct FreeList {
+        std::vector<void*> v;
+        ~FreeList() {
+            for (void* p : v) ::operator delete(p);
+        }
+    };
+    static FreeList& free_list() {
+        thread_local FreeList fl;
+        return fl;
+    }
+    T* allocate(std::size_t n) {
+        if (n == 1) {
+            FreeList& fl = free_list();
+            if (!fl.v.empty()) {
+                void* p = fl.v.back();
+                fl.v.pop_back();
+                return static_cast<T*>(p);
+            }
+        }
+        return static_cast<T*>(::operator new(n * sizeof(T)));
+    }
+    void deallocate(T* p, std::size_t n) noexcept {
+        if (n == 1) {
+            try {
+                free_list().v.push_back(p);
+                return;
+            } catch (...) {
+            }
+        }
+        ::operator delete(p);
+    }
+};
+template <class T, class U>
+bool operator==(const NodeAllocator<T>&, const NodeAllocator<U>&) noexcept { return true; }
+template <class T, class U>
+bool operator!=(const NodeAllocator<T>&, const NodeAllocator<U>&) noexcept { return false; }
+
+using QueueSet = std::set<QueueEntry, std::less<QueueEntry>, NodeAllocator<QueueEntry>>;
+
+// The queued jobs sorted by (key, job): a sorted vector when built (one pass
+// that only reads it allocates no node), turned into a balanced tree on the first
+// insertion or removal (the simulator keeps it up to date by enqueue / start).
+// Iterate it with a range-for: entries (key, job) ascending.
+class QueueIndex {
+public:
+    class iterator {
+    public:
+        iterator(const QueueEntry* p, QueueSet::const_iterator it, bool flat)
+            : p_(p), it_(it), flat_(flat) {}
+        const QueueEntry& operator*() const { return flat_ ? *p_ : *it_; }
+        const QueueEntry* operator->() const { return &**this; }
+        iterator& operator++() {
+            if (flat_) ++p_;
+            else ++it_;
+            return *this;
+        }
+        bool operator!=(const iterator& o) const { return flat_ ? p_ != o.p_ : it_ != o.it_; }
+        bool operator==(const iterator& o) const { return !(*this != o); }
+
+    private:
+        const QueueEntry* p_;
+        QueueSet::const_iterator it_;
+        bool flat_;
+    };
+    iterator begin() const {
+        return flat_ ? iterator(flat_v_.data(), set_.end(), true) : iterator(nullptr, set_.begin(), false);
+    }
+    iterator end() const {
+        return flat_ ? iterator(flat_v_.data() + flat_v_.size(), set_.end(), true)
+                     : iterator(nullptr, set_.end(), false);
+    }
+    size_t size() const { return flat_ ? flat_v_.size() : set_.size(); }
+    bool empty() const { return size() == 0; }
+    void clear() {
+        flat_v_.clear();
+        set_.clear();
+        flat_ = true;
+    }
+    // Replace the content by `sorted` (ascending, unique).
+    void assign_sorted(std::vector<QueueEntry>& sorted) {
+        set_.clear();
+        flat_v_.swap(sorted);
+        flat_ = true;
+    }
+    void insert(const QueueEntry& e) {
+        to_tree();
+        set_.insert(e);
+    }
+    void erase(const QueueEntry& e) {
+        to_tree();
+        set_.erase(e);
+    }
+    bool operator==(const QueueIndex& o) const {
+        if (size() != o.size()) return false;
+        auto a = begin(), b = o.begin();
+        for (; a != end(); ++a, ++b)
+            if (*a != *b) return false;
+        return true;
+    }
+    bool operator!=(const QueueIndex& o) const { return !(*this == o); }
+
+private:
+    void to_tree() {
+        if (!flat_) return;
+        set_.clear();
+        for (const auto& e : flat_v_) set_.emplace_hint(set_.end(), e);
+        flat_v_.clear();
+        flat_ = false;
+    }
+    std::vector<QueueEntry> flat_v_;
+    QueueSet set_;
+    bool flat_ = true;
+};
 
 // ---------------------------------------------------------------- the state
 // state.py ClusterState
@@ -591,9 +712,11 @@ struct State {
             qidx_built[Q_LAS] = false;
         }
         if (!qidx_built[which]) {
-            QueueIndex& q = qidx[which];
-            q.clear();
-            for (i64 j : queued) q.emplace(queue_key(which, j), j);
+            std::vector<QueueEntry> buf;
+            buf.reserve(static_cast<size_t>(queued.size()));
+            for (i64 j : queued) buf.emplace_back(queue_key(which, j), j);
+            std::sort(buf.begin(), buf.end());
+            qidx[which].assign_sorted(buf);
             qidx_built[which] = true;
         }
         return qidx[which];
@@ -684,7 +807,7 @@ struct State {
         queued.add(j);
         queued_since_s[u] = now;
         for (int k = 0; k < N_QUEUE_KEYS; ++k)
-            if (qidx_built[k]) qidx[k].emplace(queue_key(k, j), j);
+            if (qidx_built[k]) qidx[k].insert(QueueEntry(queue_key(k, j), j));
     }
     // state.py _dequeue
     void dequeue(i64 j) {
@@ -933,8 +1056,11 @@ struct State {
         if (!(r.last_reclaim_s == last_reclaim_s)) return "last reclaim time drifted";
         for (int k = 0; k < N_QUEUE_KEYS; ++k) {
             if (!qidx_built[k]) continue;
+            std::vector<QueueEntry> buf;
+            for (i64 j : queued) buf.emplace_back(queue_key(k, j), j);
+            std::sort(buf.begin(), buf.end());
             QueueIndex ref;
-            for (i64 j : queued) ref.emplace(queue_key(k, j), j);
+            ref.assign_sorted(buf);
             if (ref != qidx[k]) {
                 static const char* names[] = {"arrival", "wait-origin", "sjf-rigid",
                                               "sjf-elastic", "las"};

@@ -205,8 +205,6 @@ struct EngineSetup {
     // whole-worker slots of the training servers per GPU type: (n_servers, gpus per server)
     std::vector<std::vector<std::pair<i64, i64>>> slots;
     std::vector<double> duration_s;    // traced durations (the finish check)
-    std::vector<i64> base_workers;     // per job under the policy
-    std::vector<i64> max_workers;      // per job under the policy
 };
 
 // engine.py Engine
@@ -420,7 +418,7 @@ public:
     }
     void arrive(i64 j) {
         const auto u = static_cast<size_t>(j);
-        const i64 base = cfg.base_workers[u];
+        const i64 base = pol.base_workers(st, j);
         const i64 g = st.gpus_per_worker[u];
         if (!fits_ever(base, g)) {
             st.status[u] = sched::INFEASIBLE;
@@ -731,10 +729,12 @@ public:
             if (w != st.workers[u])
                 fail("job " + js + ": workers " + std::to_string(st.workers[u]) + " != placement " +
                      std::to_string(w));
-            if (!(cfg.base_workers[u] <= w && w <= cfg.max_workers[u]))
+            // engine.py base_workers / max_workers: the size range under the policy
+            const i64 lo = pol.base_workers(st, j);
+            const i64 hi = (pol.elastic && st.elastic[u]) ? st.max_workers[u] : st.ref_workers[u];
+            if (!(lo <= w && w <= hi))
                 fail("job " + js + ": " + std::to_string(w) + " workers outside [" +
-                     std::to_string(cfg.base_workers[u]) + ", " + std::to_string(cfg.max_workers[u]) +
-                     "]");
+                     std::to_string(lo) + ", " + std::to_string(hi) + "]");
             const i64 g = st.gpus_per_worker[u];
             for (const auto& e : place) {
                 const auto& on = st.jobs_on[static_cast<size_t>(e.first)];

@@ -215,7 +215,8 @@ def schedule_native(st: ClusterState, pol: Policy) -> SchedulePlan:
     """One pass of ``pol`` over ``st`` in C++ (``st`` is not modified).
 
     The caller checks :func:`native_policy` first.  Cost: O(servers + queued +
-    running jobs) to read the state, then the pass.
+    running jobs) to read the state (the static job columns are read once per
+    state, :attr:`ClusterState.native_cache`), then the pass.
     """
     gt = st.gpu_types
     tindex = {t: i for i, t in enumerate(gt)}
@@ -227,5 +228,9 @@ def schedule_native(st: ClusterState, pol: Policy) -> SchedulePlan:
     fam = st.family if st.speeds is not None and any(f is not None for f in st.family) else None
     prep["speeds"], prep["family"] = speeds_prep(st.speeds, gt, fam, _replicas_of(st))
     hook = None if st.config.reclaim_policy == "aryl" else reclaim_hook(st.config.backend)
-    return plan_from_native(_core().schedule_state(st, prep, policy_prep(pol), hook))
+    core = _core()
+    cache = st.native_cache
+    if cache is None:
+        cache = st.native_cache = core.StateCache()
+    return plan_from_native(core.schedule_state(st, cache, prep, policy_prep(pol), hook))
 

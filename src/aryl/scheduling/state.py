@@ -263,6 +263,7 @@ class ClusterState:
         "max_workers",
         "min_workers",
         "n_loaned",
+        "native_cache",
         "next_checkpoint_s",
         "now_s",
         "np_static",
@@ -374,6 +375,9 @@ class ClusterState:
         # loan or offered in it); (-1, -1) = no memo, the phase runs
         self.elastic_memo: tuple[int, int] = (-1, -1)
         self.np_static: tuple[Any, ...] | None = None
+        # the compiled pass's scratch for this state (aryl.scheduling.native): its
+        # static job columns, read once; tied to this state's job_id list
+        self.native_cache: Any = None
 
     # ------------------------------------------------------------ building
     @property
@@ -1153,6 +1157,7 @@ class ClusterState:
         c.servers_by_type = {t: v.copy() for t, v in self.servers_by_type.items()}
         c.training_by_type = {t: v.copy() for t, v in self.training_by_type.items()}
         c.qidx = {n: (k, lst.copy(), keys.copy()) for n, (k, lst, keys) in self.qidx.items()}
+        c.native_cache = None  # scratch of one state: the copy makes its own
         return c
 
     def job_index(self, ids: Iterable[str]) -> list[int]:

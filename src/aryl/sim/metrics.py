@@ -246,7 +246,8 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
             "n_scale_out": np.asarray(eng.n_scale_out, dtype=np.int64),
             "n_moves": np.asarray(eng.n_move, dtype=np.int64),
             "gpu_s": np.asarray(st.attained_gpu_s, dtype=np.float64),
-        }
+        },
+        copy=False,  # the columns are this result's own arrays
     )
     done = state == DONE
     span = eng.now - eng.t0
@@ -336,14 +337,15 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     )
     if eng.events is not None and eng.events:
         ev_t, ev_j, ev_code, ev_w = eng.event_columns()
+        ev_ids = ids.take(np.where(ev_j >= 0, ev_j, t.n_jobs))
+        del ev_j
+        ev_names = _labels(EVENT_NAMES, ev_code)
+        del ev_code
         events = pd.DataFrame(
-            {
-                "time_s": ev_t,
-                "job_id": ids.take(np.where(ev_j >= 0, ev_j, t.n_jobs)),
-                "event": _labels(EVENT_NAMES, ev_code),
-                "workers": ev_w,
-            }
+            {"time_s": ev_t, "job_id": ev_ids, "event": ev_names, "workers": ev_w},
+            copy=False,
         )
+        del ev_t, ev_ids, ev_names, ev_w
     else:
         events = pd.DataFrame(
             {

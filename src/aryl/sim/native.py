@@ -140,9 +140,6 @@ class NativeEngine:
         speed_d, fam_idx = speeds_prep(st.speeds, st.gpu_types, families, replicas)
         family = (np.asarray(fam_idx, dtype=np.int64) if fam_idx
                   else np.full(n, -1, dtype=np.int64))
-        elastic_pol = bool(pol.elastic)
-        base = np.where(elastic_pol & el, mn, ref).astype(np.int64)
-        top = np.where(elastic_pol & el, mx, ref).astype(np.int64)
         # clock
         t0 = config.start_time_s
         if t0 is None:
@@ -190,8 +187,6 @@ class NativeEngine:
             "inf_period_s": math.inf if inf is None else float(inf.period_s),
             "slots": list(slots.values()),
             "duration_s": dur,
-            "base_workers": base,
-            "max_workers_policy": top,
             "reclaim_hook": (None if scfg.reclaim_policy == "aryl"
                              else reclaim_hook(scfg.backend)),
             "record_requests": False,
@@ -292,8 +287,14 @@ class NativeEngine:
     # ------------------------------------------------------- result views
     def event_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The event log: time (float64), job index (int64, -1 for server events),
-        event code (int8, :data:`EVENT_NAMES`), workers or server index (int64)."""
-        return self._ev
+        event code (int8, :data:`EVENT_NAMES`), workers or server index (int64).
+
+        Handed over once (the engine keeps no reference: the result's event frame
+        is the only copy that stays)."""
+        ev, self._ev = self._ev, None
+        if ev is None:
+            raise RuntimeError("event_columns: the event log was already handed over")
+        return ev
 
     def pool_split(self, done_work: np.ndarray) -> tuple[list[float], np.ndarray]:
         """Useful work per pool and each job's main pool index (-1: none), in C++
