@@ -88,7 +88,10 @@ inline void table_from_throughput(const std::vector<double>& rem, const std::vec
   const size_t stride = static_cast<size_t>(K) + 1;
   for (size_t i = 0; i < n; ++i) {
     const double r = rem[i];
-    for (i64 c = 0; c <= K; ++c) {
+    // columns past the job's maximum are NaN whatever they hold (and NaN + p is NaN):
+    // only c <= extra[i] is computed
+    const i64 top = std::min(K, extra[i]);
+    for (i64 c = 0; c <= top; ++c) {
       // time_s = rem / tput; 0 where rem == 0; jct = time_s + p * (target != cur)
       double t = r / tput[i * stride + static_cast<size_t>(c)];
       if (r == 0.0) t = 0.0;
@@ -99,9 +102,11 @@ inline void table_from_throughput(const std::vector<double>& rem, const std::vec
     double* vrow = out.v.data() + i * static_cast<size_t>(K);
     i64* wrow = out.w.data() + i * static_cast<size_t>(K);
     for (i64 c = 1; c <= K; ++c) {
-      double v = jct[0] - jct[static_cast<size_t>(c)];
-      if (c > extra[i]) v = nan;
-      if (add_p) v += p;
+      double v = nan;
+      if (c <= top) {
+        v = jct[0] - jct[static_cast<size_t>(c)];
+        if (add_p) v += p;
+      }
       vrow[c - 1] = v;
       wrow[c - 1] = c * g[i];
     }
@@ -127,7 +132,7 @@ inline void extras_table(const std::vector<double>& rem, const std::vector<i64>&
   tput.resize(n * stride);
   for (size_t i = 0; i < n; ++i) {
     const double a = alpha[i];
-    for (i64 c = 0; c <= K; ++c) {
+    for (i64 c = 0; c <= extra[i]; ++c) {  // the rest is never read (NaN columns)
       const double w = static_cast<double>(base[i] + c);
       tput[i * stride + static_cast<size_t>(c)] = w / (1.0 + a * (w - 1.0));
     }
@@ -488,6 +493,38 @@ inline void fill_extras(const Table& values, std::vector<i64>& k,
 }  // namespace aryl_pass
 
 // ====================================================================== the pass
+// Scratch vectors of the pass, kept from one pass to the next (one per thread), so a
+// pass allocates nothing once they have grown: the replay runs thousands of passes.
+struct ArylWorkspace {
+  // ArylPass members (Python: attributes of the pass object)
+  std::vector<i64> real, scratch, loaned, held, loan_set;
+  aryl_pass::Groups groups, groups_extra;
+  std::vector<std::vector<i64>> held_t, off_t;
+  std::vector<aryl_pass::Groups> groups_t, groups_extra_t;
+  std::vector<char> fin_built;
+  std::vector<std::vector<std::pair<double, i64>>> finishes;
+  // run / elastic_typed
+  std::vector<i64> fast, sub, cand_all, servers, new_t;
+  std::vector<const Placement*> ex_sub, old_all;
+  std::vector<std::vector<i64>> by_type;
+  std::vector<std::pair<i64, i64>> new_types;
+  // elastic_phase
+  std::vector<i64> cand, base, cur, mx, g, ext, max_extra, caps, caps_r, k, free0, slot_free,
+      extra;
+  std::vector<const Placement*> old;
+  std::vector<size_t> new_idx;
+  std::vector<double> rem, alpha, pause, tput, jct, cut;
+  aryl_pass::Table table;
+  aryl_pass::Placed placed;
+  aryl_pass::PlaceScratch psc;
+  Placement newp;
+};
+
+inline ArylWorkspace& aryl_workspace() {
+  thread_local ArylWorkspace ws;
+  return ws;
+}
+
 // aryl.py ArylPass: one pass of the aryl family over a state (scratch data lives
 // here).  Phase 1 is sched_simple.hpp's SjfPass::base_phase with the hooks below;
 // SjfPass::free is Python's ``self.real`` (the truly free GPUs; capacity_view fills
@@ -497,10 +534,36 @@ class ArylPass : public SjfPass {
   using Groups = aryl_pass::Groups;
   using Span = aryl_pass::Span;
 
-  ArylPass(const Policy& pol_, const State& st_, const PassContext& ctx_)
+  ArylPass(const Policy& pol_, const State& st_, const PassContext& ctx_,
+           ArylWorkspace& ws_ = aryl_workspace())
       : SjfPass(pol_, st_, ctx_),
+        ws(ws_),
         el_any(pol_.elastic && !st_.elastic_running.empty()),
-        typed(st_.multi_type() && !st_.config.mix_gpu_types) {}
+        typed(st_.multi_type() && !st_.config.mix_gpu_types),
+        scratch(ws_.scratch),
+        loaned(ws_.loaned),
+        held(ws_.held),
+        loan_set(ws_.loan_set),
+        groups(ws_.groups),
+        groups_extra(ws_.groups_extra),
+        held_t(ws_.held_t),
+        off_t(ws_.off_t),
+        groups_t(ws_.groups_t),
+        groups_extra_t(ws_.groups_extra_t),
+        fin_built(ws_.fin_built),
+        finishes(ws_.finishes) {
+    free.swap(ws.real);  // SjfPass::free (Python's self.real) on the kept buffer
+    loaned.clear();
+    loan_set.clear();
+    groups.clear();
+    groups_extra.clear();
+    groups_t.clear();
+    groups_extra_t.clear();
+    fin_built.clear();
+  }
+  ~ArylPass() override { ws.real.swap(free); }
+  ArylPass(const ArylPass&) = delete;
+  ArylPass& operator=(const ArylPass&) = delete;
 
   // ArylPass.set_groups: base workers on training, then servers already on loan,
   // then servers merely offered; extras on loaned, then training, then offered.
@@ -525,10 +588,16 @@ class ArylPass : public SjfPass {
     if (typed) {
       loan_set = loaned;  // ascending (ctx.loaned is)
       const size_t nt = static_cast<size_t>(st.n_types());
-      held_t.assign(nt, {});
-      off_t.assign(nt, {});
-      groups_t.assign(nt, {});
-      groups_extra_t.assign(nt, {});
+      held_t.resize(nt);
+      off_t.resize(nt);
+      groups_t.resize(nt);
+      groups_extra_t.resize(nt);
+      for (size_t t = 0; t < nt; ++t) {
+        held_t[t].clear();
+        off_t[t].clear();
+        groups_t[t].clear();
+        groups_extra_t[t].clear();
+      }
       for (i64 x : *held_p) held_t[static_cast<size_t>(st.server_type[static_cast<size_t>(x)])].push_back(x);
       for (i64 x : offered) off_t[static_cast<size_t>(st.server_type[static_cast<size_t>(x)])].push_back(x);
       for (size_t t = 0; t < nt; ++t) {
@@ -655,10 +724,11 @@ class ArylPass : public SjfPass {
     if (have >= need) return 0.0;
     if (fin_built.size() != static_cast<size_t>(st.n_types())) {
       fin_built.assign(static_cast<size_t>(st.n_types()), 0);
-      finishes.assign(static_cast<size_t>(st.n_types()), {});
+      finishes.resize(static_cast<size_t>(st.n_types()));
     }
     std::vector<std::pair<double, i64>>& fin = finishes[uu];
     if (!fin_built[uu]) {
+      fin.clear();
       const double now = st.now_s;
       for (i64 r : st.running) {
         const auto ru = static_cast<size_t>(r);
@@ -695,14 +765,19 @@ class ArylPass : public SjfPass {
   // jobs and capacity.
   void elastic_typed(Plan& d, std::vector<i64>& free_io) {
     const size_t nt = static_cast<size_t>(st.n_types());
-    std::vector<std::vector<i64>> by_type(nt);
+    std::vector<std::vector<i64>>& by_type = ws.by_type;
+    by_type.resize(nt);
+    for (auto& v : by_type) v.clear();
     for (i64 j : st.elastic_running)  // self.el (the policy is elastic here)
       by_type[static_cast<size_t>(base_type(st.placement[static_cast<size_t>(j)]))].push_back(j);
-    std::vector<std::pair<i64, i64>> new_types;  // (job, type) of the elastic starts
+    std::vector<std::pair<i64, i64>>& new_types = ws.new_types;  // (job, type) of elastic starts
+    new_types.clear();
     for (const auto& s : d.starts)
       if (pol.scalable(st, s.job)) new_types.emplace_back(s.job, base_type(s.place));
-    std::vector<i64> servers, new_t, fast;
-    std::vector<const Placement*> old;
+    std::vector<i64>& servers = ws.servers;
+    std::vector<i64>& new_t = ws.new_t;
+    std::vector<i64>& fast = ws.fast;
+    std::vector<const Placement*>& old = ws.old_all;
     for (size_t t = 0; t < nt; ++t) {
       const std::vector<i64>& cand = by_type[t];
       bool has_new = false;
@@ -769,7 +844,7 @@ class ArylPass : public SjfPass {
     } else if (run_ && (el_any || new_el)) {
       bool done = false;
       const std::vector<i64>* free_p = nullptr;
-      std::vector<i64> fast;
+      std::vector<i64>& fast = ws.fast;
       if (!disp) {
         // Fast exact path: jobs at their maximum keep their extras; if the others'
         // unconstrained best options fit the free GPUs, that is the MCKP optimum.
@@ -790,8 +865,10 @@ class ArylPass : public SjfPass {
         // Gate: when everyone at their maximum would not fit, go to the solver.
         if (upper <= cap) {
           fast = *real_p;
-          std::vector<i64> sub;
-          std::vector<const Placement*> ex_sub;
+          std::vector<i64>& sub = ws.sub;
+          std::vector<const Placement*>& ex_sub = ws.ex_sub;
+          sub.clear();
+          ex_sub.clear();
           auto visit = [&](i64 j) {  // the jobs below their maximum, in start order
             const auto u = static_cast<size_t>(j);
             sub.push_back(j);
@@ -817,9 +894,11 @@ class ArylPass : public SjfPass {
       if (!done) {
         if (!phase1) capacity_view(free);
         std::vector<i64>& sc = build_scratch();
-        std::vector<i64> cand = st.elastic_running.to_vector();
-        std::vector<const Placement*> old;
-        old.reserve(cand.size());
+        std::vector<i64>& cand = ws.cand_all;
+        std::vector<const Placement*>& old = ws.old_all;
+        cand.clear();
+        old.clear();
+        for (i64 j : st.elastic_running) cand.push_back(j);
         for (i64 j : cand) {
           const Placement& e = st.ex_job[static_cast<size_t>(j)];
           old.push_back(e.empty() ? nullptr : &e);
@@ -846,9 +925,12 @@ class ArylPass : public SjfPass {
                      const std::vector<i64>* free_wo_extras, const std::vector<i64>* servers,
                      i64 gpu_type, const std::vector<i64>* new_filter) {
     namespace ap = aryl_pass;
-    std::vector<i64> cand(cand_run);
-    std::vector<const Placement*> old(old_run);
-    std::vector<size_t> new_idx;  // index in d.starts of each new candidate
+    std::vector<i64>& cand = ws.cand;
+    std::vector<const Placement*>& old = ws.old;
+    std::vector<size_t>& new_idx = ws.new_idx;  // index in d.starts of each new candidate
+    cand.assign(cand_run.begin(), cand_run.end());
+    old.assign(old_run.begin(), old_run.end());
+    new_idx.clear();
     for (size_t q = 0; q < d.starts.size(); ++q) {
       const i64 j = d.starts[q].job;
       if (!pol.scalable(st, j)) continue;
@@ -872,8 +954,11 @@ class ArylPass : public SjfPass {
     if (capacity <= 0 && !any_old) return true;
     const size_t n = cand.size();
     const double now = st.now_s;
-    std::vector<double> rem(n), alpha(n), pause(n);
-    std::vector<i64> base(n), cur(n), mx(n), g(n), ext(n), max_extra(n);
+    std::vector<double>&rem = ws.rem, &alpha = ws.alpha, &pause = ws.pause;
+    std::vector<i64>&base = ws.base, &cur = ws.cur, &mx = ws.mx, &g = ws.g, &ext = ws.ext,
+                     &max_extra = ws.max_extra;
+    for (auto* v : {&rem, &alpha, &pause}) v->resize(n);
+    for (auto* v : {&base, &cur, &mx, &g, &ext, &max_extra}) v->resize(n);
     for (size_t i = 0; i < n; ++i) {
       const auto u = static_cast<size_t>(cand[i]);
       rem[i] = st.remaining_work(cand[i], now);
@@ -884,9 +969,9 @@ class ArylPass : public SjfPass {
       alpha[i] = st.alpha[u];
       pause[i] = static_cast<i64>(i) < n_run ? st.config.rescale_pause_s : 0.0;
     }
-    ap::Table table;
-    std::vector<i64> extra;
-    std::vector<double> tput, jct;
+    ap::Table& table = ws.table;
+    std::vector<i64>& extra = ws.extra;
+    std::vector<double>&tput = ws.tput, &jct = ws.jct;
     if (gpu_type < 0) {
       ap::extras_table(rem, cur, base, mx, g, alpha, pause, table, extra, tput, jct);
     } else {
@@ -908,24 +993,25 @@ class ArylPass : public SjfPass {
       gmax = i == 0 ? g[i] : std::max(gmax, g[i]);
     }
     // (1) per-job caps from per-server worker slots (1-GPU workers always fit)
-    std::vector<i64> caps;
+    std::vector<i64>& caps = ws.caps;
     const bool use_caps = gmax > 1;
     if (use_caps) {
       if (servers == nullptr) {
         ap::slot_caps(free_io, g, max_extra, caps);
       } else {
-        std::vector<i64> slot_free;
-        slot_free.reserve(servers->size());
+        std::vector<i64>& slot_free = ws.slot_free;
+        slot_free.clear();
         for (i64 s : *servers) slot_free.push_back(free_io[static_cast<size_t>(s)]);
         ap::slot_caps(slot_free, g, max_extra, caps);
       }
     }
-    std::vector<i64> k;
-    std::vector<double> cut;
+    std::vector<i64>& k = ws.k;
+    std::vector<double>& cut = ws.cut;
     if (!ap::solve_extras(table, capacity, solver, unconstrained_only, use_caps ? &caps : nullptr,
                           k, cut))
       return false;
-    std::vector<i64> free0(free_io);
+    std::vector<i64>& free0 = ws.free0;
+    free0 = free_io;
     ap::ExtrasInput in;
     in.cand = &cand;
     in.old = &old;
@@ -934,13 +1020,14 @@ class ArylPass : public SjfPass {
     in.n_run = n_run;
     in.groups_extra = &groups_extra;
     in.free_wo_extras = free_wo_extras;
-    ap::Placed placed;
-    ap::PlaceScratch psc;
+    ap::Placed& placed = ws.placed;
+    ap::PlaceScratch& psc = ws.psc;
     ap::place_extras(free_io, in, k, placed, psc);
     if (!placed.shorts.empty()) {
       if (unconstrained_only) return false;  // free_io is the caller's scratch copy
       // (2) repair: cap the jobs whose extras did not all fit, solve again
-      std::vector<i64> caps_r = use_caps ? caps : max_extra;
+      std::vector<i64>& caps_r = ws.caps_r;
+      caps_r = use_caps ? caps : max_extra;
       while (!placed.shorts.empty()) {
         for (const auto& sh : placed.shorts) caps_r[static_cast<size_t>(sh.first)] = sh.second;
         free_io = free0;
@@ -964,7 +1051,7 @@ class ArylPass : public SjfPass {
     }
     // the running jobs that may change, in candidate order (the order of the resizes)
     static const Placement kEmpty;
-    Placement newp;
+    Placement& newp = ws.newp;
     for (i64 i : placed.touched) {
       const auto iu = static_cast<size_t>(i);
       const i64 j = cand[iu];
@@ -1007,18 +1094,20 @@ class ArylPass : public SjfPass {
   }
 
  public:
+  ArylWorkspace& ws;
   const bool el_any;  // Python: bool(self.el)
   const bool typed;   // several GPU types and no mixing
   i64 real_left = 0;
-  std::vector<i64> scratch;
   bool has_scratch = false;
   bool displaced = false;
-  std::vector<i64> loaned, held, loan_set;
-  Groups groups, groups_extra;
-  std::vector<std::vector<i64>> held_t, off_t;
-  std::vector<Groups> groups_t, groups_extra_t;
-  std::vector<char> fin_built;
-  std::vector<std::vector<std::pair<double, i64>>> finishes;
+  // the pass's lists (in the workspace)
+  std::vector<i64>& scratch;
+  std::vector<i64>&loaned, &held, &loan_set;
+  Groups &groups, &groups_extra;
+  std::vector<std::vector<i64>>&held_t, &off_t;
+  std::vector<Groups>&groups_t, &groups_extra_t;
+  std::vector<char>& fin_built;
+  std::vector<std::vector<std::pair<double, i64>>>& finishes;
 };
 
 // aryl.py ArylPolicy.decide (every policy of the family; `pol` tells which).
