@@ -253,9 +253,29 @@ inline bool solve_extras(const Table& t, i64 capacity, Solver solver, bool uncon
   i64 stats[mckp::N_STATS];
   const int status = mckp::solve_values(values->data(), t.w.data(), n, K, capacity, kMaxTableBytes,
                                         out.data(), stats, 0);
-  if (status != mckp::STATUS_OK)
-    throw std::runtime_error("elastic phase: MCKP kernel status " + std::to_string(status) +
-                             " (bad index " + std::to_string(stats[mckp::STAT_BAD_INDEX]) + ")");
+  if (status != mckp::STATUS_OK) {  // aryl.elastic._kernel_error
+    const i64 bad = stats[mckp::STAT_BAD_INDEX];
+    if (status == mckp::STATUS_INF_VALUE)
+      throw InvalidInput("values must be finite or NaN (absent option); found inf at values[" +
+                         std::to_string(bad / K) + ", " + std::to_string(bad % K) + "]");
+    if (status == mckp::STATUS_BAD_WEIGHT)
+      throw InvalidInput("weights must be >= 1 GPU for every present (non-NaN) option; weights[" +
+                         std::to_string(bad / K) + ", " + std::to_string(bad % K) + "]");
+    throw InvalidInput("MCKP table of " + std::to_string(stats[mckp::STAT_TABLE_BYTES]) +
+                       " bytes exceeds max_table_bytes=" + std::to_string(kMaxTableBytes) +
+                       " (core of " + std::to_string(stats[mckp::STAT_N_CORE]) +
+                       " jobs, capacity " + std::to_string(capacity) + ")");
+  }
+  // solve_mckp's check that the chosen values' total is finite (it overflows only for
+  // values near the float64 limit)
+  double total = 0.0;
+  for (i64 i = 0; i < n; ++i) {
+    const i64 c = out[static_cast<size_t>(i)];
+    if (c >= 0) total += (*values)[static_cast<size_t>(i * K + c)];
+  }
+  if (!std::isfinite(total))
+    throw InvalidInput(
+        "values too large: the chosen options' total overflows float64 (scale them down)");
   for (auto& x : out) x += 1;  // option c (c + 1 extra workers) or -1 (none)
   return true;
 }
@@ -413,7 +433,8 @@ inline void place_extras(std::vector<i64>& free, const ExtrasInput& in,
     keep(free, in, sc.order, sc.k_l, out.new_extra);
     out.touched.clear();
     for (i64 i = 0; i < in.n_run; ++i)
-      if (k[static_cast<size_t>(i)] > 0 || ext[static_cast<size_t>(i)] > 0) out.touched.push_back(i);
+      if (k[static_cast<size_t>(i)] > 0 || ext[static_cast<size_t>(i)] > 0)
+        out.touched.push_back(i);
   }
   const Groups& groups_extra = *in.groups_extra;
   for (i64 i : sc.order) {
@@ -598,8 +619,11 @@ class ArylPass : public SjfPass {
         groups_t[t].clear();
         groups_extra_t[t].clear();
       }
-      for (i64 x : *held_p) held_t[static_cast<size_t>(st.server_type[static_cast<size_t>(x)])].push_back(x);
-      for (i64 x : offered) off_t[static_cast<size_t>(st.server_type[static_cast<size_t>(x)])].push_back(x);
+      auto type_of = [this](i64 x) {
+        return static_cast<size_t>(st.server_type[static_cast<size_t>(x)]);
+      };
+      for (i64 x : *held_p) held_t[type_of(x)].push_back(x);
+      for (i64 x : offered) off_t[type_of(x)].push_back(x);
       for (size_t t = 0; t < nt; ++t) {
         const Span tr_t(st.training_by_type[t]), hd_t(held_t[t]), of_t(off_t[t]);
         for (const Span& grp : {tr_t, hd_t, of_t})
@@ -673,7 +697,8 @@ class ArylPass : public SjfPass {
     for (i64 t : order) {
       if (!bf_place(real, groups_t[static_cast<size_t>(t)], w, g, out)) continue;
       if (!loan_set.empty() && on_loan(out) && !loan_worth_it(j, t, w)) {
-        for (const auto& e : out) real[static_cast<size_t>(e.first)] += e.second * g;  // real[:] = before
+        for (const auto& e : out)  // real[:] = before
+          real[static_cast<size_t>(e.first)] += e.second * g;
         continue;
       }
       real_left -= w * g;
@@ -686,7 +711,8 @@ class ArylPass : public SjfPass {
     for (i64 t : order) {
       if (!bf_place(sc, groups_t[static_cast<size_t>(t)], w, g, out)) continue;
       if (!loan_set.empty() && on_loan(out) && !loan_worth_it(j, t, w)) {
-        for (const auto& e : out) sc[static_cast<size_t>(e.first)] += e.second * g;  // scratch[:] = before
+        for (const auto& e : out)  // scratch[:] = before
+          sc[static_cast<size_t>(e.first)] += e.second * g;
         continue;
       }
       take_real(out, g);
@@ -982,7 +1008,8 @@ class ArylPass : public SjfPass {
       tput.assign(n * stride, kNaN);
       for (size_t i = 0; i < n; ++i)
         for (i64 c = 0; c <= mx[i] - base[i]; ++c)
-          tput[i * stride + static_cast<size_t>(c)] = st.throughput_on(cand[i], gpu_type, base[i] + c);
+          tput[i * stride + static_cast<size_t>(c)] =
+              st.throughput_on(cand[i], gpu_type, base[i] + c);
       ap::extras_table_from_throughput(rem, cur, base, mx, g, tput, K, pause, table, extra, jct);
     }
     const ap::Solver solver = pol.greedy_solver ? ap::Solver::greedy : ap::Solver::mckp;
