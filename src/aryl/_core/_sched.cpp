@@ -39,6 +39,21 @@ py::array_t<T> to_numpy(const std::vector<T>& v) {
     return a;
 }
 
+// A numpy array that takes over a vector's memory (no copy).
+template <typename T>
+py::array_t<T> move_to_numpy(std::vector<T>&& v) {
+    auto* owned = new std::vector<T>(std::move(v));
+    py::capsule owner(owned, [](void* p) { delete reinterpret_cast<std::vector<T>*>(p); });
+    return py::array_t<T>(static_cast<py::ssize_t>(owned->size()), owned->data(), owner);
+}
+
+template <typename T>
+py::array_t<T> drain_to_numpy(M::ChunkedColumn<T>& c) {
+    py::array_t<T> a(static_cast<py::ssize_t>(c.size()));
+    c.drain(a.mutable_data());
+    return a;
+}
+
 template <typename T>
 std::vector<T> vec(const py::handle& h) {
     auto a = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(h);
@@ -169,6 +184,7 @@ std::unique_ptr<M::Engine> new_engine(const py::dict& d) {
     if (c.has_horizon) c.horizon_s = d["horizon_s"].cast<double>();
     c.tick_s = d["tick_s"].cast<double>();
     c.reclaim_grace_s = d["reclaim_grace_s"].cast<double>();
+    c.ts_step_s = d["timeseries_step_s"].cast<double>();
     c.record_events = d["record_events"].cast<bool>();
     c.check = d["check"].cast<bool>();
     c.n_inf = d["n_inf"].cast<i64>();
@@ -194,20 +210,23 @@ bool engine_run(M::Engine& eng, i64 max_iterations) {
     return eng.run(max_iterations);
 }
 
-py::dict engine_results(const M::Engine& eng) {
-    const S::State& st = eng.st;
+// The results of an ended replay, moved out of the engine (its per-job vectors,
+// event log and time series are released: call once, after run() returned True).
+py::dict engine_results(M::Engine& eng) {
+    if (!eng.finished) throw py::value_error("results: the replay has not ended");
+    S::State& st = eng.st;
     py::dict r;
-    r["status"] = to_numpy(st.status);
-    r["waited_s"] = to_numpy(st.waited_s);
-    r["queued_since_s"] = to_numpy(st.queued_since_s);
-    r["attained_gpu_s"] = to_numpy(st.attained_gpu_s);
-    r["remaining_s"] = to_numpy(st.remaining_s);
-    r["first_start"] = to_numpy(eng.first_start);
-    r["finish_t"] = to_numpy(eng.finish_t);
-    r["n_preempt"] = to_numpy(eng.n_preempt);
-    r["n_scale_in"] = to_numpy(eng.n_scale_in);
-    r["n_scale_out"] = to_numpy(eng.n_scale_out);
-    r["n_move"] = to_numpy(eng.n_move);
+    r["status"] = move_to_numpy(std::move(st.status));
+    r["waited_s"] = move_to_numpy(std::move(st.waited_s));
+    r["queued_since_s"] = move_to_numpy(std::move(st.queued_since_s));
+    r["attained_gpu_s"] = move_to_numpy(std::move(st.attained_gpu_s));
+    r["remaining_s"] = move_to_numpy(std::move(st.remaining_s));
+    r["first_start"] = move_to_numpy(std::move(eng.first_start));
+    r["finish_t"] = move_to_numpy(std::move(eng.finish_t));
+    r["n_preempt"] = move_to_numpy(std::move(eng.n_preempt));
+    r["n_scale_in"] = move_to_numpy(std::move(eng.n_scale_in));
+    r["n_scale_out"] = move_to_numpy(std::move(eng.n_scale_out));
+    r["n_move"] = move_to_numpy(std::move(eng.n_move));
     r["busy_pool_int"] = eng.busy_pool_int;
     r["loan_pool_int"] = eng.loan_pool_int;
     const size_t k = eng.ts_t.size();
@@ -223,24 +242,41 @@ py::dict engine_results(const M::Engine& eng) {
         m(a, 5) = static_cast<double>(eng.ts_needed[i]);
     }
     r["ts"] = ts;
-    r["ev_time"] = to_numpy(eng.ev_time);
-    r["ev_job"] = to_numpy(eng.ev_job);
-    r["ev_what"] = to_numpy(eng.ev_what);
-    r["ev_workers"] = to_numpy(eng.ev_workers);
+    r["ev_time"] = drain_to_numpy(eng.ev_time);
+    r["ev_job"] = drain_to_numpy(eng.ev_job);
+    r["ev_what"] = drain_to_numpy(eng.ev_what);
+    r["ev_workers"] = drain_to_numpy(eng.ev_workers);
+    std::vector<i64> ptr, pool;
+    std::vector<double> value;
+    eng.pool_csr(ptr, pool, value);
+    r["pool_ptr"] = move_to_numpy(std::move(ptr));
+    r["pool_idx"] = move_to_numpy(std::move(pool));
+    r["pool_gpu_s"] = move_to_numpy(std::move(value));
+    r["n_pools"] = st.n_pools;
     py::list reqs;
     for (const auto& q : eng.ws.requests) reqs.append(request_dict(q));
     r["reclaim_requests"] = reqs;
     return r;
 }
 
-py::tuple engine_pool_split(const M::Engine& eng,
-                            const py::array_t<double, py::array::c_style | py::array::forcecast>& dw) {
-    if (dw.ndim() != 1 || dw.shape(0) != eng.st.n_jobs())
-        throw py::value_error("done_work: one float64 per job");
+using CF64 = py::array_t<double, py::array::c_style | py::array::forcecast>;
+using CI64 = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+
+py::tuple pool_split(const CI64& ptr, const CI64& pool, const CF64& value, i64 n_pools,
+                     const CF64& dw) {
+    const i64 n = dw.shape(0);
+    if (dw.ndim() != 1 || ptr.ndim() != 1 || ptr.shape(0) != n + 1 || pool.shape(0) != value.shape(0))
+        throw py::value_error("pool_split: ptr (n + 1,), pool and value (p,), done_work (n,)");
+    for (i64 j = 0; j < n; ++j)
+        if (ptr.data()[j] > ptr.data()[j + 1] || ptr.data()[j + 1] > pool.shape(0))
+            throw py::value_error("pool_split: ptr must be non-decreasing within the entries");
+    for (py::ssize_t q = 0; q < pool.shape(0); ++q)
+        if (pool.data()[q] < 0 || pool.data()[q] >= n_pools)
+            throw py::index_error("pool_split: pool index out of range");
     std::vector<double> useful;
     std::vector<i64> main_idx;
-    eng.pool_split(dw.data(), useful, main_idx);
-    return py::make_tuple(useful, to_numpy(main_idx));
+    M::pool_split(ptr.data(), pool.data(), value.data(), n, n_pools, dw.data(), useful, main_idx);
+    return py::make_tuple(useful, move_to_numpy(std::move(main_idx)));
 }
 
 // ------------------------------------------------- one pass on a ClusterState
@@ -458,8 +494,9 @@ PYBIND11_MODULE(_sched, m) {
     py::class_<M::Engine>(m, "Engine")
         .def("run", &engine_run, py::arg("max_iterations"),
              "Run up to max_iterations loop iterations (<= 0: to the end); True when ended.")
-        .def("results", &engine_results)
-        .def("pool_split", &engine_pool_split, py::arg("done_work"))
+        .def("results", &engine_results,
+             "The results, moved out (once, after the end): per-job columns, time series, "
+             "event log, GPU-seconds per pool (CSR)")
         .def_property_readonly("n_open", [](const M::Engine& e) { return e.n_open; })
         .def_property_readonly("now", [](const M::Engine& e) { return e.now; })
         .def_property_readonly("t0", [](const M::Engine& e) { return e.t0; })
@@ -487,6 +524,9 @@ PYBIND11_MODULE(_sched, m) {
     aryl::sched::aryl_pass::bind_testing(m);
 #endif
     m.def("new_engine", &new_engine, py::arg("spec"));
+    m.def("pool_split", &pool_split, py::arg("ptr"), py::arg("pool"), py::arg("value"),
+          py::arg("n_pools"), py::arg("done_work"),
+          "Useful work per pool and main pool per job (metrics.py's per-job loop).");
     m.def("schedule_state", &schedule_state, py::arg("state"), py::arg("prep"), py::arg("policy"),
           py::arg("reclaim_fn"));
 }

@@ -179,6 +179,10 @@ struct PassWorkspace {
     ReclaimRequestArrays req;
     std::vector<std::vector<i64>> after;  // per loaned position: jobs after the plan
     std::vector<uint8_t> has_after;
+    std::vector<i64> for_base, affected;
+    Placement base;
+    PassContext ctx;           // this pass's context (its vectors keep their capacity)
+    std::vector<i64> offered;  // idle inference servers offered to this pass
     bool record_requests = false;
     std::vector<ReclaimRequestArrays> requests;  // the reclaim log (if recorded)
 };
@@ -188,7 +192,8 @@ inline void reclaim_step(const State& st, const Policy& pol, i64 n, Plan& plan,
                          const ReclaimHook& hook, PassWorkspace& ws) {
     plan_reclaim(st, n, pol.elastic, hook, ws.servers, ws.preempted, ws.req);
     plan.reclaim_shortfall = n - static_cast<i64>(ws.servers.size());
-    std::vector<i64> affected;
+    std::vector<i64>& affected = ws.affected;
+    affected.clear();
     for (i64 s : ws.servers) {
         jobs_in_start_order(st, s, ws.on);
         for (i64 j : ws.on)
@@ -255,8 +260,9 @@ inline void settle(const State& st, const Policy& pol, Plan& plan, const std::ve
             const i64 q = pos_of(e.first);
             if (q >= 0) add(jobs_after(q), r.job);
         }
-    std::vector<i64> for_base;
-    Placement base;
+    std::vector<i64>& for_base = ws.for_base;
+    for_base.clear();
+    Placement& base = ws.base;
     for (const auto& s : plan.starts) {
         bool any = false;
         for (const auto& e : s.place) {
@@ -319,7 +325,8 @@ void schedule(State& st, const Policy& pol, Plan& plan, Obs* obs, const ReclaimH
     }
     // 2. offer idle inference servers
     const Config& cfg = st.config;
-    std::vector<i64> offered;
+    std::vector<i64>& offered = ws.offered;
+    offered.clear();
     if (pol.loans) {
         i64 loanable = st.not_loaned() - st.servers_needed - cfg.loan_reserve_servers;
         const bool cooling = st.now_s - st.last_reclaim_s < cfg.loan_cooldown_s;
@@ -334,8 +341,12 @@ void schedule(State& st, const Policy& pol, Plan& plan, Obs* obs, const ReclaimH
             std::reverse(offered.begin(), offered.end());
         }
     }
-    std::vector<i64> loaned = st.loaned_servers();
-    PassContext ctx;
+    PassContext& ctx = ws.ctx;
+    std::vector<i64>& loaned = ctx.loaned;
+    loaned.clear();
+    if (st.n_loaned)
+        for (i64 s = st.n_training(); s < st.n_servers(); ++s)
+            if (st.server_status[static_cast<size_t>(s)] == LOANED) loaned.push_back(s);
     if (!offered.empty()) {
         ws.free_offered = st.free;
         for (i64 s : offered) ws.free_offered[static_cast<size_t>(s)] = st.server_gpus[static_cast<size_t>(s)];
@@ -348,13 +359,13 @@ void schedule(State& st, const Policy& pol, Plan& plan, Obs* obs, const ReclaimH
     i64 capacity = st.training_gpus;
     for (i64 s : loaned) capacity += st.server_gpus[static_cast<size_t>(s)];
     ctx.capacity_gpus = capacity;
-    ctx.loaned = loaned;
     const bool keep_all = pol.loans && !pol.return_idle_loans;
+    ctx.offered.clear();
     if (keep_all && !offered.empty()) {
         for (auto it = offered.rbegin(); it != offered.rend(); ++it)
             plan.borrowed_servers.emplace_back(*it, LOAN_KEPT);
     } else {
-        ctx.offered = offered;
+        ctx.offered.assign(offered.begin(), offered.end());
     }
     // 3. the policy
     decide(pol, st, ctx, plan);

@@ -111,12 +111,18 @@ inline bool place_equal(const Placement& a, const Placement& b) {
 // state.py split_placement: the first `base` workers in ascending server index are
 // the base part, the rest the extra part (both in ascending server order).
 inline void split_placement(const Placement& place, i64 base, Placement* b, Placement* e) {
-    Placement sorted_p(place);
-    std::sort(sorted_p.begin(), sorted_p.end());
+    // ascending server order (a placement usually is already: no copy then)
+    const Placement* src = &place;
+    thread_local Placement sorted_p;
+    if (b == &place || e == &place || !std::is_sorted(place.begin(), place.end())) {
+        sorted_p.assign(place.begin(), place.end());
+        std::sort(sorted_p.begin(), sorted_p.end());
+        src = &sorted_p;
+    }
     if (b) b->clear();
     if (e) e->clear();
     i64 left = base;
-    for (const auto& en : sorted_p) {
+    for (const auto& en : *src) {
         const i64 s = en.first, k = en.second;
         const i64 take = k < left ? k : left;
         if (take) {

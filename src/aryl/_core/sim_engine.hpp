@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -93,9 +94,37 @@ inline std::string fmt_g6(double x) {
     return buf;
 }
 
+// A column that grows in fixed blocks (no reallocation peaks, no copies while it
+// grows); drain() copies it out block by block, freeing each block as it goes.
+template <typename T>
+class ChunkedColumn {
+public:
+    static constexpr size_t kBlock = size_t(1) << 16;
+    void push_back(const T& x) {
+        if (n_ == blocks_.size() * kBlock) blocks_.emplace_back(new T[kBlock]);
+        blocks_[n_ / kBlock][n_ % kBlock] = x;
+        ++n_;
+    }
+    size_t size() const { return n_; }
+    const T& operator[](size_t i) const { return blocks_[i / kBlock][i % kBlock]; }
+    void drain(T* out) {
+        for (size_t b = 0; b < blocks_.size(); ++b) {
+            const size_t m = std::min(kBlock, n_ - b * kBlock);
+            std::copy(blocks_[b].get(), blocks_[b].get() + m, out + b * kBlock);
+            blocks_[b].reset();
+        }
+        blocks_.clear();
+        n_ = 0;
+    }
+
+private:
+    std::vector<std::unique_ptr<T[]>> blocks_;
+    size_t n_ = 0;
+};
+
 // event kinds = priorities (engine.py FINISH .. TICK)
 enum EventKind : int { FINISH = 0, DEMAND = 1, RECLAIM = 2, ARRIVAL = 3, TICK = 4 };
-// event log codes (labels in aryl/sim/native.py EVENT_NAMES)
+// event log codes (labels in aryl/sim/metrics.py EVENT_NAMES)
 enum LogCode : int8_t { EV_ARRIVE = 0, EV_INFEASIBLE = 1, EV_START = 2, EV_SCALE_OUT = 3,
                         EV_SCALE_IN = 4, EV_MOVE = 5, EV_PREEMPT = 6, EV_FINISH = 7,
                         EV_LOAN = 8, EV_LOAN_RETURN = 9, EV_RECLAIM = 10 };
@@ -164,6 +193,7 @@ struct EngineSetup {
     double horizon_s = 0.0;
     double tick_s = 0.0;  // 0: the policy gets no ticks
     double reclaim_grace_s = 0.0;
+    double ts_step_s = 300.0;  // the time series' step (SimConfig.timeseries_step_s)
     bool record_events = true;
     bool check = false;
     i64 n_inf = 0;
@@ -193,8 +223,15 @@ public:
     std::vector<i64> fin_seq;
     std::vector<double> first_start, finish_t;
     std::vector<i64> n_preempt, n_scale_in, n_scale_out, n_move;
-    // per job: GPU-seconds per pool, pools in order of first use (engine.py job_pool_gpu_s)
-    std::vector<std::vector<std::pair<i64, double>>> job_pool_gpu_s;
+    // per job: GPU-seconds per pool, pools in order of first use (engine.py
+    // job_pool_gpu_s): the first pool inline, further ones in a side list
+    struct PoolAcc {
+        int32_t pool = -1;  // -1: none yet
+        int32_t more = -1;  // index into pool_more, -1: none
+        double v = 0.0;
+    };
+    std::vector<PoolAcc> pool_acc;
+    std::vector<std::vector<std::pair<i64, double>>> pool_more;
     // clock and accounting
     double t0 = 0.0, now = 0.0;
     double busy_int = 0.0, busy_loaned_int = 0.0, loan_gpu_int = 0.0, cap_int = 0.0,
@@ -207,10 +244,12 @@ public:
     std::vector<Event> heap;
     i64 seq = 0;
     // event log (columnar)
-    std::vector<double> ev_time;
-    std::vector<i64> ev_job, ev_workers;
-    std::vector<int8_t> ev_what;
-    // time series rows (t, queue, busy, loaned, running, needed)
+    ChunkedColumn<double> ev_time;
+    ChunkedColumn<i64> ev_job, ev_workers;
+    ChunkedColumn<int8_t> ev_what;
+    // time series rows (t, queue, busy, loaned, running, needed), only those that
+    // hold at a point of the output grid t0 + k * ts_step_s (and the last one):
+    // metrics.py build_result reads nothing else
     std::vector<double> ts_t;
     std::vector<i64> ts_q, ts_busy, ts_loaned, ts_running, ts_needed;
     i64 n_open = 0, n_arrived = 0, n_infeasible = 0;
@@ -234,7 +273,7 @@ public:
         n_scale_in.assign(static_cast<size_t>(n), 0);
         n_scale_out.assign(static_cast<size_t>(n), 0);
         n_move.assign(static_cast<size_t>(n), 0);
-        job_pool_gpu_s.assign(static_cast<size_t>(n), {});
+        pool_acc.assign(static_cast<size_t>(n), PoolAcc());
         busy_pool_int.assign(static_cast<size_t>(st.n_pools), 0.0);
         loan_pool_int.assign(static_cast<size_t>(st.n_pools), 0.0);
         t0 = cfg.t0;
@@ -269,19 +308,41 @@ public:
         const sched::Placement& place = st.placement[u];
         const double dt = t - st.attained_at_s[u];
         if (place.empty() || dt <= 0) return;
-        auto& d = job_pool_gpu_s[u];
+        PoolAcc& d = pool_acc[u];
         const double g = static_cast<double>(st.gpus_per_worker[u]) * dt;
         for (const auto& e : place) {
             const i64 p = st.server_pool_idx[static_cast<size_t>(e.first)];
-            bool found = false;
-            for (auto& pe : d)
-                if (pe.first == p) {
-                    pe.second = pe.second + static_cast<double>(e.second) * g;
-                    found = true;
-                    break;
+            const double x = static_cast<double>(e.second) * g;
+            if (d.pool == p) {
+                d.v = d.v + x;
+            } else if (d.pool < 0) {
+                d.pool = static_cast<int32_t>(p);
+                d.v = 0.0 + x;
+            } else {
+                if (d.more < 0) {
+                    d.more = static_cast<int32_t>(pool_more.size());
+                    pool_more.emplace_back();
                 }
-            if (!found) d.emplace_back(p, 0.0 + static_cast<double>(e.second) * g);
+                auto& m = pool_more[static_cast<size_t>(d.more)];
+                bool found = false;
+                for (auto& pe : m)
+                    if (pe.first == p) {
+                        pe.second = pe.second + x;
+                        found = true;
+                        break;
+                    }
+                if (!found) m.emplace_back(p, 0.0 + x);
+            }
         }
+    }
+    // The pools of job j in order of first use, (pool, GPU-seconds).
+    void pools_of(size_t j, std::vector<std::pair<i64, double>>& out) const {
+        out.clear();
+        const PoolAcc& d = pool_acc[j];
+        if (d.pool < 0) return;
+        out.emplace_back(d.pool, d.v);
+        if (d.more >= 0)
+            for (const auto& pe : pool_more[static_cast<size_t>(d.more)]) out.push_back(pe);
     }
     void job_started(i64 j, int) {
         const auto u = static_cast<size_t>(j);
@@ -511,12 +572,33 @@ public:
                 return;
             }
         }
+        if (!ts_t.empty() && !grid_point_in(ts_t.back(), now)) {
+            // the last row holds at no grid point: replace it
+            const size_t k = ts_t.size() - 1;
+            ts_t[k] = now;
+            ts_q[k] = q;
+            ts_busy[k] = b;
+            ts_loaned[k] = l;
+            ts_running[k] = r;
+            ts_needed[k] = nd;
+            return;
+        }
         ts_t.push_back(now);
         ts_q.push_back(q);
         ts_busy.push_back(b);
         ts_loaned.push_back(l);
         ts_running.push_back(r);
         ts_needed.push_back(nd);
+    }
+
+    // Is there a grid point t0 + step * k (k >= 0, metrics.py's float arithmetic) in [a, b)?
+    bool grid_point_in(double a, double b) const {
+        const double step = cfg.ts_step_s;
+        double kf = std::floor((a - t0) / step) - 1.0;
+        if (!(kf > 0.0)) kf = 0.0;
+        auto k = static_cast<i64>(kf);
+        while (t0 + step * static_cast<double>(k) < a) ++k;
+        return t0 + step * static_cast<double>(k) < b;
     }
 
     // engine.py Engine.run, in chunks: runs at most `max_iterations` loop
@@ -614,31 +696,20 @@ public:
     }
 
     // ----------------------------------------------------------- results
-    // metrics.py _pool_measures, the per-job loop: useful work per pool and each
-    // job's main pool (-1: none), from done_work (numpy, float64 per job).
-    void pool_split(const double* done_work, std::vector<double>& useful_pool,
-                    std::vector<i64>& main_idx) const {
-        useful_pool.assign(static_cast<size_t>(st.n_pools), 0.0);
-        main_idx.assign(job_pool_gpu_s.size(), -1);
-        for (size_t j = 0; j < job_pool_gpu_s.size(); ++j) {
-            const auto& d = job_pool_gpu_s[j];
-            if (d.empty()) continue;
-            double tot = 0.0;
-            for (const auto& e : d) tot += e.second;
-            // max(sorted(d), key=d.get): the first of the largest in ascending pool order
-            i64 best = -1;
-            double best_v = 0.0;
-            std::vector<std::pair<i64, double>> sorted_d(d);
-            std::sort(sorted_d.begin(), sorted_d.end());
-            for (const auto& e : sorted_d)
-                if (best < 0 || e.second > best_v) {
-                    best = e.first;
-                    best_v = e.second;
-                }
-            main_idx[j] = best;
-            if (tot > 0)
-                for (const auto& e : d)
-                    useful_pool[static_cast<size_t>(e.first)] += done_work[j] * (e.second / tot);
+    // The per-job GPU-seconds per pool as CSR: job j's pools are
+    // pool[ptr[j] .. ptr[j + 1]) in order of first use, with their GPU-seconds.
+    void pool_csr(std::vector<i64>& ptr, std::vector<i64>& pool, std::vector<double>& value) const {
+        ptr.assign(pool_acc.size() + 1, 0);
+        pool.clear();
+        value.clear();
+        std::vector<std::pair<i64, double>> d;
+        for (size_t j = 0; j < pool_acc.size(); ++j) {
+            pools_of(j, d);
+            for (const auto& e : d) {
+                pool.push_back(e.first);
+                value.push_back(e.second);
+            }
+            ptr[j + 1] = static_cast<i64>(pool.size());
         }
     }
 
@@ -782,6 +853,38 @@ public:
             fail("GPU-seconds of jobs " + py_repr(total) + " != busy integral " + py_repr(busy_int));
     }
 };
+
+// engine.py Engine.pool_split (metrics.py's per-job loop): useful work per pool
+// and each job's main pool (-1: none), from the CSR of Engine::pool_csr and
+// done_work (float64 per job).
+inline void pool_split(const i64* ptr, const i64* pool, const double* value, i64 n_jobs,
+                       i64 n_pools, const double* done_work, std::vector<double>& useful_pool,
+                       std::vector<i64>& main_idx) {
+    useful_pool.assign(static_cast<size_t>(n_pools), 0.0);
+    main_idx.assign(static_cast<size_t>(n_jobs), -1);
+    std::vector<std::pair<i64, double>> sorted_d;
+    for (i64 j = 0; j < n_jobs; ++j) {
+        const i64 a = ptr[j], b = ptr[j + 1];
+        if (a == b) continue;
+        double tot = 0.0;
+        for (i64 q = a; q < b; ++q) tot += value[q];
+        // max(sorted(d), key=d.get): the first of the largest in ascending pool order
+        sorted_d.clear();
+        for (i64 q = a; q < b; ++q) sorted_d.emplace_back(pool[q], value[q]);
+        std::sort(sorted_d.begin(), sorted_d.end());
+        i64 best = -1;
+        double best_v = 0.0;
+        for (const auto& e : sorted_d)
+            if (best < 0 || e.second > best_v) {
+                best = e.first;
+                best_v = e.second;
+            }
+        main_idx[static_cast<size_t>(j)] = best;
+        if (tot > 0)
+            for (i64 q = a; q < b; ++q)
+                useful_pool[static_cast<size_t>(pool[q])] += done_work[j] * (value[q] / tot);
+    }
+}
 
 }  // namespace sim
 }  // namespace aryl

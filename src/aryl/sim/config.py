@@ -121,11 +121,10 @@ class SimConfig:
         Kernel implementation for both kernels (compiled or pure Python).
     engine : {"native", "python"}
         The simulator engine: ``native`` runs the event loop and the scheduling
-        pass in C++ (``aryl._core._sched``), ``python`` runs
-        :mod:`aryl.sim.engine` and the Python pass (the reference twin).  Both
-        give bit-identical results.  ``native`` falls back to the Python engine
-        with ``backend="reference"`` (the reference kernels are Python) and for
-        a policy the compiled module lacks (docs/simulator.md).
+        pass compiled (C++), ``python`` runs them in Python (the reference
+        twin).  Both give bit-identical results.  ``native`` runs the Python
+        engine when ``backend`` is ``reference`` (the reference kernels are
+        Python) and for a policy without a compiled pass (docs/simulator.md).
     start_time_s : float or None
         Start of the clock (absolute, trace time base); default the first arrival.
     horizon_s : float or None

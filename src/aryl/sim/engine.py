@@ -523,9 +523,9 @@ class Engine:
     # ------------------------------------------------------- result views
     def event_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The event log as columns: time (float64), job index (int64, -1 for server
-        events), event code (int8, :data:`aryl.sim.native.EVENT_NAMES`), workers or
+        events), event code (int8, :data:`aryl.sim.metrics.EVENT_NAMES`), workers or
         server index (int64)."""
-        from aryl.sim.native import EVENT_NAMES
+        from aryl.sim.metrics import EVENT_NAMES
 
         code = {name: i for i, name in enumerate(EVENT_NAMES)}
         ev = self.events or []

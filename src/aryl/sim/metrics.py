@@ -35,7 +35,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["SimResult", "build_result"]
+__all__ = ["EVENT_NAMES", "SimResult", "build_result"]
+
+#: Labels of the event log's codes (both engines; sim_engine.hpp LogCode).
+EVENT_NAMES = ("arrive", "infeasible", "start", "scale_out", "scale_in", "move", "preempt",
+               "finish", "loan", "loan_return", "reclaim")
 
 
 @dataclass
@@ -147,8 +151,7 @@ def _pool_measures(
     done_work = (t.duration_s - np.asarray(st.remaining_s, dtype=np.float64)) * gpus
     done_work = np.where(status == "not_arrived", 0.0, np.maximum(done_work, 0.0))
     useful_pool, main_idx = eng.pool_split(done_work)
-    names = np.array([*st.pool_names, ""], dtype=object)
-    main = names[main_idx]  # -1 (no GPU-seconds): ""
+    main = _labels([*st.pool_names, ""], main_idx)  # -1 (no GPU-seconds): ""
     useful = float(done_work.sum())
     # training pools are available all the time; inference pools while on loan
     avail_pool = [0.0] * n_p
@@ -193,6 +196,13 @@ def _pool_measures(
     }
 
 
+def _labels(names: Any, codes: np.ndarray) -> Any:
+    """``names[codes]`` as the string column pandas infers for a list of str (one
+    conversion of the distinct names, then a take: O(len(names) + len(codes)))."""
+    return pd.Series(np.asarray(names, dtype=object)).array.take(
+        np.asarray(codes, dtype=np.intp))
+
+
 def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     """Assemble a :class:`SimResult` from a finished engine run. O(n_jobs + n_events)."""
     from aryl.scheduling.state import DONE, INFEASIBLE, PENDING, QUEUED
@@ -200,11 +210,11 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     t = eng.table
     st = eng.state
     state = np.asarray(st.status, dtype=np.int64)
-    status = np.select(
-        [state == DONE, state == INFEASIBLE, state == PENDING],
-        ["finished", "infeasible", "not_arrived"],
-        "unfinished",
-    )
+    status_code = np.select([state == DONE, state == INFEASIBLE, state == PENDING], [0, 1, 2], 3)
+    status_names = np.array(["finished", "infeasible", "not_arrived", "unfinished"])
+    status = status_names[status_code]
+    # job ids as one string column; "" (code n) for the server events of the log
+    ids = _labels([*t.job_id.astype(str).tolist(), ""], np.arange(t.n_jobs + 1))
     first = np.asarray(eng.first_start, dtype=np.float64)
     fin = np.asarray(eng.finish_t, dtype=np.float64)
     sub = t.submit_time_s
@@ -216,7 +226,7 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     wait = np.where(state == PENDING, np.nan, wait)
     jobs = pd.DataFrame(
         {
-            "job_id": t.job_id.astype(str),
+            "job_id": ids[:-1],
             "submit_time_s": sub,
             "duration_s": t.duration_s,
             "gpus": t.gpus,
@@ -225,7 +235,7 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
             "max_workers": t.max_workers,
             "elastic": t.elastic,
             "alpha": t.alpha,
-            "status": status,
+            "status": _labels(status_names, status_code),
             "first_start_s": first,
             "finish_s": fin,
             "queuing_delay_s": first - sub,
@@ -325,15 +335,12 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
         }
     )
     if eng.events is not None and eng.events:
-        from aryl.sim.native import EVENT_NAMES
-
         ev_t, ev_j, ev_code, ev_w = eng.event_columns()
-        jid = np.array([*(str(x) for x in t.job_id), ""], dtype=object)  # -1: ""
         events = pd.DataFrame(
             {
                 "time_s": ev_t,
-                "job_id": jid[ev_j],
-                "event": np.array(EVENT_NAMES, dtype=object)[ev_code],
+                "job_id": ids.take(np.where(ev_j >= 0, ev_j, t.n_jobs)),
+                "event": _labels(EVENT_NAMES, ev_code),
                 "workers": ev_w,
             }
         )

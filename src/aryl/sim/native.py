@@ -33,14 +33,12 @@ from aryl.scheduling.speed import SpeedModel
 from aryl.scheduling.state import IDLE, INFEASIBLE, SERVING
 from aryl.sim.config import SimConfig, check_timeseries_size
 from aryl.sim.jobs import JobTable
+from aryl.sim.metrics import EVENT_NAMES
 
 log = logging.getLogger("aryl.sim.engine")  # the Python engine's logger: same messages
 
 __all__ = ["EVENT_NAMES", "NativeEngine", "native_available", "uses_native"]
 
-#: Labels of the event log codes (sim_engine.hpp LogCode).
-EVENT_NAMES = ("arrive", "infeasible", "start", "scale_out", "scale_in", "move", "preempt",
-               "finish", "loan", "loan_return", "reclaim")
 
 _CHUNK = 2048  # loop iterations between progress calls (engine.py)
 
@@ -182,6 +180,7 @@ class NativeEngine:
             "horizon_s": config.horizon_s,
             "tick_s": float(config.tick_s) if pol.uses_tick else 0.0,
             "reclaim_grace_s": float(config.reclaim_grace_s),
+            "timeseries_step_s": float(config.timeseries_step_s),
             "record_events": bool(config.record_events),
             "check": bool(config.check),
             "n_inf": int(self.n_inf),
@@ -198,7 +197,6 @@ class NativeEngine:
             "record_requests": False,
         }
         self._spec = spec_d
-        self._core: Any = None
         self.progress = progress
         self.reclaim_log: list[Any] | None = None
         self.now = self.t0
@@ -212,8 +210,8 @@ class NativeEngine:
         spec = self._spec
         spec["record_requests"] = self.reclaim_log is not None
         core = _sched.new_engine(spec)
-        self._core = core
         self._spec = {}
+        del spec  # the C++ engine has its own copies: no second set of job columns
         n = self.table.n_jobs
         chunk = _CHUNK if self.progress is not None else 64 * _CHUNK
         while not core.run(chunk):
@@ -222,6 +220,7 @@ class NativeEngine:
         if self.progress is not None:
             self.progress(n - core.n_open, n, core.now)
         self._collect(core)
+        del core  # its results were moved out; the rest goes now
 
     def _collect(self, core: Any) -> None:
         r = core.results()
@@ -267,6 +266,7 @@ class NativeEngine:
         self.n_scale_out = r["n_scale_out"]
         self.n_move = r["n_move"]
         self.ts = r["ts"]
+        self._pools = (r["pool_ptr"], r["pool_idx"], r["pool_gpu_s"], int(r["n_pools"]))
         self.sched_time_s = float(core.sched_time_s)
         self.n_decisions = int(core.n_decisions)
         self.n_arrived = int(core.n_arrived)
@@ -298,7 +298,11 @@ class NativeEngine:
     def pool_split(self, done_work: np.ndarray) -> tuple[list[float], np.ndarray]:
         """Useful work per pool and each job's main pool index (-1: none), in C++
         with the arithmetic of :meth:`aryl.sim.engine.Engine.pool_split`."""
-        useful, main = self._core.pool_split(np.ascontiguousarray(done_work, dtype=np.float64))
+        from aryl._core import _sched
+
+        ptr, pool, value, n_pools = self._pools
+        useful, main = _sched.pool_split(ptr, pool, value, n_pools,
+                                         np.ascontiguousarray(done_work, dtype=np.float64))
         return list(useful), main
 
 
