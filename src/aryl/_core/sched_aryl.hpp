@@ -63,15 +63,16 @@ struct Table {
   std::vector<i64> w;
 };
 
-// aryl.elastic._table_from_throughput over rows i with throughputs tput[i, 0..K]
-// (row stride K + 1), then the pause correction of kernels._table /
+// aryl.elastic._table_from_throughput over rows i with throughputs tput_of(i, c) on
+// base[i] + c workers, then the pause correction of kernels._table /
 // extras_table_from_throughput: rows whose own pause is 0 (jobs starting now) get
-// ``+ p`` where p = max(pause) > 0.
-inline void table_from_throughput(const std::vector<double>& rem, const std::vector<i64>& cur,
-                                  const std::vector<i64>& base,
-                                  const std::vector<i64>& extra, const std::vector<i64>& g,
-                                  const std::vector<double>& tput, const std::vector<double>& pause,
-                                  i64 K, Table& out, std::vector<double>& jct) {
+// ``+ p`` where p = max(pause) > 0.  Columns past a job's maximum are NaN whatever they
+// would hold (NaN + p is NaN), so only c <= extra[i] is computed.
+template <typename TputOf>
+inline void build_table(const std::vector<double>& rem, const std::vector<i64>& cur,
+                        const std::vector<i64>& base, const std::vector<i64>& extra,
+                        const std::vector<i64>& g, const std::vector<double>& pause, i64 K,
+                        Table& out, std::vector<double>& jct, TputOf&& tput_of) {
   const size_t n = rem.size();
   double p = 0.0;  // float(pause.max()) if pause.size else 0.0
   if (n) {
@@ -85,15 +86,12 @@ inline void table_from_throughput(const std::vector<double>& rem, const std::vec
   out.w.resize(n * static_cast<size_t>(K));
   jct.resize(static_cast<size_t>(K) + 1);
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  const size_t stride = static_cast<size_t>(K) + 1;
   for (size_t i = 0; i < n; ++i) {
     const double r = rem[i];
-    // columns past the job's maximum are NaN whatever they hold (and NaN + p is NaN):
-    // only c <= extra[i] is computed
     const i64 top = std::min(K, extra[i]);
     for (i64 c = 0; c <= top; ++c) {
       // time_s = rem / tput; 0 where rem == 0; jct = time_s + p * (target != cur)
-      double t = r / tput[i * stride + static_cast<size_t>(c)];
+      double t = r / tput_of(i, c);
       if (r == 0.0) t = 0.0;
       const double differs = (base[i] + c) != cur[i] ? 1.0 : 0.0;
       jct[static_cast<size_t>(c)] = t + p * differs;
@@ -101,26 +99,36 @@ inline void table_from_throughput(const std::vector<double>& rem, const std::vec
     const bool add_p = p > 0 && pause[i] == 0;
     double* vrow = out.v.data() + i * static_cast<size_t>(K);
     i64* wrow = out.w.data() + i * static_cast<size_t>(K);
-    for (i64 c = 1; c <= K; ++c) {
-      double v = nan;
-      if (c <= top) {
-        v = jct[0] - jct[static_cast<size_t>(c)];
-        if (add_p) v += p;
-      }
+    const i64 gi = g[i];
+    for (i64 c = 1; c <= K; ++c) wrow[c - 1] = c * gi;
+    for (i64 c = 1; c <= top; ++c) {
+      double v = jct[0] - jct[static_cast<size_t>(c)];
+      if (add_p) v += p;
       vrow[c - 1] = v;
-      wrow[c - 1] = c * g[i];
     }
+    for (i64 c = top + 1; c <= K; ++c) vrow[c - 1] = nan;
   }
 }
 
-// kernels.extras_table / kernels._table (homogeneous speeds): throughput
-// ``w / (1.0 + alpha * (w - 1.0))`` of base + 0..K workers, K = max(mx - base).
+// aryl.elastic._table_from_throughput on a throughput table (row stride K + 1).
+inline void table_from_throughput(const std::vector<double>& rem, const std::vector<i64>& cur,
+                                  const std::vector<i64>& base,
+                                  const std::vector<i64>& extra, const std::vector<i64>& g,
+                                  const std::vector<double>& tput, const std::vector<double>& pause,
+                                  i64 K, Table& out, std::vector<double>& jct) {
+  const size_t stride = static_cast<size_t>(K) + 1;
+  build_table(rem, cur, base, extra, g, pause, K, out, jct, [&](size_t i, i64 c) {
+    return tput[i * stride + static_cast<size_t>(c)];
+  });
+}
+
+// kernels.extras_table / kernels._table (homogeneous speeds): aryl.elastic.throughput
+// ``w / (1.0 + alpha * (w - 1.0))`` of base + c workers, K = max(mx - base).
 inline void extras_table(const std::vector<double>& rem, const std::vector<i64>& cur,
                          const std::vector<i64>& base, const std::vector<i64>& mx,
                          const std::vector<i64>& g, const std::vector<double>& alpha,
                          const std::vector<double>& pause, Table& out,
-                         std::vector<i64>& extra, std::vector<double>& tput,
-                         std::vector<double>& jct) {
+                         std::vector<i64>& extra, std::vector<double>& jct) {
   const size_t n = rem.size();
   extra.resize(n);
   i64 K = 0;
@@ -128,16 +136,10 @@ inline void extras_table(const std::vector<double>& rem, const std::vector<i64>&
     extra[i] = mx[i] - base[i];
     if (i == 0 || extra[i] > K) K = extra[i];
   }
-  const size_t stride = static_cast<size_t>(K) + 1;
-  tput.resize(n * stride);
-  for (size_t i = 0; i < n; ++i) {
-    const double a = alpha[i];
-    for (i64 c = 0; c <= extra[i]; ++c) {  // the rest is never read (NaN columns)
-      const double w = static_cast<double>(base[i] + c);
-      tput[i * stride + static_cast<size_t>(c)] = w / (1.0 + a * (w - 1.0));
-    }
-  }
-  table_from_throughput(rem, cur, base, extra, g, tput, pause, K, out, jct);
+  build_table(rem, cur, base, extra, g, pause, K, out, jct, [&](size_t i, i64 c) {
+    const double w = static_cast<double>(base[i] + c);
+    return w / (1.0 + alpha[i] * (w - 1.0));
+  });
 }
 
 // kernels.extras_table_from_throughput: ``tput`` (n x (K + 1), NaN past a job's maximum)
@@ -999,7 +1001,7 @@ class ArylPass : public SjfPass {
     std::vector<i64>& extra = ws.extra;
     std::vector<double>&tput = ws.tput, &jct = ws.jct;
     if (gpu_type < 0) {
-      ap::extras_table(rem, cur, base, mx, g, alpha, pause, table, extra, tput, jct);
+      ap::extras_table(rem, cur, base, mx, g, alpha, pause, table, extra, jct);
     } else {
       // kernels.throughput_rows: tput[i, k] on base + k workers of gpu_type, NaN past max
       i64 K = 0;
