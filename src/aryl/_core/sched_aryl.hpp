@@ -63,15 +63,16 @@ struct Table {
   std::vector<i64> w;
 };
 
-// aryl.elastic._table_from_throughput over rows i with throughputs tput[i, 0..K]
-// (row stride K + 1), then the pause correction of kernels._table /
+// aryl.elastic._table_from_throughput over rows i with throughputs tput_of(i, c) on
+// base[i] + c workers, then the pause correction of kernels._table /
 // extras_table_from_throughput: rows whose own pause is 0 (jobs starting now) get
-// ``+ p`` where p = max(pause) > 0.
-inline void table_from_throughput(const std::vector<double>& rem, const std::vector<i64>& cur,
-                                  const std::vector<i64>& base,
-                                  const std::vector<i64>& extra, const std::vector<i64>& g,
-                                  const std::vector<double>& tput, const std::vector<double>& pause,
-                                  i64 K, Table& out, std::vector<double>& jct) {
+// ``+ p`` where p = max(pause) > 0.  Columns past a job's maximum are NaN whatever they
+// would hold (NaN + p is NaN), so only c <= extra[i] is computed.
+template <typename TputOf>
+inline void build_table(const std::vector<double>& rem, const std::vector<i64>& cur,
+                        const std::vector<i64>& base, const std::vector<i64>& extra,
+                        const std::vector<i64>& g, const std::vector<double>& pause, i64 K,
+                        Table& out, std::vector<double>& jct, TputOf&& tput_of) {
   const size_t n = rem.size();
   double p = 0.0;  // float(pause.max()) if pause.size else 0.0
   if (n) {
@@ -85,12 +86,12 @@ inline void table_from_throughput(const std::vector<double>& rem, const std::vec
   out.w.resize(n * static_cast<size_t>(K));
   jct.resize(static_cast<size_t>(K) + 1);
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  const size_t stride = static_cast<size_t>(K) + 1;
   for (size_t i = 0; i < n; ++i) {
     const double r = rem[i];
-    for (i64 c = 0; c <= K; ++c) {
+    const i64 top = std::min(K, extra[i]);
+    for (i64 c = 0; c <= top; ++c) {
       // time_s = rem / tput; 0 where rem == 0; jct = time_s + p * (target != cur)
-      double t = r / tput[i * stride + static_cast<size_t>(c)];
+      double t = r / tput_of(i, c);
       if (r == 0.0) t = 0.0;
       const double differs = (base[i] + c) != cur[i] ? 1.0 : 0.0;
       jct[static_cast<size_t>(c)] = t + p * differs;
@@ -98,24 +99,36 @@ inline void table_from_throughput(const std::vector<double>& rem, const std::vec
     const bool add_p = p > 0 && pause[i] == 0;
     double* vrow = out.v.data() + i * static_cast<size_t>(K);
     i64* wrow = out.w.data() + i * static_cast<size_t>(K);
-    for (i64 c = 1; c <= K; ++c) {
+    const i64 gi = g[i];
+    for (i64 c = 1; c <= K; ++c) wrow[c - 1] = c * gi;
+    for (i64 c = 1; c <= top; ++c) {
       double v = jct[0] - jct[static_cast<size_t>(c)];
-      if (c > extra[i]) v = nan;
       if (add_p) v += p;
       vrow[c - 1] = v;
-      wrow[c - 1] = c * g[i];
     }
+    for (i64 c = top + 1; c <= K; ++c) vrow[c - 1] = nan;
   }
 }
 
-// kernels.extras_table / kernels._table (homogeneous speeds): throughput
-// ``w / (1.0 + alpha * (w - 1.0))`` of base + 0..K workers, K = max(mx - base).
+// aryl.elastic._table_from_throughput on a throughput table (row stride K + 1).
+inline void table_from_throughput(const std::vector<double>& rem, const std::vector<i64>& cur,
+                                  const std::vector<i64>& base,
+                                  const std::vector<i64>& extra, const std::vector<i64>& g,
+                                  const std::vector<double>& tput, const std::vector<double>& pause,
+                                  i64 K, Table& out, std::vector<double>& jct) {
+  const size_t stride = static_cast<size_t>(K) + 1;
+  build_table(rem, cur, base, extra, g, pause, K, out, jct, [&](size_t i, i64 c) {
+    return tput[i * stride + static_cast<size_t>(c)];
+  });
+}
+
+// kernels.extras_table / kernels._table (homogeneous speeds): aryl.elastic.throughput
+// ``w / (1.0 + alpha * (w - 1.0))`` of base + c workers, K = max(mx - base).
 inline void extras_table(const std::vector<double>& rem, const std::vector<i64>& cur,
                          const std::vector<i64>& base, const std::vector<i64>& mx,
                          const std::vector<i64>& g, const std::vector<double>& alpha,
                          const std::vector<double>& pause, Table& out,
-                         std::vector<i64>& extra, std::vector<double>& tput,
-                         std::vector<double>& jct) {
+                         std::vector<i64>& extra, std::vector<double>& jct) {
   const size_t n = rem.size();
   extra.resize(n);
   i64 K = 0;
@@ -123,16 +136,10 @@ inline void extras_table(const std::vector<double>& rem, const std::vector<i64>&
     extra[i] = mx[i] - base[i];
     if (i == 0 || extra[i] > K) K = extra[i];
   }
-  const size_t stride = static_cast<size_t>(K) + 1;
-  tput.resize(n * stride);
-  for (size_t i = 0; i < n; ++i) {
-    const double a = alpha[i];
-    for (i64 c = 0; c <= K; ++c) {
-      const double w = static_cast<double>(base[i] + c);
-      tput[i * stride + static_cast<size_t>(c)] = w / (1.0 + a * (w - 1.0));
-    }
-  }
-  table_from_throughput(rem, cur, base, extra, g, tput, pause, K, out, jct);
+  build_table(rem, cur, base, extra, g, pause, K, out, jct, [&](size_t i, i64 c) {
+    const double w = static_cast<double>(base[i] + c);
+    return w / (1.0 + alpha[i] * (w - 1.0));
+  });
 }
 
 // kernels.extras_table_from_throughput: ``tput`` (n x (K + 1), NaN past a job's maximum)
@@ -248,9 +255,29 @@ inline bool solve_extras(const Table& t, i64 capacity, Solver solver, bool uncon
   i64 stats[mckp::N_STATS];
   const int status = mckp::solve_values(values->data(), t.w.data(), n, K, capacity, kMaxTableBytes,
                                         out.data(), stats, 0);
-  if (status != mckp::STATUS_OK)
-    throw std::runtime_error("elastic phase: MCKP kernel status " + std::to_string(status) +
-                             " (bad index " + std::to_string(stats[mckp::STAT_BAD_INDEX]) + ")");
+  if (status != mckp::STATUS_OK) {  // aryl.elastic._kernel_error
+    const i64 bad = stats[mckp::STAT_BAD_INDEX];
+    if (status == mckp::STATUS_INF_VALUE)
+      throw InvalidInput("values must be finite or NaN (absent option); found inf at values[" +
+                         std::to_string(bad / K) + ", " + std::to_string(bad % K) + "]");
+    if (status == mckp::STATUS_BAD_WEIGHT)
+      throw InvalidInput("weights must be >= 1 GPU for every present (non-NaN) option; weights[" +
+                         std::to_string(bad / K) + ", " + std::to_string(bad % K) + "]");
+    throw InvalidInput("MCKP table of " + std::to_string(stats[mckp::STAT_TABLE_BYTES]) +
+                       " bytes exceeds max_table_bytes=" + std::to_string(kMaxTableBytes) +
+                       " (core of " + std::to_string(stats[mckp::STAT_N_CORE]) +
+                       " jobs, capacity " + std::to_string(capacity) + ")");
+  }
+  // solve_mckp's check that the chosen values' total is finite (it overflows only for
+  // values near the float64 limit)
+  double total = 0.0;
+  for (i64 i = 0; i < n; ++i) {
+    const i64 c = out[static_cast<size_t>(i)];
+    if (c >= 0) total += (*values)[static_cast<size_t>(i * K + c)];
+  }
+  if (!std::isfinite(total))
+    throw InvalidInput(
+        "values too large: the chosen options' total overflows float64 (scale them down)");
   for (auto& x : out) x += 1;  // option c (c + 1 extra workers) or -1 (none)
   return true;
 }
@@ -408,7 +435,8 @@ inline void place_extras(std::vector<i64>& free, const ExtrasInput& in,
     keep(free, in, sc.order, sc.k_l, out.new_extra);
     out.touched.clear();
     for (i64 i = 0; i < in.n_run; ++i)
-      if (k[static_cast<size_t>(i)] > 0 || ext[static_cast<size_t>(i)] > 0) out.touched.push_back(i);
+      if (k[static_cast<size_t>(i)] > 0 || ext[static_cast<size_t>(i)] > 0)
+        out.touched.push_back(i);
   }
   const Groups& groups_extra = *in.groups_extra;
   for (i64 i : sc.order) {
@@ -488,6 +516,38 @@ inline void fill_extras(const Table& values, std::vector<i64>& k,
 }  // namespace aryl_pass
 
 // ====================================================================== the pass
+// Scratch vectors of the pass, kept from one pass to the next (one per thread), so a
+// pass allocates nothing once they have grown: the replay runs thousands of passes.
+struct ArylWorkspace {
+  // ArylPass members (Python: attributes of the pass object)
+  std::vector<i64> real, scratch, loaned, held, loan_set;
+  aryl_pass::Groups groups, groups_extra;
+  std::vector<std::vector<i64>> held_t, off_t;
+  std::vector<aryl_pass::Groups> groups_t, groups_extra_t;
+  std::vector<char> fin_built;
+  std::vector<std::vector<std::pair<double, i64>>> finishes;
+  // run / elastic_typed
+  std::vector<i64> fast, sub, cand_all, servers, new_t;
+  std::vector<const Placement*> ex_sub, old_all;
+  std::vector<std::vector<i64>> by_type;
+  std::vector<std::pair<i64, i64>> new_types;
+  // elastic_phase
+  std::vector<i64> cand, base, cur, mx, g, ext, max_extra, caps, caps_r, k, free0, slot_free,
+      extra;
+  std::vector<const Placement*> old;
+  std::vector<size_t> new_idx;
+  std::vector<double> rem, alpha, pause, tput, jct, cut;
+  aryl_pass::Table table;
+  aryl_pass::Placed placed;
+  aryl_pass::PlaceScratch psc;
+  Placement newp;
+};
+
+inline ArylWorkspace& aryl_workspace() {
+  thread_local ArylWorkspace ws;
+  return ws;
+}
+
 // aryl.py ArylPass: one pass of the aryl family over a state (scratch data lives
 // here).  Phase 1 is sched_simple.hpp's SjfPass::base_phase with the hooks below;
 // SjfPass::free is Python's ``self.real`` (the truly free GPUs; capacity_view fills
@@ -497,10 +557,36 @@ class ArylPass : public SjfPass {
   using Groups = aryl_pass::Groups;
   using Span = aryl_pass::Span;
 
-  ArylPass(const Policy& pol_, const State& st_, const PassContext& ctx_)
+  ArylPass(const Policy& pol_, const State& st_, const PassContext& ctx_,
+           ArylWorkspace& ws_ = aryl_workspace())
       : SjfPass(pol_, st_, ctx_),
+        ws(ws_),
         el_any(pol_.elastic && !st_.elastic_running.empty()),
-        typed(st_.multi_type() && !st_.config.mix_gpu_types) {}
+        typed(st_.multi_type() && !st_.config.mix_gpu_types),
+        scratch(ws_.scratch),
+        loaned(ws_.loaned),
+        held(ws_.held),
+        loan_set(ws_.loan_set),
+        groups(ws_.groups),
+        groups_extra(ws_.groups_extra),
+        held_t(ws_.held_t),
+        off_t(ws_.off_t),
+        groups_t(ws_.groups_t),
+        groups_extra_t(ws_.groups_extra_t),
+        fin_built(ws_.fin_built),
+        finishes(ws_.finishes) {
+    free.swap(ws.real);  // SjfPass::free (Python's self.real) on the kept buffer
+    loaned.clear();
+    loan_set.clear();
+    groups.clear();
+    groups_extra.clear();
+    groups_t.clear();
+    groups_extra_t.clear();
+    fin_built.clear();
+  }
+  ~ArylPass() override { ws.real.swap(free); }
+  ArylPass(const ArylPass&) = delete;
+  ArylPass& operator=(const ArylPass&) = delete;
 
   // ArylPass.set_groups: base workers on training, then servers already on loan,
   // then servers merely offered; extras on loaned, then training, then offered.
@@ -525,12 +611,21 @@ class ArylPass : public SjfPass {
     if (typed) {
       loan_set = loaned;  // ascending (ctx.loaned is)
       const size_t nt = static_cast<size_t>(st.n_types());
-      held_t.assign(nt, {});
-      off_t.assign(nt, {});
-      groups_t.assign(nt, {});
-      groups_extra_t.assign(nt, {});
-      for (i64 x : *held_p) held_t[static_cast<size_t>(st.server_type[static_cast<size_t>(x)])].push_back(x);
-      for (i64 x : offered) off_t[static_cast<size_t>(st.server_type[static_cast<size_t>(x)])].push_back(x);
+      held_t.resize(nt);
+      off_t.resize(nt);
+      groups_t.resize(nt);
+      groups_extra_t.resize(nt);
+      for (size_t t = 0; t < nt; ++t) {
+        held_t[t].clear();
+        off_t[t].clear();
+        groups_t[t].clear();
+        groups_extra_t[t].clear();
+      }
+      auto type_of = [this](i64 x) {
+        return static_cast<size_t>(st.server_type[static_cast<size_t>(x)]);
+      };
+      for (i64 x : *held_p) held_t[type_of(x)].push_back(x);
+      for (i64 x : offered) off_t[type_of(x)].push_back(x);
       for (size_t t = 0; t < nt; ++t) {
         const Span tr_t(st.training_by_type[t]), hd_t(held_t[t]), of_t(off_t[t]);
         for (const Span& grp : {tr_t, hd_t, of_t})
@@ -604,7 +699,8 @@ class ArylPass : public SjfPass {
     for (i64 t : order) {
       if (!bf_place(real, groups_t[static_cast<size_t>(t)], w, g, out)) continue;
       if (!loan_set.empty() && on_loan(out) && !loan_worth_it(j, t, w)) {
-        for (const auto& e : out) real[static_cast<size_t>(e.first)] += e.second * g;  // real[:] = before
+        for (const auto& e : out)  // real[:] = before
+          real[static_cast<size_t>(e.first)] += e.second * g;
         continue;
       }
       real_left -= w * g;
@@ -617,7 +713,8 @@ class ArylPass : public SjfPass {
     for (i64 t : order) {
       if (!bf_place(sc, groups_t[static_cast<size_t>(t)], w, g, out)) continue;
       if (!loan_set.empty() && on_loan(out) && !loan_worth_it(j, t, w)) {
-        for (const auto& e : out) sc[static_cast<size_t>(e.first)] += e.second * g;  // scratch[:] = before
+        for (const auto& e : out)  // scratch[:] = before
+          sc[static_cast<size_t>(e.first)] += e.second * g;
         continue;
       }
       take_real(out, g);
@@ -655,10 +752,11 @@ class ArylPass : public SjfPass {
     if (have >= need) return 0.0;
     if (fin_built.size() != static_cast<size_t>(st.n_types())) {
       fin_built.assign(static_cast<size_t>(st.n_types()), 0);
-      finishes.assign(static_cast<size_t>(st.n_types()), {});
+      finishes.resize(static_cast<size_t>(st.n_types()));
     }
     std::vector<std::pair<double, i64>>& fin = finishes[uu];
     if (!fin_built[uu]) {
+      fin.clear();
       const double now = st.now_s;
       for (i64 r : st.running) {
         const auto ru = static_cast<size_t>(r);
@@ -695,14 +793,19 @@ class ArylPass : public SjfPass {
   // jobs and capacity.
   void elastic_typed(Plan& d, std::vector<i64>& free_io) {
     const size_t nt = static_cast<size_t>(st.n_types());
-    std::vector<std::vector<i64>> by_type(nt);
+    std::vector<std::vector<i64>>& by_type = ws.by_type;
+    by_type.resize(nt);
+    for (auto& v : by_type) v.clear();
     for (i64 j : st.elastic_running)  // self.el (the policy is elastic here)
       by_type[static_cast<size_t>(base_type(st.placement[static_cast<size_t>(j)]))].push_back(j);
-    std::vector<std::pair<i64, i64>> new_types;  // (job, type) of the elastic starts
+    std::vector<std::pair<i64, i64>>& new_types = ws.new_types;  // (job, type) of elastic starts
+    new_types.clear();
     for (const auto& s : d.starts)
       if (pol.scalable(st, s.job)) new_types.emplace_back(s.job, base_type(s.place));
-    std::vector<i64> servers, new_t, fast;
-    std::vector<const Placement*> old;
+    std::vector<i64>& servers = ws.servers;
+    std::vector<i64>& new_t = ws.new_t;
+    std::vector<i64>& fast = ws.fast;
+    std::vector<const Placement*>& old = ws.old_all;
     for (size_t t = 0; t < nt; ++t) {
       const std::vector<i64>& cand = by_type[t];
       bool has_new = false;
@@ -769,7 +872,7 @@ class ArylPass : public SjfPass {
     } else if (run_ && (el_any || new_el)) {
       bool done = false;
       const std::vector<i64>* free_p = nullptr;
-      std::vector<i64> fast;
+      std::vector<i64>& fast = ws.fast;
       if (!disp) {
         // Fast exact path: jobs at their maximum keep their extras; if the others'
         // unconstrained best options fit the free GPUs, that is the MCKP optimum.
@@ -790,8 +893,10 @@ class ArylPass : public SjfPass {
         // Gate: when everyone at their maximum would not fit, go to the solver.
         if (upper <= cap) {
           fast = *real_p;
-          std::vector<i64> sub;
-          std::vector<const Placement*> ex_sub;
+          std::vector<i64>& sub = ws.sub;
+          std::vector<const Placement*>& ex_sub = ws.ex_sub;
+          sub.clear();
+          ex_sub.clear();
           auto visit = [&](i64 j) {  // the jobs below their maximum, in start order
             const auto u = static_cast<size_t>(j);
             sub.push_back(j);
@@ -817,9 +922,11 @@ class ArylPass : public SjfPass {
       if (!done) {
         if (!phase1) capacity_view(free);
         std::vector<i64>& sc = build_scratch();
-        std::vector<i64> cand = st.elastic_running.to_vector();
-        std::vector<const Placement*> old;
-        old.reserve(cand.size());
+        std::vector<i64>& cand = ws.cand_all;
+        std::vector<const Placement*>& old = ws.old_all;
+        cand.clear();
+        old.clear();
+        for (i64 j : st.elastic_running) cand.push_back(j);
         for (i64 j : cand) {
           const Placement& e = st.ex_job[static_cast<size_t>(j)];
           old.push_back(e.empty() ? nullptr : &e);
@@ -846,9 +953,12 @@ class ArylPass : public SjfPass {
                      const std::vector<i64>* free_wo_extras, const std::vector<i64>* servers,
                      i64 gpu_type, const std::vector<i64>* new_filter) {
     namespace ap = aryl_pass;
-    std::vector<i64> cand(cand_run);
-    std::vector<const Placement*> old(old_run);
-    std::vector<size_t> new_idx;  // index in d.starts of each new candidate
+    std::vector<i64>& cand = ws.cand;
+    std::vector<const Placement*>& old = ws.old;
+    std::vector<size_t>& new_idx = ws.new_idx;  // index in d.starts of each new candidate
+    cand.assign(cand_run.begin(), cand_run.end());
+    old.assign(old_run.begin(), old_run.end());
+    new_idx.clear();
     for (size_t q = 0; q < d.starts.size(); ++q) {
       const i64 j = d.starts[q].job;
       if (!pol.scalable(st, j)) continue;
@@ -872,8 +982,11 @@ class ArylPass : public SjfPass {
     if (capacity <= 0 && !any_old) return true;
     const size_t n = cand.size();
     const double now = st.now_s;
-    std::vector<double> rem(n), alpha(n), pause(n);
-    std::vector<i64> base(n), cur(n), mx(n), g(n), ext(n), max_extra(n);
+    std::vector<double>&rem = ws.rem, &alpha = ws.alpha, &pause = ws.pause;
+    std::vector<i64>&base = ws.base, &cur = ws.cur, &mx = ws.mx, &g = ws.g, &ext = ws.ext,
+                     &max_extra = ws.max_extra;
+    for (auto* v : {&rem, &alpha, &pause}) v->resize(n);
+    for (auto* v : {&base, &cur, &mx, &g, &ext, &max_extra}) v->resize(n);
     for (size_t i = 0; i < n; ++i) {
       const auto u = static_cast<size_t>(cand[i]);
       rem[i] = st.remaining_work(cand[i], now);
@@ -884,11 +997,11 @@ class ArylPass : public SjfPass {
       alpha[i] = st.alpha[u];
       pause[i] = static_cast<i64>(i) < n_run ? st.config.rescale_pause_s : 0.0;
     }
-    ap::Table table;
-    std::vector<i64> extra;
-    std::vector<double> tput, jct;
+    ap::Table& table = ws.table;
+    std::vector<i64>& extra = ws.extra;
+    std::vector<double>&tput = ws.tput, &jct = ws.jct;
     if (gpu_type < 0) {
-      ap::extras_table(rem, cur, base, mx, g, alpha, pause, table, extra, tput, jct);
+      ap::extras_table(rem, cur, base, mx, g, alpha, pause, table, extra, jct);
     } else {
       // kernels.throughput_rows: tput[i, k] on base + k workers of gpu_type, NaN past max
       i64 K = 0;
@@ -897,7 +1010,8 @@ class ArylPass : public SjfPass {
       tput.assign(n * stride, kNaN);
       for (size_t i = 0; i < n; ++i)
         for (i64 c = 0; c <= mx[i] - base[i]; ++c)
-          tput[i * stride + static_cast<size_t>(c)] = st.throughput_on(cand[i], gpu_type, base[i] + c);
+          tput[i * stride + static_cast<size_t>(c)] =
+              st.throughput_on(cand[i], gpu_type, base[i] + c);
       ap::extras_table_from_throughput(rem, cur, base, mx, g, tput, K, pause, table, extra, jct);
     }
     const ap::Solver solver = pol.greedy_solver ? ap::Solver::greedy : ap::Solver::mckp;
@@ -908,24 +1022,25 @@ class ArylPass : public SjfPass {
       gmax = i == 0 ? g[i] : std::max(gmax, g[i]);
     }
     // (1) per-job caps from per-server worker slots (1-GPU workers always fit)
-    std::vector<i64> caps;
+    std::vector<i64>& caps = ws.caps;
     const bool use_caps = gmax > 1;
     if (use_caps) {
       if (servers == nullptr) {
         ap::slot_caps(free_io, g, max_extra, caps);
       } else {
-        std::vector<i64> slot_free;
-        slot_free.reserve(servers->size());
+        std::vector<i64>& slot_free = ws.slot_free;
+        slot_free.clear();
         for (i64 s : *servers) slot_free.push_back(free_io[static_cast<size_t>(s)]);
         ap::slot_caps(slot_free, g, max_extra, caps);
       }
     }
-    std::vector<i64> k;
-    std::vector<double> cut;
+    std::vector<i64>& k = ws.k;
+    std::vector<double>& cut = ws.cut;
     if (!ap::solve_extras(table, capacity, solver, unconstrained_only, use_caps ? &caps : nullptr,
                           k, cut))
       return false;
-    std::vector<i64> free0(free_io);
+    std::vector<i64>& free0 = ws.free0;
+    free0 = free_io;
     ap::ExtrasInput in;
     in.cand = &cand;
     in.old = &old;
@@ -934,13 +1049,14 @@ class ArylPass : public SjfPass {
     in.n_run = n_run;
     in.groups_extra = &groups_extra;
     in.free_wo_extras = free_wo_extras;
-    ap::Placed placed;
-    ap::PlaceScratch psc;
+    ap::Placed& placed = ws.placed;
+    ap::PlaceScratch& psc = ws.psc;
     ap::place_extras(free_io, in, k, placed, psc);
     if (!placed.shorts.empty()) {
       if (unconstrained_only) return false;  // free_io is the caller's scratch copy
       // (2) repair: cap the jobs whose extras did not all fit, solve again
-      std::vector<i64> caps_r = use_caps ? caps : max_extra;
+      std::vector<i64>& caps_r = ws.caps_r;
+      caps_r = use_caps ? caps : max_extra;
       while (!placed.shorts.empty()) {
         for (const auto& sh : placed.shorts) caps_r[static_cast<size_t>(sh.first)] = sh.second;
         free_io = free0;
@@ -964,7 +1080,7 @@ class ArylPass : public SjfPass {
     }
     // the running jobs that may change, in candidate order (the order of the resizes)
     static const Placement kEmpty;
-    Placement newp;
+    Placement& newp = ws.newp;
     for (i64 i : placed.touched) {
       const auto iu = static_cast<size_t>(i);
       const i64 j = cand[iu];
@@ -1007,18 +1123,20 @@ class ArylPass : public SjfPass {
   }
 
  public:
+  ArylWorkspace& ws;
   const bool el_any;  // Python: bool(self.el)
   const bool typed;   // several GPU types and no mixing
   i64 real_left = 0;
-  std::vector<i64> scratch;
   bool has_scratch = false;
   bool displaced = false;
-  std::vector<i64> loaned, held, loan_set;
-  Groups groups, groups_extra;
-  std::vector<std::vector<i64>> held_t, off_t;
-  std::vector<Groups> groups_t, groups_extra_t;
-  std::vector<char> fin_built;
-  std::vector<std::vector<std::pair<double, i64>>> finishes;
+  // the pass's lists (in the workspace)
+  std::vector<i64>& scratch;
+  std::vector<i64>&loaned, &held, &loan_set;
+  Groups &groups, &groups_extra;
+  std::vector<std::vector<i64>>&held_t, &off_t;
+  std::vector<Groups>&groups_t, &groups_extra_t;
+  std::vector<char>& fin_built;
+  std::vector<std::vector<std::pair<double, i64>>>& finishes;
 };
 
 // aryl.py ArylPolicy.decide (every policy of the family; `pol` tells which).

@@ -121,9 +121,9 @@ inline void bind_testing(pybind11::module_& m) {
          const F64& alpha, const F64& pause) {
         Table t;
         std::vector<int64_t> extra;
-        std::vector<double> tput, jct;
+        std::vector<double> jct;
         extras_table(vec<double>(rem), vec<int64_t>(cur), vec<int64_t>(base), vec<int64_t>(mx),
-                     vec<int64_t>(g), vec<double>(alpha), vec<double>(pause), t, extra, tput, jct);
+                     vec<int64_t>(g), vec<double>(alpha), vec<double>(pause), t, extra, jct);
         return bind_detail::table_out(t);
       },
       "kernels.extras_table in C++ (test hook).");
