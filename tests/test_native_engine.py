@@ -253,7 +253,8 @@ def assert_same_result(a: Any, b: Any) -> None:
     pd.testing.assert_frame_equal(a.timeseries, b.timeseries)
     sa, sb = dict(a.summary), dict(b.summary)
     ca, cb = dict(sa.pop("config")), dict(sb.pop("config"))
-    assert ca.pop("engine") == "python" and cb.pop("engine") == "native"
+    assert ca.pop("engine") == "python"
+    assert cb.pop("engine") == "native"
     assert ca == cb
     assert sa == sb
     assert a.timing["n_decisions"] == b.timing["n_decisions"]

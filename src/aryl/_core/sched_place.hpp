@@ -90,7 +90,7 @@ inline bool bf_place(std::vector<i64>& free, const Groups& groups, i64 workers, 
         for (i64 s : grp) avail += floordiv(free[static_cast<size_t>(s)], g);
     if (avail < workers) return false;
     i64 left = workers;
-    std::vector<i64> cands;
+    thread_local std::vector<i64> cands;  // scratch kept between calls
     for (const auto& grp : groups) {
         if (!left) break;
         const i64 s = best_fit(free, grp, left * g);

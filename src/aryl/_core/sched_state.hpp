@@ -55,6 +55,7 @@ inline i64 py_max(i64 a, i64 b) { return b > a ? b : a; }
 inline i64 py_min(i64 a, i64 b) { return b < a ? b : a; }
 // a // b of Python ints (floor division); b == 0 raises ZeroDivision.
 inline i64 floordiv(i64 a, i64 b) {
+    if (a >= 0 && b > 0) return a / b;  // the usual case: C++ division is the floor
     if (b == 0) throw ZeroDivision("integer division or modulo by zero");
     i64 q = a / b;
     if ((a % b != 0) && ((a < 0) != (b < 0))) --q;

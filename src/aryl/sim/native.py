@@ -196,6 +196,8 @@ class NativeEngine:
         self.reclaim_log: list[Any] | None = None
         self.now = self.t0
         self.events: Any = None
+        self._ev: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._pools: tuple[Any, Any, Any, int] | None = None
 
     # --------------------------------------------------------------- run
     def run(self) -> None:
@@ -301,6 +303,8 @@ class NativeEngine:
         with the arithmetic of :meth:`aryl.sim.engine.Engine.pool_split`."""
         from aryl._core import _sched
 
+        if self._pools is None:
+            raise RuntimeError("pool_split: the replay has not run")
         ptr, pool, value, n_pools = self._pools
         useful, main = _sched.pool_split(ptr, pool, value, n_pools,
                                          np.ascontiguousarray(done_work, dtype=np.float64))
