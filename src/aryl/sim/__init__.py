@@ -1,7 +1,9 @@
 """Discrete-event simulator of a training + inference GPU cluster [Aryl]_.
 
-Layout: :mod:`aryl.sim.engine` (event loop, cluster state as per-server lists,
-decision application), :mod:`aryl.sim.jobs` (struct-of-arrays job table),
+Layout: :mod:`aryl.sim.native` (the compiled engine, the default:
+``SimConfig(engine="native")``), :mod:`aryl.sim.engine` (its Python twin: event
+loop, cluster state as per-server lists, decision application;
+``engine="python"``), :mod:`aryl.sim.jobs` (struct-of-arrays job table),
 :mod:`aryl.sim.metrics` (per-job table, summary, time series),
 :mod:`aryl.sim.check` (invariants), :mod:`aryl.sim.adapters` (the only calls
 into the kernels and the trace layer), :mod:`aryl.sim.config`.  Policies live
@@ -78,7 +80,8 @@ def simulate(
 
     Notes
     -----
-    Deterministic: the same inputs, config and seed give identical results.
+    Deterministic: the same inputs, config and seed give identical results, with
+    either engine (``SimConfig.engine``: ``native``, compiled, or ``python``).
     Same-time arrivals are taken in input row order.  Cost: O(E log E) heap
     work for E events plus the policy's decisions.
     """
