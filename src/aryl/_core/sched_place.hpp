@@ -85,9 +85,15 @@ template <class Groups>
 inline bool bf_place(std::vector<i64>& free, const Groups& groups, i64 workers, i64 g,
                      Placement& out) {
     out.clear();
+    // enough whole slots? (only the comparison matters: stop counting once it holds)
     i64 avail = 0;
-    for (const auto& grp : groups)
-        for (i64 s : grp) avail += floordiv(free[static_cast<size_t>(s)], g);
+    for (const auto& grp : groups) {
+        for (i64 s : grp) {
+            avail += floordiv(free[static_cast<size_t>(s)], g);
+            if (avail >= workers) break;
+        }
+        if (avail >= workers) break;
+    }
     if (avail < workers) return false;
     i64 left = workers;
     thread_local std::vector<i64> cands;  // scratch kept between calls
