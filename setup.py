@@ -1,9 +1,10 @@
 """Build the compiled core: only the extension modules live here.
 
-All metadata is in ``pyproject.toml``.  Two kernels:
+All metadata is in ``pyproject.toml``.  Three modules:
 
 * ``aryl._core._mckp``    — the multiple-choice knapsack (Cython, C++ mode).
 * ``aryl._core._reclaim`` — the reclaim greedy (C++17, pybind11).
+* ``aryl._core._sched``   — the scheduling pass and simulator engine (C++17, pybind11).
 
 Developers may set ``ARYL_EXTENSIONS=mckp`` (comma-separated short names) to
 rebuild only some kernels in place while another is being edited.
@@ -40,7 +41,29 @@ reclaim = Pybind11Extension(
     extra_compile_args=["-O3"] if os.name != "nt" else ["/O2"],
 )
 
-ALL = {"mckp": mckp, "reclaim": reclaim}
+# The scheduling pass and simulator engine.  -ffp-contract=off: no fused
+# multiply-add, so every float operation is the Python twin's (bit-identical replays).
+sched = Pybind11Extension(
+    "aryl._core._sched",
+    sources=["src/aryl/_core/_sched.cpp"],
+    depends=[
+        "src/aryl/_core/sched_state.hpp",
+        "src/aryl/_core/sched_plan.hpp",
+        "src/aryl/_core/sched_place.hpp",
+        "src/aryl/_core/sched_simple.hpp",
+        "src/aryl/_core/sched_pass.hpp",
+        "src/aryl/_core/sched_aryl.hpp",
+        "src/aryl/_core/sched_aryl_bind.hpp",
+        "src/aryl/_core/sim_engine.hpp",
+        "src/aryl/_core/reclaim.hpp",
+        "src/aryl/_core/mckp.hpp",
+    ],
+    include_dirs=["src/aryl/_core"],
+    cxx_std=17,
+    extra_compile_args=["-O3", "-ffp-contract=off"] if os.name != "nt" else ["/O2", "/fp:precise"],
+)
+
+ALL = {"mckp": mckp, "reclaim": reclaim, "sched": sched}
 selected = os.environ.get("ARYL_EXTENSIONS")
 names = [n.strip() for n in selected.split(",") if n.strip()] if selected else list(ALL)
 unknown = sorted(set(names) - set(ALL))

@@ -3,7 +3,7 @@
 State (seeded), a busy cluster one pass after 50 jobs finished: 5,000 servers of
 8 GPUs (4,000 training, 1,000 inference of which 300 on loan and 20 idle), 20,000
 jobs (half elastic, 1/2/4/8 GPUs per worker), placed in arrival order by best fit
-until the training and loaned servers are full (about 12,000 running), the rest
+until the training and loaned servers are full (about 4,800 running), the rest
 queued.
 Cases, group ``schedule``:
 
@@ -72,8 +72,10 @@ def test_the_state_is_large_and_busy() -> None:
     st = big_state()
     assert st.n_servers == 5000
     assert st.n_jobs == 20_000
-    assert len(st.running) > 8_000
-    assert len(st.queued) > 4_000
+    # 4,300 servers x 8 GPUs = 34,400 GPUs; a job's base is ~7 GPUs on average (g in
+    # {1, 2, 4, 8}: 3.75; half elastic at ref // 2 workers, ref in 1..4): ~4,900 fit
+    assert len(st.running) > 4_000
+    assert len(st.queued) > 14_000
     assert sum(st.free[s] for s in st.training_servers) < 0.02 * 8 * N_TRAIN
 
 

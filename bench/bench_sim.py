@@ -5,11 +5,14 @@ Two modes.
 * pytest-benchmark (``python -m pytest bench/bench_sim.py --benchmark-only``):
   the first 3,000 jobs of ``itp-c07`` (half elastic, seed 0) on a proportionally
   smaller cluster, under ``fifo`` (engine overhead), ``aryl`` and
-  ``elastic-greedy``, plus a 60-line pure-Python strict-FIFO simulator as the
+  ``elastic-greedy``, each with the native engine and the Python one (its
+  reference twin), plus a 60-line pure-Python strict-FIFO simulator as the
   floor.  Compare medians within the ``sim`` group (same run).
-* Full traces (``python bench/bench_sim.py``): ``fifo`` and ``aryl`` on
+* Full traces (``python bench/bench_sim.py [--engine python|native]``): ``fifo``
+  and ``aryl`` with both engines (before: Python, after: native) on
   ``itp-c07`` (46 + 16 servers), the full Philly table (96 + 16) and the
-  Philly busiest 15-day window (80 + 16), with wall time, scheduler time, the
+  Philly busiest 15-day window (80 + 16), with wall time and its ratio to the
+  strict-FIFO floor of the same trace (``x_floor``), scheduler time, the
   peak RSS and a cProfile split of kernel vs engine time (``--profile``:
   kernel = ``solve_mckp``, the JCT table build and ``reclaim``).
   Cluster sizes: chosen so that ``fifo`` queues for thousands of seconds on
@@ -93,8 +96,8 @@ def strict_fifo_floor(jobs: pd.DataFrame, n_gpus: int) -> float:
     return total_jct / max(n, 1)
 
 
-def _cfg(n_train: int) -> SimConfig:
-    return SimConfig(n_training_servers=n_train, n_inference_servers=4)
+def _cfg(n_train: int, engine: str = "native") -> SimConfig:
+    return SimConfig(n_training_servers=n_train, n_inference_servers=4, engine=engine)
 
 
 @pytest.mark.benchmark(group="sim")
@@ -105,12 +108,13 @@ def test_floor_strict_fifo(benchmark: Any) -> None:
 
 
 @pytest.mark.benchmark(group="sim")
+@pytest.mark.parametrize("engine", ["native", "python"])
 @pytest.mark.parametrize("policy", ["fifo", "aryl", "elastic-greedy"])
-def test_replay_itp_head(benchmark: Any, policy: str) -> None:
+def test_replay_itp_head(benchmark: Any, policy: str, engine: str) -> None:
     jobs = itp_head()
     res = benchmark.pedantic(
-        simulate, args=(jobs,), kwargs={"policy": policy, "config": _cfg(11)}, rounds=3,
-        iterations=1,
+        simulate, args=(jobs,), kwargs={"policy": policy, "config": _cfg(11, engine)},
+        rounds=3, iterations=1,
     )
     assert res.summary["n_finished"] == len(jobs)
     benchmark.extra_info.update(
@@ -294,9 +298,11 @@ def main(argv: list[str]) -> None:
     import resource
 
     if "-h" in argv or "--help" in argv:
-        print("usage: python bench/bench_sim.py [--profile]\n"
+        print("usage: python bench/bench_sim.py [--profile] [--engine python|native]\n"
               "       python bench/bench_sim.py --million [--jobs N] [--out DIR]\n\n"
-              "fifo and aryl on itp-c07, the full Philly table and its busiest 15 days\n"
+              "fifo and aryl on itp-c07, the full Philly table and its busiest 15 days,\n"
+              "with the Python engine (before) and the native one (after), each against\n"
+              "the 60-line strict-FIFO floor timed in the same process\n"
               "(Philly rows need $ARYL_PHILLY_CSV, the path of the Philly job table);\n"
               "--profile adds the kernel-vs-engine split of aryl's time.\n"
               "--million: aryl and fifo on a 1,000,000-job Philly-shaped trace, 94 + 33\n"
@@ -312,6 +318,9 @@ def main(argv: list[str]) -> None:
         million(argv)
         return
     profile = "--profile" in argv
+    engines = ["python", "native"]
+    if "--engine" in argv:
+        engines = [argv[argv.index("--engine") + 1]]
     cases = [("itp-c07", 46), ("philly", 96), ("philly-busiest-15d", 80)]
     if not PHILLY or not Path(PHILLY).is_file():
         print(f"Philly table not found at {PHILLY!r} (set ARYL_PHILLY_CSV): itp-c07 only")
@@ -322,8 +331,8 @@ def main(argv: list[str]) -> None:
         floor_t = time.perf_counter()
         strict_fifo_floor(jobs, n_train * 8)
         floor_t = time.perf_counter() - floor_t
-        for policy in ("fifo", "aryl"):
-            cfg = SimConfig(n_training_servers=n_train, n_inference_servers=16)
+        for policy, engine in [(p, e) for p in ("fifo", "aryl") for e in engines]:
+            cfg = SimConfig(n_training_servers=n_train, n_inference_servers=16, engine=engine)
             t = time.perf_counter()
             res = simulate(jobs, policy=policy, config=cfg)
             wall = time.perf_counter() - t
@@ -333,7 +342,9 @@ def main(argv: list[str]) -> None:
                 "jobs": len(jobs),
                 "servers": f"{n_train}+16",
                 "policy": policy,
+                "engine": engine,
                 "wall_s": round(wall, 2),
+                "x_floor": round(wall / floor_t, 1),
                 "scheduler_s": round(res.timing["scheduler_time_s"], 2),
                 "floor_fifo_s": round(floor_t, 2),
                 "mean_qd_s": round(s["queuing_delay_s"]["mean"]),
@@ -342,7 +353,7 @@ def main(argv: list[str]) -> None:
                 "usage": round(s["cluster_usage"], 3),
                 "preemptions": s["n_preemptions"],
             }
-            if profile and policy == "aryl":
+            if profile and policy == "aryl" and engine == "python":
                 row.update({k: round(v, 3) for k, v in _profile_split(jobs, policy, cfg).items()})
             rows.append(row)
             print(row, flush=True)

@@ -110,10 +110,14 @@ def mckp_figures(repeats: int) -> dict[str, float]:
     return out
 
 
-def _replay(case: tuple[str, str, str | None, int, int], policy: str) -> dict[str, float]:
+def _replay(case: tuple[str, str, str | None, int, int], policy: str,
+            engine: str) -> dict[str, float]:
     """One replay in this (fresh) process: load, synthesis and simulate times, peak RSS."""
     import resource
 
+    import aryl.sim.adapters
+    import aryl.sim.engine
+    import aryl.sim.native  # noqa: F401  (imports are not part of the replay's time)
     from aryl.sim import SimConfig, simulate
     from aryl.traces import load_trace, synthesize_elastic
 
@@ -122,31 +126,91 @@ def _replay(case: tuple[str, str, str | None, int, int], policy: str) -> dict[st
     trace = load_trace(PHILLY if source == "philly" else source, window=window)
     load_s = time.perf_counter() - t
     trace = synthesize_elastic(trace, elastic_fraction=0.5, seed=0)
-    cfg = SimConfig(n_training_servers=n_train, n_inference_servers=n_inf)
+    cfg = SimConfig(n_training_servers=n_train, n_inference_servers=n_inf, engine=engine)
     t = time.perf_counter()
     res = simulate(trace, policy=policy, config=cfg)
     wall = time.perf_counter() - t
     return {"jobs": float(len(trace.jobs)), "load_s": load_s, "simulate_s": wall,
-            "scheduler_s": float(res.summary["scheduler_time_s"]),
+            "scheduler_s": float(res.timing["scheduler_time_s"]),
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def replay_figures() -> list[dict[str, Any]]:
+    """Each replay in a fresh process, with the Python engine (before: the engine of
+    the reference twin) and the native one (after)."""
     ctx = mp.get_context("spawn")
     rows = []
     for case in REPLAYS:
         if case[1] == "philly" and not Path(PHILLY).is_file():
             continue
         for policy in ("fifo", "aryl"):
-            with ctx.Pool(1) as pool:
-                r = pool.apply(_replay, (case, policy))
-            rows.append({"trace": case[0], "servers": f"{case[3]} + {case[4]}",
-                         "policy": policy, **r})
+            for engine in ("python", "native"):
+                with ctx.Pool(1) as pool:
+                    r = pool.apply(_replay, (case, policy, engine))
+                rows.append({"trace": case[0], "servers": f"{case[3]} + {case[4]}",
+                             "policy": policy, "engine": engine, **r})
+    return rows
+
+
+def _floor_case(repeats: int) -> dict[str, float]:
+    """aryl (native engine) on itp-c07 against the 60-line strict-FIFO floor, one process."""
+    import aryl.sim.adapters
+    import aryl.sim.engine
+    import aryl.sim.native  # noqa: F401
+    from aryl.sim import SimConfig, simulate
+    from aryl.traces import load_trace, synthesize_elastic
+
+    floor = _bench("bench_sim").strict_fifo_floor
+    jobs = synthesize_elastic(load_trace("itp-c07"), elastic_fraction=0.5, seed=0).jobs
+    out: dict[str, float] = {}
+    out["floor_ms"] = 1e3 * median_s(lambda: floor(jobs, 46 * 8), repeats)
+    for engine in ("native", "python"):
+        cfg = SimConfig(engine=engine)
+        n = repeats if engine == "native" else max(1, repeats // 5)
+        out[f"aryl_{engine}_ms"] = 1e3 * median_s(
+            lambda cfg=cfg: simulate(jobs, policy="aryl", config=cfg), n)
+    out["ratio_native"] = out["aryl_native_ms"] / out["floor_ms"]
+    out["ratio_python"] = out["aryl_python_ms"] / out["floor_ms"]
+    return out
+
+
+def floor_figures(repeats: int) -> dict[str, float]:
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        return pool.apply(_floor_case, (repeats,))
+
+
+def schedule_figures(repeats: int) -> dict[str, float]:
+    """One aryl.schedule call on bench_schedule.py's 5,000-server, 20,000-job state
+    (warm: the state's queue index and native cache built by an earlier call)."""
+    from aryl.scheduling import schedule
+
+    st = _bench("bench_schedule").big_state()
+    out: dict[str, float] = {}
+    for backend in ("native", "reference"):
+        n = repeats if backend == "native" else max(3, repeats // 5)
+        out[f"{backend}_ms"] = 1e3 * median_s(lambda b=backend: schedule(st, backend=b), n)
+    out["ratio"] = out["reference_ms"] / out["native_ms"]
+    return out
+
+
+def million_figures(n_jobs: int) -> list[dict[str, Any]]:
+    """bench_sim.py --million (native engine): each policy in its own process."""
+    import json
+    import subprocess
+
+    rows = []
+    for policy in ("aryl", "fifo"):
+        cmd = [sys.executable, str(BENCH / "bench_sim.py"), "--million-case", policy, "--jobs",
+               str(n_jobs), "--out", str(Path("results") / "bench-million")]
+        done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
     return rows
 
 
 def render(rec: dict[str, float], mk: dict[str, float], replays: list[dict[str, Any]],
-           meta: dict[str, str]) -> str:
+           meta: dict[str, str], sch: dict[str, float], fl: dict[str, float],
+           million: list[dict[str, Any]]) -> str:
     lines = [
         "# Performance: speed and memory, measured in one run",
         "",
@@ -188,23 +252,79 @@ def render(rec: dict[str, float], mk: dict[str, float], replays: list[dict[str, 
         f"and {mk['reference_M_ratio']:.0f}x at 1,000; `scipy.optimize.milp` (exact, "
         f"`mip_rel_gap=0`) {mk['milp_S_ratio']:,.0f}x slower at 100 jobs.",
         "",
+        "## One scheduling pass (`aryl.schedule`)",
+        "",
+        "A busy cluster of 5,000 servers and 20,000 jobs (`bench/bench_schedule.py`, "
+        "`big_state`), policy `aryl`, repeated calls on one state:",
+        "",
+        "| | median |",
+        "|---|---|",
+        f"| compiled pass (`backend=\"native\"`) | {sch['native_ms']:.2f} ms |",
+        f"| Python pass (`backend=\"reference\"`) | {sch['reference_ms']:.1f} ms |",
+        f"| speed-up | {sch['ratio']:.1f}x |",
+        "",
         "## Replays (`aryl.simulate`)",
         "",
         "Half the jobs elastic (seed 0), the bundled inference profile, clusters sized "
         "as `--training-servers auto --inference-servers auto` does; `simulate` is the "
         "wall time of the replay (trace loading excluded), `scheduler` the policy's "
-        "share of it.",
+        "share of it. Engine `python`: the Python event loop and pass (the reference "
+        "twin, before); `native`: the compiled ones (after, the default); both give "
+        "identical results.",
         "",
-        "| trace | jobs | servers | policy | load trace | simulate | scheduler | peak memory |",
-        "|---|---|---|---|---|---|---|---|",
+        "| trace | jobs | servers | policy | engine | load trace | simulate | scheduler "
+        "| peak memory |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in replays:
         lines.append(
             f"| {r['trace']} | {int(r['jobs']):,} | {r['servers']} | {r['policy']} | "
-            f"{r['load_s']:.2f} s | {r['simulate_s']:.1f} s | {r['scheduler_s']:.1f} s | "
-            f"{r['peak_mb']:,.0f} MB |")
+            f"{r['engine']} | {r['load_s']:.2f} s | {r['simulate_s']:.2f} s | "
+            f"{r['scheduler_s']:.2f} s | {r['peak_mb']:,.0f} MB |")
+    speedups = []
+    for r in replays:
+        if r["engine"] != "native":
+            continue
+        before = [x for x in replays if x["engine"] == "python" and x["trace"] == r["trace"]
+                  and x["policy"] == r["policy"]]
+        if before:
+            speedups.append(f"{r['trace']} `{r['policy']}` "
+                            f"{before[0]['simulate_s'] / r['simulate_s']:.0f}x")
+    if speedups:
+        lines += ["", "Speed-up of the native engine (simulate): " + ", ".join(speedups) + "."]
     if not any(r["trace"].startswith("Philly") for r in replays):
         lines += ["", "(No Philly rows: `ARYL_PHILLY_CSV` was not set.)"]
+    lines += [
+        "",
+        "In one process, `aryl` on itp-c07 (46 + 16 servers) against a 60-line "
+        "pure-Python strict-FIFO replay of the same trace (GPU counts only, "
+        "`bench/bench_sim.py`, `strict_fifo_floor`):",
+        "",
+        "| | median | ratio to the floor |",
+        "|---|---|---|",
+        f"| strict-FIFO floor | {fl['floor_ms']:.0f} ms | 1 |",
+        f"| `aryl`, native engine | {fl['aryl_native_ms']:.0f} ms | {fl['ratio_native']:.1f}x |",
+        f"| `aryl`, Python engine | {fl['aryl_python_ms']:,.0f} ms | {fl['ratio_python']:.0f}x |",
+    ]
+    if million:
+        lines += [
+            "",
+            "## A million jobs",
+            "",
+            f"A {million[0]['jobs']:,}-job Philly-shaped trace (`bench/philly_shaped.py`, "
+            "seed 0, half elastic) on 94 + 33 servers, native engine, each policy in "
+            "its own process (`python bench/bench_sim.py --million`); time per 10,000 "
+            "loop iterations (CPU) in the first and the last tenth of the run:",
+            "",
+            "| policy | wall | scheduler | peak memory | CPU per 10k iterations, first tenth "
+            "| last tenth |",
+            "|---|---|---|---|---|---|",
+        ]
+        for m in million:
+            lines.append(
+                f"| {m['policy']} | {m['wall_s']:.1f} s | {m['scheduler_s']:.1f} s | "
+                f"{m['peak_rss_mb']:,.0f} MB | {1e3 * m['cpu_s_per_10k_iter_first_10pct']:.0f} "
+                f"ms | {1e3 * m['cpu_s_per_10k_iter_last_10pct']:.0f} ms |")
     lines += ["", f"Command: `{meta['command']}`.", ""]
     return "\n".join(lines)
 
@@ -213,20 +333,27 @@ def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=None, help="Write the page here.")
     ap.add_argument("--repeats", type=int, default=50, help="Calls per kernel median.")
+    ap.add_argument("--million", type=int, default=0, metavar="N",
+                    help="Also replay an N-job Philly-shaped trace (needs $ARYL_PHILLY_CSV; "
+                         "minutes; e.g. 1000000).")
     args = ap.parse_args(argv)
     load_before = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     rec = reclaim_figures(args.repeats)
     mk = mckp_figures(args.repeats)
+    sch = schedule_figures(max(5, args.repeats // 2))
+    fl = floor_figures(max(3, args.repeats // 10))
     replays = replay_figures()
+    million = million_figures(args.million) if args.million and Path(PHILLY).is_file() else []
     meta = {
         "date": dt.date.today().isoformat(),
         "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, "
                    f"Python {platform.python_version()}",
         "load_before": load_before,
         "load_after": ", ".join(f"{x:.1f}" for x in os.getloadavg()),
-        "command": "python bench/report.py" + (f" --out {args.out}" if args.out else ""),
+        "command": "python bench/report.py" + (f" --million {args.million}" if million else "")
+                   + (f" --out {args.out}" if args.out else ""),
     }
-    page = render(rec, mk, replays, meta)
+    page = render(rec, mk, replays, meta, sch, fl, million)
     if args.out is None:
         print(page)
         return

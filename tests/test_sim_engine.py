@@ -515,8 +515,9 @@ def test_checker_catches_drift_of_the_state_bookkeeping(monkeypatch: pytest.Monk
              min_workers=4, max_workers=16),
     ]
     demand = InferenceDemand(np.array([0.0, 500.0]), np.array([0, 1]), n_servers=1)
+    # the Python engine: its state's bookkeeping is what is patched below
     kw = dict(n_training_servers=1, n_inference_servers=1, loan_reserve_servers=0,
-              inference=demand)
+              inference=demand, engine="python")
     run(rows, "aryl", **kw)  # consistent: passes
     monkeypatch.setattr(ClusterState, "_track_extras", lambda self, j: None)
     with pytest.raises(InvariantError, match="drifted"):

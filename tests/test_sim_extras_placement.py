@@ -99,7 +99,8 @@ def first_pass(
 
     monkeypatch.setattr(ArylPass, "elastic_phase", spy)
     res = simulate(jobs_frame(rows), policy=policy, inference=False,
-                   config=SimConfig(n_training_servers=n_srv, n_inference_servers=0, check=True))
+                   config=SimConfig(n_training_servers=n_srv, n_inference_servers=0, check=True,
+                                    engine="python"))  # the spy is on the Python pass
     monkeypatch.undo()
     ev = res.events
     starts = ev[(ev["time_s"] == 0.0) & (ev["event"] == "start")].set_index("job_id")

@@ -383,8 +383,8 @@ def test_policy_that_never_starts_anything_raises(
     with pytest.raises(RuntimeError, match=r"1001 passes in a row with nothing running.*"
                                            r"queue length 1, 0 running, 1 jobs open.*"
                                            r"1001 passes so far"):
-        simulate(rows, policy=policy, inference=inference,
-                 config=SimConfig(n_training_servers=1, n_inference_servers=2))
+        simulate(rows, policy=policy, inference=inference,  # the Python pass is patched
+                 config=SimConfig(n_training_servers=1, n_inference_servers=2, engine="python"))
 
 
 # ------------------------------------------------------------ 8. accounting

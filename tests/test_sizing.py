@@ -100,15 +100,15 @@ def test_probes_free_their_replay_before_the_next(monkeypatch: pytest.MonkeyPatc
     # the peak memory of sizing is one replay's only if each probe's engine is gone
     # before the next probe starts (engines hold reference cycles)
     from aryl.sim import engine as engine_mod
+    from aryl.sim import native as native_mod
 
     alive: list[weakref.ref[Any]] = []
-    init = engine_mod.Engine.__init__
+    for cls in (engine_mod.Engine, native_mod.NativeEngine):  # either engine
+        def tracking_init(self: Any, *a: Any, _init: Any = cls.__init__, **k: Any) -> None:
+            _init(self, *a, **k)
+            alive.append(weakref.ref(self))
 
-    def tracking_init(self: Any, *a: Any, **k: Any) -> None:
-        init(self, *a, **k)
-        alive.append(weakref.ref(self))
-
-    monkeypatch.setattr(engine_mod.Engine, "__init__", tracking_init)
+        monkeypatch.setattr(cls, "__init__", tracking_init)
     live_at_call: list[int] = []
     jobs = pd.DataFrame({"job_id": [f"j{i}" for i in range(40)],
                          "submit_time_s": np.arange(40) * 50.0,

@@ -56,6 +56,7 @@ OPTION_FIELDS: dict[str, tuple[str, str]] = {
     "seed": ("--seed", "sim.seed"),
     "reclaim_policy": ("--reclaim-policy", "sim.reclaim_policy"),
     "backend": ("--backend", "sim.backend"),
+    "engine": ("--engine", "sim.engine"),
     "check": ("--check", "sim.check"),
     "elastic_fraction": ("--elastic-fraction", "input.elastic_fraction"),
     "inference": ("--inference", "input.inference"),
@@ -123,6 +124,10 @@ def _common(func: Any) -> Any:
                      show_default=True, help="Which loaned servers a reclaim returns."),
         click.option("--backend", type=click.Choice(["native", "reference"]), default="native",
                      show_default=True, help="Kernel implementation."),
+        click.option("--engine", type=click.Choice(["native", "python"]), default="native",
+                     show_default=True,
+                     help="Simulator engine: compiled (native) or Python (the reference "
+                          "twin); identical results (docs/simulator.md)."),
         click.option("--horizon", type=float, default=None,
                      help="Stop at this many seconds after the start; list unfinished jobs."),
         click.option("--check", is_flag=True, help="Run the invariant checker (slower)."),

@@ -32,7 +32,7 @@ from aryl.scheduling.policy import PassContext, Policy
 from aryl.scheduling.registry import make_policy
 from aryl.scheduling.state import IDLE, ClusterState, split_placement
 
-__all__ = ["schedule"]
+__all__ = ["schedule", "schedule_python"]
 
 
 def schedule(
@@ -40,6 +40,7 @@ def schedule(
     *,
     policy: str | Policy = "aryl",
     options: dict[str, Any] | None = None,
+    backend: str | None = None,
 ) -> SchedulePlan:
     """One scheduling pass of ``policy`` over ``state``.
 
@@ -54,6 +55,13 @@ def schedule(
     options : dict, optional
         Policy options (``return_idle_loans``; ``starvation_bound_s`` for the
         SJF-based policies; ``las_thresholds_gpu_s`` for ``tiresias``).
+    backend : {"native", "reference"}, optional
+        ``native``: the compiled pass (C++, ``aryl._core._sched``), reading the
+        state's content directly; ``reference``: the Python pass (the reference
+        twin; its kernels as ``state.config.backend`` says).  Both give the same
+        plan.  Default: ``state.config.backend``.  Policies the compiled module
+        lacks (the ``aryl`` family in a build without its pass, or a policy
+        object of another class) run in Python.
 
     Returns
     -------
@@ -65,7 +73,7 @@ def schedule(
     Raises
     ------
     InvalidInputError
-        Unknown policy or option.
+        Unknown policy, option or backend.
 
     Notes
     -----
@@ -75,6 +83,22 @@ def schedule(
     loans; a reclaim copies the state (O(jobs)).
     """
     pol = policy if isinstance(policy, Policy) else make_policy(policy, options)
+    b = state.config.backend if backend is None else backend
+    if b not in ("native", "reference"):
+        from aryl.errors import InvalidInputError
+
+        raise InvalidInputError(f"backend: must be 'native' or 'reference', got {b!r}")
+    if b == "native":
+        from aryl.scheduling.native import native_policy, schedule_native
+
+        if native_policy(pol):
+            return schedule_native(state, pol)
+    return schedule_python(state, pol)
+
+
+def schedule_python(state: ClusterState, pol: Policy) -> SchedulePlan:
+    """:func:`schedule` in Python (the reference twin of the compiled pass; the
+    Python simulator engine calls it on every pass)."""
     st = state
     plan = SchedulePlan(now_s=st.now_s, elastic_memo=st.elastic_memo)
     # 1. reclaim

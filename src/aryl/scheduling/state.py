@@ -263,6 +263,7 @@ class ClusterState:
         "max_workers",
         "min_workers",
         "n_loaned",
+        "native_cache",
         "next_checkpoint_s",
         "now_s",
         "np_static",
@@ -374,6 +375,9 @@ class ClusterState:
         # loan or offered in it); (-1, -1) = no memo, the phase runs
         self.elastic_memo: tuple[int, int] = (-1, -1)
         self.np_static: tuple[Any, ...] | None = None
+        # the compiled pass's scratch for this state (aryl.scheduling.native): its
+        # static job columns, read once; tied to this state's job_id list
+        self.native_cache: Any = None
 
     # ------------------------------------------------------------ building
     @property
@@ -556,23 +560,20 @@ class ClusterState:
             self.np_static = c
         return c[0], c[1], c[2], c[3]
 
-    def add_jobs(
+    def check_job_columns(
         self,
-        job_id: list[str],
+        job_id: Any,
         *,
-        arrival_s: list[float],
-        gpus_per_worker: list[int],
-        ref_workers: list[int],
-        remaining_s: list[float],
-        min_workers: list[int],
-        max_workers: list[int],
-        elastic: list[bool],
-        alpha: list[float],
-        family: list[str | None] | None = None,
-    ) -> range:
-        """Append many ``PENDING`` jobs at once (the simulator's trace); their indexes.
-
-        The same checks as :meth:`add_job`, vectorised; O(n).
+        arrival_s: Any,
+        gpus_per_worker: Any,
+        ref_workers: Any,
+        remaining_s: Any,
+        min_workers: Any,
+        max_workers: Any,
+        elastic: Any,
+        alpha: Any,
+    ) -> None:
+        """The checks of :meth:`add_jobs` (lists or ndarrays), vectorised; O(n).
 
         Raises
         ------
@@ -599,12 +600,53 @@ class ClusterState:
         bad |= ~np.isfinite(np.asarray(arrival_s, dtype=np.float64))
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            # the scalar path names the field
-            self.add_job(job_id[i], arrival_s=arrival_s[i], gpus_per_worker=gpus_per_worker[i],
-                         ref_workers=ref_workers[i], remaining_s=remaining_s[i],
-                         min_workers=min_workers[i], max_workers=max_workers[i],
-                         elastic=bool(elastic[i]), alpha=alpha[i])
+            # the scalar path names the field (on a scratch state: nothing is appended here)
+            scratch = ClusterState(config=self.config)
+
+            def py(x: Any) -> Any:
+                return x.item() if hasattr(x, "item") else x
+
+            try:
+                scratch.add_job(py(job_id[i]), arrival_s=py(arrival_s[i]),
+                                gpus_per_worker=py(gpus_per_worker[i]),
+                                ref_workers=py(ref_workers[i]), remaining_s=py(remaining_s[i]),
+                                min_workers=py(min_workers[i]), max_workers=py(max_workers[i]),
+                                elastic=bool(elastic[i]), alpha=py(alpha[i]))
+            except InvalidInputError as exc:  # the index the job would have in this state
+                msg = str(exc)
+                if msg.startswith("jobs[0]"):
+                    msg = f"jobs[{self.n_jobs}]" + msg[len("jobs[0]"):]
+                raise InvalidInputError(msg) from None
             raise AssertionError("unreachable: the scalar checks must reject this job")
+
+    def add_jobs(
+        self,
+        job_id: list[str],
+        *,
+        arrival_s: list[float],
+        gpus_per_worker: list[int],
+        ref_workers: list[int],
+        remaining_s: list[float],
+        min_workers: list[int],
+        max_workers: list[int],
+        elastic: list[bool],
+        alpha: list[float],
+        family: list[str | None] | None = None,
+    ) -> range:
+        """Append many ``PENDING`` jobs at once (the simulator's trace); their indexes.
+
+        The same checks as :meth:`add_job`, vectorised; O(n).
+
+        Raises
+        ------
+        InvalidInputError
+            The first invalid job, named by its id and field.
+        """
+        self.check_job_columns(job_id, arrival_s=arrival_s, gpus_per_worker=gpus_per_worker,
+                               ref_workers=ref_workers, remaining_s=remaining_s,
+                               min_workers=min_workers, max_workers=max_workers,
+                               elastic=elastic, alpha=alpha)
+        n = len(job_id)
         start = self.n_jobs
         self.job_id.extend(str(x) for x in job_id)
         self.arrival_s.extend(float(x) for x in arrival_s)
@@ -1115,6 +1157,7 @@ class ClusterState:
         c.servers_by_type = {t: v.copy() for t, v in self.servers_by_type.items()}
         c.training_by_type = {t: v.copy() for t, v in self.training_by_type.items()}
         c.qidx = {n: (k, lst.copy(), keys.copy()) for n, (k, lst, keys) in self.qidx.items()}
+        c.native_cache = None  # scratch of one state: the copy makes its own
         return c
 
     def job_index(self, ids: Iterable[str]) -> list[int]:

@@ -1,7 +1,9 @@
 """Discrete-event simulator of a training + inference GPU cluster [Aryl]_.
 
-Layout: :mod:`aryl.sim.engine` (event loop, cluster state as per-server lists,
-decision application), :mod:`aryl.sim.jobs` (struct-of-arrays job table),
+Layout: :mod:`aryl.sim.native` (the compiled engine, the default:
+``SimConfig(engine="native")``), :mod:`aryl.sim.engine` (its Python twin: event
+loop, cluster state as per-server lists, decision application;
+``engine="python"``), :mod:`aryl.sim.jobs` (struct-of-arrays job table),
 :mod:`aryl.sim.metrics` (per-job table, summary, time series),
 :mod:`aryl.sim.check` (invariants), :mod:`aryl.sim.adapters` (the only calls
 into the kernels and the trace layer), :mod:`aryl.sim.config`.  Policies live
@@ -78,7 +80,8 @@ def simulate(
 
     Notes
     -----
-    Deterministic: the same inputs, config and seed give identical results.
+    Deterministic: the same inputs, config and seed give identical results, with
+    either engine (``SimConfig.engine``: ``native``, compiled, or ``python``).
     Same-time arrivals are taken in input row order.  Cost: O(E log E) heap
     work for E events plus the policy's decisions.
     """
@@ -112,8 +115,14 @@ def simulate(
         if t0 is None:
             t0 = float(table.submit_time_s[0]) if table.n_jobs else 0.0
         sched = inference_schedule(inference, n_inf, t0)
-    eng = Engine(table, policy, cfg, sched, progress=progress, policy_options=policy_options,
-                 cluster=spec, speeds=model, families=families)
+    from aryl.sim.native import NativeEngine, uses_native
+
+    engine_cls: Any = NativeEngine if uses_native(cfg, policy) else Engine
+    if engine_cls is Engine and cfg.engine == "native":
+        log.debug("policy %s with backend %s: the Python engine", policy, cfg.backend)
+    eng = engine_cls(table, policy, cfg, sched, progress=progress,
+                     policy_options=policy_options, cluster=spec, speeds=model,
+                     families=families)
     eng.reclaim_log = reclaim_log
     eng.run()
     res = build_result(eng, meta)

@@ -9,6 +9,7 @@ change there is a local edit: :func:`load_jobs`, :func:`synthesize`,
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from typing import TYPE_CHECKING, Any
@@ -96,9 +97,19 @@ def default_inference(
 
     if n_inference_servers <= 0:
         return None
-    day = 86400.0
+    t, v = _bundled_day(int(n_inference_servers), int(seed), float(peak_utilisation))
+    return InferenceSchedule(np.asarray(t), np.asarray(v), 86400.0)
+
+
+@functools.lru_cache(maxsize=64)
+def _bundled_day(
+    n_inference_servers: int, seed: int, peak_utilisation: float
+) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    """One day of the bundled profile (offsets from its start, servers needed), cached:
+    a sweep replays it many times and the profile file does not change."""
     from aryl.traces.inference import load_inference
 
+    day = 86400.0
     demand = load_inference(
         "bundled",
         n_servers=n_inference_servers,
@@ -108,7 +119,7 @@ def default_inference(
     )
     t = np.asarray(demand.times_s, dtype=np.float64)
     v = np.clip(np.asarray(demand.servers_needed, dtype=np.int64), 0, n_inference_servers)
-    return InferenceSchedule(t - t[0], v, day)
+    return tuple((t - t[0]).tolist()), tuple(v.tolist())
 
 
 def load_inference_spec(

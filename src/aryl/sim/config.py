@@ -119,6 +119,12 @@ class SimConfig:
         backfill until it starts (``sjf`` and the ``aryl`` base phase).
     backend : {"native", "reference"}
         Kernel implementation for both kernels (compiled or pure Python).
+    engine : {"native", "python"}
+        The simulator engine: ``native`` runs the event loop and the scheduling
+        pass compiled (C++), ``python`` runs them in Python (the reference
+        twin).  Both give bit-identical results.  ``native`` runs the Python
+        engine when ``backend`` is ``reference`` (the reference kernels are
+        Python) and for a policy without a compiled pass (docs/simulator.md).
     start_time_s : float or None
         Start of the clock (absolute, trace time base); default the first arrival.
     horizon_s : float or None
@@ -177,6 +183,7 @@ class SimConfig:
     speed_model: str = "auto"
     loaned_gpu_speed: float | None = None
     mix_gpu_types: bool = False
+    engine: str = "native"
 
     def __post_init__(self) -> None:
         # integers: exact int type (bools and floats such as 2.5 or 2.0 refused)
@@ -230,6 +237,10 @@ class SimConfig:
         if self.backend not in ("native", "reference"):
             raise InvalidInputError(
                 f"backend: must be 'native' or 'reference', got {self.backend!r}"
+            )
+        if self.engine not in ("native", "python"):
+            raise InvalidInputError(
+                f"engine: must be 'native' or 'python', got {self.engine!r}"
             )
         if self.speed_model not in ("auto", "parametric", "measured"):
             raise InvalidInputError(

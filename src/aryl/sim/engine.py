@@ -67,7 +67,8 @@ from typing import Any
 import numpy as np
 
 from aryl.cluster import ClusterSpec
-from aryl.scheduling import ClusterState, Reason, SchedulerConfig, make_policy, schedule
+from aryl.scheduling import ClusterState, Reason, SchedulerConfig, make_policy
+from aryl.scheduling.api import schedule_python
 from aryl.scheduling.speed import SpeedModel
 from aryl.scheduling.state import IDLE, INFEASIBLE, SERVING
 from aryl.sim.config import SimConfig, check_timeseries_size
@@ -433,7 +434,7 @@ class Engine:
             if n > 0:
                 self.reclaim_log.append(reclaim_request(st, n, self.policy.elastic))
         t = time.perf_counter()
-        plan = schedule(st, policy=self.policy)
+        plan = schedule_python(st, self.policy)
         self.sched_time_s += time.perf_counter() - t
         self.n_decisions += 1
         self.last_plan = plan
@@ -518,6 +519,42 @@ class Engine:
                 ts[-1] = row
                 return
         ts.append(row)
+
+    # ------------------------------------------------------- result views
+    def event_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The event log as columns: time (float64), job index (int64, -1 for server
+        events), event code (int8, :data:`aryl.sim.metrics.EVENT_NAMES`), workers or
+        server index (int64)."""
+        from aryl.sim.metrics import EVENT_NAMES
+
+        code = {name: i for i, name in enumerate(EVENT_NAMES)}
+        ev = self.events or []
+        return (
+            np.array([e[0] for e in ev], dtype=np.float64),
+            np.array([e[1] for e in ev], dtype=np.int64),
+            np.array([code[e[2]] for e in ev], dtype=np.int8),
+            np.array([e[3] for e in ev], dtype=np.int64),
+        )
+
+    def pool_split(self, done_work: np.ndarray) -> tuple[list[float], np.ndarray]:
+        """Useful work per pool and each job's main pool index (-1: none).
+
+        A job's useful work ``done_work[j]`` is split over its pools in proportion to
+        its GPU-seconds there; its main pool is the one with the most GPU-seconds
+        (ties: the lower pool index).  O(jobs x pools).
+        """
+        useful_pool = [0.0] * len(self.state.pool_names)
+        main_idx = np.full(self.table.n_jobs, -1, dtype=np.int64)
+        for j, d in enumerate(self.job_pool_gpu_s):
+            if not d:
+                continue
+            tot = sum(d.values())
+            best = max(sorted(d), key=lambda p: d[p])
+            main_idx[j] = best
+            if tot > 0:
+                for p, x in d.items():
+                    useful_pool[p] += done_work[j] * (x / tot)
+        return useful_pool, main_idx
 
     def run(self) -> None:
         """Run the event loop to the end (or the horizon)."""

@@ -35,7 +35,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["SimResult", "build_result"]
+__all__ = ["EVENT_NAMES", "SimResult", "build_result"]
+
+#: Labels of the event log's codes (both engines; sim_engine.hpp LogCode).
+EVENT_NAMES = ("arrive", "infeasible", "start", "scale_out", "scale_in", "move", "preempt",
+               "finish", "loan", "loan_return", "reclaim")
 
 
 @dataclass
@@ -146,19 +150,8 @@ def _pool_measures(
     gpus = t.gpus.astype(np.float64)
     done_work = (t.duration_s - np.asarray(st.remaining_s, dtype=np.float64)) * gpus
     done_work = np.where(status == "not_arrived", 0.0, np.maximum(done_work, 0.0))
-    useful_pool = [0.0] * n_p
-    main = np.full(t.n_jobs, "", dtype=object)
-    main_idx = np.full(t.n_jobs, -1, dtype=np.int64)
-    for j, d in enumerate(eng.job_pool_gpu_s):
-        if not d:
-            continue
-        tot = sum(d.values())
-        best = max(sorted(d), key=lambda p: d[p])
-        main_idx[j] = best
-        main[j] = st.pool_names[best]
-        if tot > 0:
-            for p, x in d.items():
-                useful_pool[p] += done_work[j] * (x / tot)
+    useful_pool, main_idx = eng.pool_split(done_work)
+    main = _labels([*st.pool_names, ""], main_idx)  # -1 (no GPU-seconds): ""
     useful = float(done_work.sum())
     # training pools are available all the time; inference pools while on loan
     avail_pool = [0.0] * n_p
@@ -203,6 +196,13 @@ def _pool_measures(
     }
 
 
+def _labels(names: Any, codes: np.ndarray) -> Any:
+    """``names[codes]`` as the string column pandas infers for a list of str (one
+    conversion of the distinct names, then a take: O(len(names) + len(codes)))."""
+    return pd.Series(np.asarray(names, dtype=object)).array.take(
+        np.asarray(codes, dtype=np.intp))
+
+
 def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     """Assemble a :class:`SimResult` from a finished engine run. O(n_jobs + n_events)."""
     from aryl.scheduling.state import DONE, INFEASIBLE, PENDING, QUEUED
@@ -210,11 +210,11 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     t = eng.table
     st = eng.state
     state = np.asarray(st.status, dtype=np.int64)
-    status = np.select(
-        [state == DONE, state == INFEASIBLE, state == PENDING],
-        ["finished", "infeasible", "not_arrived"],
-        "unfinished",
-    )
+    status_code = np.select([state == DONE, state == INFEASIBLE, state == PENDING], [0, 1, 2], 3)
+    status_names = np.array(["finished", "infeasible", "not_arrived", "unfinished"])
+    status = status_names[status_code]
+    # job ids as one string column; "" (code n) for the server events of the log
+    ids = _labels([*t.job_id.astype(str).tolist(), ""], np.arange(t.n_jobs + 1))
     first = np.asarray(eng.first_start, dtype=np.float64)
     fin = np.asarray(eng.finish_t, dtype=np.float64)
     sub = t.submit_time_s
@@ -226,7 +226,7 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     wait = np.where(state == PENDING, np.nan, wait)
     jobs = pd.DataFrame(
         {
-            "job_id": t.job_id.astype(str),
+            "job_id": ids[:-1],
             "submit_time_s": sub,
             "duration_s": t.duration_s,
             "gpus": t.gpus,
@@ -235,7 +235,7 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
             "max_workers": t.max_workers,
             "elastic": t.elastic,
             "alpha": t.alpha,
-            "status": status,
+            "status": _labels(status_names, status_code),
             "first_start_s": first,
             "finish_s": fin,
             "queuing_delay_s": first - sub,
@@ -246,7 +246,8 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
             "n_scale_out": np.asarray(eng.n_scale_out, dtype=np.int64),
             "n_moves": np.asarray(eng.n_move, dtype=np.int64),
             "gpu_s": np.asarray(st.attained_gpu_s, dtype=np.float64),
-        }
+        },
+        copy=False,  # the columns are this result's own arrays
     )
     done = state == DONE
     span = eng.now - eng.t0
@@ -298,11 +299,11 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
             (eng.serving_int + eng.loan_int) / (span * n_inf) if span > 0 and n_inf else None
         ),
         "mean_loaned_servers": (eng.loan_int / span) if span > 0 else 0.0,
-        "n_preemptions": int(sum(eng.n_preempt)),
+        "n_preemptions": int(np.sum(eng.n_preempt, dtype=np.int64)),
         "n_reclaim_preemptions": eng.n_reclaim_preempt,
-        "n_scale_in": int(sum(eng.n_scale_in)),
-        "n_scale_out": int(sum(eng.n_scale_out)),
-        "n_moves": int(sum(eng.n_move)),
+        "n_scale_in": int(np.sum(eng.n_scale_in, dtype=np.int64)),
+        "n_scale_out": int(np.sum(eng.n_scale_out, dtype=np.int64)),
+        "n_moves": int(np.sum(eng.n_move, dtype=np.int64)),
         "n_loans": eng.n_loans,
         "n_reclaims": eng.n_reclaims,
         "n_loan_returns": eng.n_loan_returns,
@@ -335,16 +336,16 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
         }
     )
     if eng.events is not None and eng.events:
-        ev = eng.events
-        jid = t.job_id
+        ev_t, ev_j, ev_code, ev_w = eng.event_columns()
+        ev_ids = ids.take(np.where(ev_j >= 0, ev_j, t.n_jobs))
+        del ev_j
+        ev_names = _labels(EVENT_NAMES, ev_code)
+        del ev_code
         events = pd.DataFrame(
-            {
-                "time_s": np.array([e[0] for e in ev], dtype=np.float64),
-                "job_id": [str(jid[e[1]]) if e[1] >= 0 else "" for e in ev],
-                "event": [e[2] for e in ev],
-                "workers": np.array([e[3] for e in ev], dtype=np.int64),
-            }
+            {"time_s": ev_t, "job_id": ev_ids, "event": ev_names, "workers": ev_w},
+            copy=False,
         )
+        del ev_t, ev_ids, ev_names, ev_w
     else:
         events = pd.DataFrame(
             {

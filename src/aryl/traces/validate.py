@@ -320,7 +320,8 @@ class RowChecker:
         self.lines = np.asarray(lines, dtype=np.int64)
         self.on_invalid = check_on_invalid(on_invalid)
         self.line_label = line_label
-        self.labels = None if labels is None else list(labels)
+        # read only to name a bad row (no per-row Python objects for a good table)
+        self.labels = labels
         self.drop_hint = drop_hint
         n = len(self.lines)
         self.bad: BoolArray = np.zeros(n, dtype=bool)
@@ -423,7 +424,7 @@ class RowChecker:
                 raise InvalidRowsError(message, path=self.path, line=line, **common)
             if self.line_label == "row":
                 raise InvalidRowsError(message, path=self.path, row=line - 1, **common)
-            label = self.labels[idx] if self.labels is not None else idx
+            label = next(iter(self.labels[idx:idx + 1])) if self.labels is not None else idx
             if isinstance(label, np.generic):
                 label = label.item()
             raise InvalidRowsError(message, path=None, index=label, **common)

@@ -1,0 +1,610 @@
+// pybind11 module aryl._core._sched: the compiled scheduling pass and simulator
+// engine (algorithms in sched_*.hpp and sim_engine.hpp, no Python there).
+//
+// Private: use aryl.schedule(..., backend="native") and
+// aryl.sim.simulate(config=SimConfig(engine="native")); aryl/sim/native.py and
+// aryl/scheduling/native.py prepare and validate the inputs.
+//
+// * Engine: one replay (new_engine(dict) -> Engine; Engine.run(max_iterations)
+//   in chunks, the GIL released; results as numpy arrays).
+// * schedule_state(state, policy...): one pass over a Python ClusterState, read
+//   directly through the CPython API (no intermediate copies), returned as
+//   plain tuples that aryl/scheduling/native.py turns into a SchedulePlan.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <string>
+#if defined(__GLIBC__)
+#include <malloc.h>  // malloc_trim: give the freed blocks of a replay back at once
+#endif
+#include <utility>
+#include <vector>
+
+#include "sim_engine.hpp"
+#if __has_include("sched_aryl_bind.hpp")
+#include "sched_aryl_bind.hpp"  // test hooks of the aryl pass's building blocks (C2)
+#define ARYL_SCHED_BIND_TESTING 1
+#endif
+
+namespace py = pybind11;
+using aryl::sched::i64;
+namespace S = aryl::sched;
+namespace M = aryl::sim;
+
+namespace {
+
+template <typename T>
+py::array_t<T> to_numpy(const std::vector<T>& v) {
+    py::array_t<T> a(static_cast<py::ssize_t>(v.size()));
+    if (!v.empty()) std::memcpy(a.mutable_data(), v.data(), v.size() * sizeof(T));
+    return a;
+}
+
+// A numpy array that takes over a vector's memory (no copy).
+template <typename T>
+py::array_t<T> move_to_numpy(std::vector<T>&& v) {
+    auto* owned = new std::vector<T>(std::move(v));
+    py::capsule owner(owned, [](void* p) { delete reinterpret_cast<std::vector<T>*>(p); });
+    return py::array_t<T>(static_cast<py::ssize_t>(owned->size()), owned->data(), owner);
+}
+
+template <typename T>
+py::array_t<T> drain_to_numpy(M::ChunkedColumn<T>& c) {
+    py::array_t<T> a(static_cast<py::ssize_t>(c.size()));
+    c.drain(a.mutable_data());
+    return a;
+}
+
+template <typename T>
+std::vector<T> vec(const py::handle& h) {
+    auto a = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(h);
+    if (!a) throw py::type_error("expected an array");
+    if (a.ndim() != 1) throw py::value_error("expected a 1-D array");
+    return std::vector<T>(a.data(), a.data() + a.shape(0));
+}
+
+// ------------------------------------------------------------- speed model
+void set_speeds(S::State& st, const py::dict& d) {
+    st.has_speeds = d["has_speeds"].cast<bool>();
+    if (!st.has_speeds) return;
+    st.speeds.factor = d["factors"].cast<std::vector<double>>();
+    st.speeds.ref_type = d["ref_type"].cast<i64>();
+    st.speeds.lut.clear();
+    for (const auto& fam : d["luts"].cast<py::list>()) {
+        std::vector<std::vector<double>> per_type;
+        for (const auto& row : fam.cast<py::list>()) per_type.push_back(vec<double>(row));
+        st.speeds.lut.push_back(std::move(per_type));
+    }
+}
+
+void set_config(S::Config& c, const py::dict& d) {
+    c.rescale_pause_s = d["rescale_pause_s"].cast<double>();
+    c.checkpoint_interval_s = d["checkpoint_interval_s"].cast<double>();
+    c.restart_cost_s = d["restart_cost_s"].cast<double>();
+    c.loan_reserve_servers = d["loan_reserve_servers"].cast<i64>();
+    c.loan_cooldown_s = d["loan_cooldown_s"].cast<double>();
+    c.starvation_bound_s = d["starvation_bound_s"].cast<double>();
+    c.reclaim_policy = d["reclaim_policy"].cast<int>();
+    c.seed = d["seed"].cast<i64>();
+    c.mix_gpu_types = d["mix_gpu_types"].cast<bool>();
+}
+
+S::Policy make_policy(const py::dict& d) {
+    S::Policy p = S::Policy::make(d["kind"].cast<int>());
+    p.return_idle_loans = d["return_idle_loans"].cast<bool>();
+    if (!d["bound_option"].is_none()) {
+        p.has_bound = true;
+        p.bound_option = d["bound_option"].cast<double>();
+    }
+    p.las_thresholds = d["las_thresholds"].cast<std::vector<double>>();
+    return p;
+}
+
+// The hook for the comparison reclaim policies: fn(request dict, policy, seed) ->
+// (servers, preempted), run with the GIL held.
+S::ReclaimHook make_hook(py::object fn) {
+    if (fn.is_none()) return S::ReclaimHook();
+    auto holder = std::make_shared<py::object>(std::move(fn));
+    return [holder](const S::ReclaimRequestArrays& req, int policy, i64 seed,
+                    std::vector<i64>& servers, std::vector<i64>& preempted) {
+        py::gil_scoped_acquire gil;
+        py::dict d;
+        d["server_id"] = to_numpy(req.server_id);
+        d["server_gpus"] = to_numpy(req.server_gpus);
+        d["placement_job"] = to_numpy(req.placement_job);
+        d["placement_server"] = to_numpy(req.placement_server);
+        d["placement_workers"] = to_numpy(req.placement_workers);
+        d["job_id"] = to_numpy(req.job_id);
+        d["job_workers"] = to_numpy(req.job_workers);
+        d["job_gpus_per_worker"] = to_numpy(req.job_gpus_per_worker);
+        d["job_min_workers"] = to_numpy(req.job_min_workers);
+        d["job_elastic"] = to_numpy(req.job_elastic);
+        d["job_preemptible"] = to_numpy(req.job_preemptible);
+        d["n_servers"] = req.n_servers;
+        py::tuple out = (*holder)(d, policy, seed);
+        servers = out[0].cast<std::vector<i64>>();
+        preempted = out[1].cast<std::vector<i64>>();
+    };
+}
+
+py::dict request_dict(const S::ReclaimRequestArrays& req) {
+    py::dict d;
+    d["server_id"] = to_numpy(req.server_id);
+    d["server_gpus"] = to_numpy(req.server_gpus);
+    d["placement_job"] = to_numpy(req.placement_job);
+    d["placement_server"] = to_numpy(req.placement_server);
+    d["placement_workers"] = to_numpy(req.placement_workers);
+    d["job_id"] = to_numpy(req.job_id);
+    d["job_workers"] = to_numpy(req.job_workers);
+    d["job_gpus_per_worker"] = to_numpy(req.job_gpus_per_worker);
+    d["job_min_workers"] = to_numpy(req.job_min_workers);
+    d["job_elastic"] = to_numpy(req.job_elastic);
+    d["job_preemptible"] = to_numpy(req.job_preemptible);
+    d["n_servers"] = req.n_servers;
+    return d;
+}
+
+// ------------------------------------------------------------- the engine
+std::unique_ptr<M::Engine> new_engine(const py::dict& d) {
+    auto eng = std::make_unique<M::Engine>();
+    S::State& st = eng->st;
+    set_config(st.config, d["config"].cast<py::dict>());
+    // servers
+    const auto training = vec<uint8_t>(d["server_training"]);
+    const auto gpus = vec<i64>(d["server_gpus"]);
+    const auto pool = vec<i64>(d["server_pool_idx"]);
+    const auto type = vec<i64>(d["server_type"]);
+    const auto status = vec<int8_t>(d["server_status"]);
+    for (size_t s = 0; s < gpus.size(); ++s)
+        st.add_server(training[s] != 0, gpus[s], pool[s], type[s], status[s], -S::kInf);
+    st.gpu_types = d["gpu_types"].cast<std::vector<std::string>>();
+    st.n_pools = d["n_pools"].cast<i64>();
+    st.busy_by_pool.resize(static_cast<size_t>(st.n_pools), 0);
+    st.loaned_gpus_by_pool.resize(static_cast<size_t>(st.n_pools), 0);
+    set_speeds(st, d["speeds"].cast<py::dict>());
+    // jobs
+    const auto arrival = vec<double>(d["arrival_s"]);
+    const auto gpw = vec<i64>(d["gpus_per_worker"]);
+    const auto ref = vec<i64>(d["ref_workers"]);
+    const auto rem = vec<double>(d["remaining_s"]);
+    const auto mn = vec<i64>(d["min_workers"]);
+    const auto mx = vec<i64>(d["max_workers"]);
+    const auto el = vec<uint8_t>(d["elastic"]);
+    const auto al = vec<double>(d["alpha"]);
+    const auto fam = vec<i64>(d["family"]);
+    const i64 n = static_cast<i64>(arrival.size());
+    st.reserve_jobs(n);
+    for (i64 j = 0; j < n; ++j) {
+        const auto u = static_cast<size_t>(j);
+        st.set_job(j, arrival[u], gpw[u], ref[u], rem[u], mn[u], mx[u], el[u] != 0, al[u], fam[u]);
+    }
+    eng->pol = make_policy(d["policy"].cast<py::dict>());
+    M::EngineSetup& c = eng->cfg;
+    c.t0 = d["t0"].cast<double>();
+    c.has_horizon = !d["horizon_s"].is_none();
+    if (c.has_horizon) c.horizon_s = d["horizon_s"].cast<double>();
+    c.tick_s = d["tick_s"].cast<double>();
+    c.reclaim_grace_s = d["reclaim_grace_s"].cast<double>();
+    c.ts_step_s = d["timeseries_step_s"].cast<double>();
+    c.record_events = d["record_events"].cast<bool>();
+    c.check = d["check"].cast<bool>();
+    c.n_inf = d["n_inf"].cast<i64>();
+    c.has_inference = !d["inf_offsets_s"].is_none();
+    if (c.has_inference) {
+        c.inf_offsets_s = vec<double>(d["inf_offsets_s"]);
+        c.inf_servers_needed = vec<i64>(d["inf_servers_needed"]);
+        c.inf_period_s = d["inf_period_s"].cast<double>();
+    }
+    c.slots = d["slots"].cast<std::vector<std::vector<std::pair<i64, i64>>>>();
+    c.duration_s = vec<double>(d["duration_s"]);
+    eng->reclaim_hook = make_hook(d["reclaim_hook"]);
+    eng->ws.record_requests = d["record_requests"].cast<bool>();
+    eng->init();
+    return eng;
+}
+
+bool engine_run(M::Engine& eng, i64 max_iterations) {
+    if (eng.reclaim_hook) return eng.run(max_iterations);  // the hook calls into Python
+    py::gil_scoped_release release;
+    return eng.run(max_iterations);
+}
+
+// The results of an ended replay, moved out of the engine (its per-job vectors,
+// event log and time series are released: call once, after run() returned True).
+py::dict engine_results(M::Engine& eng) {
+    if (!eng.finished) throw py::value_error("results: the replay has not ended");
+    S::State& st = eng.st;
+    py::dict r;
+    r["status"] = move_to_numpy(std::move(st.status));
+    r["waited_s"] = move_to_numpy(std::move(st.waited_s));
+    r["queued_since_s"] = move_to_numpy(std::move(st.queued_since_s));
+    r["attained_gpu_s"] = move_to_numpy(std::move(st.attained_gpu_s));
+    r["remaining_s"] = move_to_numpy(std::move(st.remaining_s));
+    r["first_start"] = move_to_numpy(std::move(eng.first_start));
+    r["finish_t"] = move_to_numpy(std::move(eng.finish_t));
+    r["n_preempt"] = move_to_numpy(std::move(eng.n_preempt));
+    r["n_scale_in"] = move_to_numpy(std::move(eng.n_scale_in));
+    r["n_scale_out"] = move_to_numpy(std::move(eng.n_scale_out));
+    r["n_move"] = move_to_numpy(std::move(eng.n_move));
+    r["busy_pool_int"] = eng.busy_pool_int;
+    r["loan_pool_int"] = eng.loan_pool_int;
+    const size_t k = eng.ts_t.size();
+    py::array_t<double> ts({static_cast<py::ssize_t>(k), static_cast<py::ssize_t>(6)});
+    auto m = ts.mutable_unchecked<2>();
+    for (size_t i = 0; i < k; ++i) {
+        const auto a = static_cast<py::ssize_t>(i);
+        m(a, 0) = eng.ts_t[i];
+        m(a, 1) = static_cast<double>(eng.ts_q[i]);
+        m(a, 2) = static_cast<double>(eng.ts_busy[i]);
+        m(a, 3) = static_cast<double>(eng.ts_loaned[i]);
+        m(a, 4) = static_cast<double>(eng.ts_running[i]);
+        m(a, 5) = static_cast<double>(eng.ts_needed[i]);
+    }
+    r["ts"] = ts;
+    r["ev_time"] = drain_to_numpy(eng.ev_time);
+    r["ev_job"] = drain_to_numpy(eng.ev_job);
+    r["ev_what"] = drain_to_numpy(eng.ev_what);
+    r["ev_workers"] = drain_to_numpy(eng.ev_workers);
+    std::vector<i64> ptr, pool;
+    std::vector<double> value;
+    eng.pool_csr(ptr, pool, value);
+    r["pool_ptr"] = move_to_numpy(std::move(ptr));
+    r["pool_idx"] = move_to_numpy(std::move(pool));
+    r["pool_gpu_s"] = move_to_numpy(std::move(value));
+    r["n_pools"] = st.n_pools;
+    py::list reqs;
+    for (const auto& q : eng.ws.requests) reqs.append(request_dict(q));
+    r["reclaim_requests"] = reqs;
+#if defined(__GLIBC__)
+    // a large replay's freed blocks go back to the system before the result frames
+    // are built (a small one's stay for the next replay: no page faults again)
+    if (st.n_jobs() >= 200000) malloc_trim(0);
+#endif
+    return r;
+}
+
+using CF64 = py::array_t<double, py::array::c_style | py::array::forcecast>;
+using CI64 = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+
+py::tuple pool_split(const CI64& ptr, const CI64& pool, const CF64& value, i64 n_pools,
+                     const CF64& dw) {
+    const i64 n = dw.shape(0);
+    if (dw.ndim() != 1 || ptr.ndim() != 1 || ptr.shape(0) != n + 1 || pool.shape(0) != value.shape(0))
+        throw py::value_error("pool_split: ptr (n + 1,), pool and value (p,), done_work (n,)");
+    for (i64 j = 0; j < n; ++j)
+        if (ptr.data()[j] > ptr.data()[j + 1] || ptr.data()[j + 1] > pool.shape(0))
+            throw py::value_error("pool_split: ptr must be non-decreasing within the entries");
+    for (py::ssize_t q = 0; q < pool.shape(0); ++q)
+        if (pool.data()[q] < 0 || pool.data()[q] >= n_pools)
+            throw py::index_error("pool_split: pool index out of range");
+    std::vector<double> useful;
+    std::vector<i64> main_idx;
+    M::pool_split(ptr.data(), pool.data(), value.data(), n, n_pools, dw.data(), useful, main_idx);
+    return py::make_tuple(useful, move_to_numpy(std::move(main_idx)));
+}
+
+// ------------------------------------------------- one pass on a ClusterState
+// Fast readers of CPython lists (the state's columns).
+struct PyCols {
+    static double f(PyObject* lst, i64 j) {
+        PyObject* o = PyList_GET_ITEM(lst, j);
+        if (PyFloat_CheckExact(o)) return PyFloat_AS_DOUBLE(o);
+        const double v = PyFloat_AsDouble(o);
+        if (v == -1.0 && PyErr_Occurred()) throw py::error_already_set();
+        return v;
+    }
+    static i64 i(PyObject* lst, i64 j) {
+        PyObject* o = PyList_GET_ITEM(lst, j);
+        const long long v = PyLong_AsLongLong(o);
+        if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+        return static_cast<i64>(v);
+    }
+    static bool b(PyObject* lst, i64 j) {
+        const int v = PyObject_IsTrue(PyList_GET_ITEM(lst, j));
+        if (v < 0) throw py::error_already_set();
+        return v != 0;
+    }
+};
+
+PyObject* list_attr(const py::handle& obj, const char* name, i64 n) {
+    py::object a = obj.attr(name);
+    if (!PyList_CheckExact(a.ptr()) || PyList_GET_SIZE(a.ptr()) != n)
+        throw py::type_error(std::string("ClusterState.") + name + ": expected a list of length " +
+                             std::to_string(n));
+    return a.ptr();  // borrowed: the state keeps the list alive
+}
+
+// Read the dict-as-ordered-set `name` of the state into a vector of job indexes.
+std::vector<i64> keys_of(const py::handle& obj, const char* name) {
+    std::vector<i64> out;
+    py::object d = obj.attr(name);
+    if (!PyDict_Check(d.ptr())) throw py::type_error(std::string("ClusterState.") + name + ": expected a dict");
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    out.reserve(static_cast<size_t>(PyDict_Size(d.ptr())));
+    while (PyDict_Next(d.ptr(), &pos, &k, &v)) {
+        const long long x = PyLong_AsLongLong(k);
+        if (x == -1 && PyErr_Occurred()) throw py::error_already_set();
+        out.push_back(static_cast<i64>(x));
+    }
+    return out;
+}
+
+py::list placement_list(const S::Placement& p) {
+    py::list out;
+    for (const auto& e : p) out.append(py::make_tuple(e.first, e.second));
+    return out;
+}
+
+// The C++ side of one Python ClusterState, kept between aryl.schedule calls on
+// it (ClusterState.native_cache): the static job columns (immutable once a job
+// is added, like ClusterState.static_arrays) are read once; each call reads the
+// dynamic fields of the queued and running jobs only and reuses the vectors.
+// Valid for the state whose job_id list is `owner` (a copy has its own list).
+struct StateCache {
+    py::object owner;  // the state's job_id list
+    i64 n_static = 0;  // jobs whose static fields are loaded
+    S::State st;
+    std::vector<i64> active;  // jobs loaded as queued or running by the last call
+    bool had_families = false;  // the family column is set (else -1 everywhere)
+};
+
+// One pass of `policy` over the Python ClusterState `obj` (not modified).
+// `prep`: the parts prepared in Python (config, speed model, family and type
+// indexes).  Returns the plan as tuples (aryl/scheduling/native.py).
+py::tuple schedule_state(const py::handle& obj, StateCache& cache, const py::dict& prep,
+                         const py::dict& policy, py::object reclaim_fn) {
+    py::object job_id = obj.attr("job_id");
+    const i64 n = py::len(job_id);
+    if (!cache.owner.is(job_id) || cache.n_static > n) {  // another state: start afresh
+        cache.owner = job_id;
+        cache.n_static = 0;
+        cache.st = S::State();
+        cache.active.clear();
+    }
+    S::State& st = cache.st;
+    set_config(st.config, prep["config"].cast<py::dict>());
+    set_speeds(st, prep["speeds"].cast<py::dict>());
+    st.now_s = obj.attr("now_s").cast<double>();
+    // servers (rebuilt each call; the vectors keep their capacity)
+    const i64 ns = py::len(obj.attr("server_id"));
+    PyObject* sg = list_attr(obj, "server_gpus", ns);
+    PyObject* ss = list_attr(obj, "server_status", ns);
+    PyObject* sr = list_attr(obj, "server_reclaimed_s", ns);
+    PyObject* sp = list_attr(obj, "server_pool_idx", ns);
+    const auto type = prep["server_type"].cast<std::vector<i64>>();
+    const i64 n_train = py::len(obj.attr("training_servers"));
+    st.server_type.clear();
+    st.server_gpus.clear();
+    st.server_status.clear();
+    st.server_reclaimed_s.clear();
+    st.server_pool_idx.clear();
+    st.training_servers.clear();
+    st.free.clear();
+    st.ex_srv.clear();
+    st.servers_by_type.clear();
+    st.training_by_type.clear();
+    st.gpu_types.clear();
+    st.training_gpus = 0;
+    st.n_loaned = st.loaned_gpus = 0;
+    st.last_reclaim_s = -S::kInf;
+    st.n_pools = py::len(obj.attr("pool_names"));
+    st.busy_by_pool.assign(static_cast<size_t>(st.n_pools), 0);
+    st.loaned_gpus_by_pool.assign(static_cast<size_t>(st.n_pools), 0);
+    st.jobs_on.clear();  // add_server appends one per server
+    for (i64 s = 0; s < ns; ++s)
+        st.add_server(s < n_train, PyCols::i(sg, s), PyCols::i(sp, s), type[static_cast<size_t>(s)],
+                      static_cast<int8_t>(PyCols::i(ss, s)), PyCols::f(sr, s));
+    st.gpu_types = prep["gpu_types"].cast<std::vector<std::string>>();
+    st.servers_needed = obj.attr("servers_needed").cast<i64>();
+    st.reclaim_deadline_s = obj.attr("reclaim_deadline_s").cast<double>();
+    py::tuple memo = obj.attr("elastic_memo");
+    st.memo_left = memo[0].cast<i64>();
+    st.memo_loaned = memo[1].cast<i64>();
+    // jobs: static fields of new jobs (once), dynamic fields of the active ones
+    const auto fam = prep["family"].cast<std::vector<i64>>();  // per job (empty: none)
+    if (cache.n_static < n) {
+        PyObject* c_arr = list_attr(obj, "arrival_s", n);
+        PyObject* c_gpw = list_attr(obj, "gpus_per_worker", n);
+        PyObject* c_mn = list_attr(obj, "min_workers", n);
+        PyObject* c_mx = list_attr(obj, "max_workers", n);
+        PyObject* c_ref = list_attr(obj, "ref_workers", n);
+        PyObject* c_el = list_attr(obj, "elastic", n);
+        PyObject* c_al = list_attr(obj, "alpha", n);
+        PyObject* c_rt = list_attr(obj, "ref_throughput", n);
+        st.reserve_jobs(n);
+        for (i64 j = cache.n_static; j < n; ++j) {
+            const auto u = static_cast<size_t>(j);
+            st.arrival_s[u] = PyCols::f(c_arr, j);
+            st.gpus_per_worker[u] = PyCols::i(c_gpw, j);
+            st.min_workers[u] = PyCols::i(c_mn, j);
+            st.max_workers[u] = PyCols::i(c_mx, j);
+            st.ref_workers[u] = PyCols::i(c_ref, j);
+            st.elastic[u] = PyCols::b(c_el, j) ? 1 : 0;
+            st.alpha[u] = PyCols::f(c_al, j);
+            st.ref_throughput[u] = PyCols::f(c_rt, j);
+        }
+        cache.n_static = n;
+    }
+    if (!fam.empty() || cache.had_families) {
+        for (i64 j = 0; j < n; ++j)
+            st.family[static_cast<size_t>(j)] = fam.empty() ? -1 : fam[static_cast<size_t>(j)];
+        cache.had_families = !fam.empty();
+    }
+    // forget the last call's active jobs
+    for (i64 j : cache.active) {
+        const auto u = static_cast<size_t>(j);
+        st.status[u] = S::PENDING;
+        st.placement[u].clear();
+        st.workers[u] = 0;
+        st.ex_job[u].clear();
+    }
+    cache.active.clear();
+    st.queued.clear();
+    st.running.clear();
+    st.below.clear();
+    st.elastic_running.clear();
+    st.next_run_seq = 0;
+    st.drop_queue_indexes();
+    const std::vector<i64> queued = keys_of(obj, "queued");
+    const std::vector<i64> running = keys_of(obj, "running");
+    PyObject* c_rem = list_attr(obj, "remaining_s", n);
+    PyObject* c_pa = list_attr(obj, "progress_at_s", n);
+    PyObject* c_sp = list_attr(obj, "speed", n);
+    PyObject* c_cr = list_attr(obj, "checkpoint_remaining_s", n);
+    PyObject* c_nc = list_attr(obj, "next_checkpoint_s", n);
+    PyObject* c_rs = list_attr(obj, "restarted", n);
+    PyObject* c_qs = list_attr(obj, "queued_since_s", n);
+    PyObject* c_ws = list_attr(obj, "waited_s", n);
+    PyObject* c_ag = list_attr(obj, "attained_gpu_s", n);
+    PyObject* c_aa = list_attr(obj, "attained_at_s", n);
+    PyObject* c_pl = list_attr(obj, "placement", n);
+    PyObject* c_wk = list_attr(obj, "workers", n);
+    auto check = [n](i64 j) {
+        if (j < 0 || j >= n) throw py::index_error("ClusterState: job index out of range");
+    };
+    // a queued job: what its queue keys and a start read
+    for (i64 j : queued) {
+        check(j);
+        const auto u = static_cast<size_t>(j);
+        st.remaining_s[u] = PyCols::f(c_rem, j);
+        st.queued_since_s[u] = PyCols::f(c_qs, j);
+        st.waited_s[u] = PyCols::f(c_ws, j);
+        st.attained_gpu_s[u] = PyCols::f(c_ag, j);
+        st.restarted[u] = PyCols::b(c_rs, j) ? 1 : 0;
+        st.status[u] = S::QUEUED;
+        st.queued.add(j);
+        cache.active.push_back(j);
+    }
+    // a running job: progress, checkpoint, attained service, placement
+    for (i64 j : running) {
+        check(j);
+        const auto u = static_cast<size_t>(j);
+        st.remaining_s[u] = PyCols::f(c_rem, j);
+        st.progress_at_s[u] = PyCols::f(c_pa, j);
+        st.speed[u] = PyCols::f(c_sp, j);
+        st.checkpoint_remaining_s[u] = PyCols::f(c_cr, j);
+        st.next_checkpoint_s[u] = PyCols::f(c_nc, j);
+        st.queued_since_s[u] = PyCols::f(c_qs, j);
+        st.waited_s[u] = PyCols::f(c_ws, j);
+        st.attained_gpu_s[u] = PyCols::f(c_ag, j);
+        st.attained_at_s[u] = PyCols::f(c_aa, j);
+        st.restarted[u] = PyCols::b(c_rs, j) ? 1 : 0;
+        st.status[u] = S::RUNNING;
+        st.running.add(j);
+        st.run_seq[u] = st.next_run_seq++;
+        cache.active.push_back(j);
+        PyObject* pd = PyList_GET_ITEM(c_pl, j);
+        if (!PyDict_Check(pd))
+            throw aryl::sched::InvalidInput("jobs[" + std::to_string(j) + "]: running with no placement");
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        S::Placement& p = st.placement[u];
+        p.clear();
+        while (PyDict_Next(pd, &pos, &k, &v)) {
+            const long long srv = PyLong_AsLongLong(k);
+            const long long kk = PyLong_AsLongLong(v);
+            if ((srv == -1 || kk == -1) && PyErr_Occurred()) throw py::error_already_set();
+            if (srv < 0 || srv >= ns) throw py::index_error("ClusterState: placement server out of range");
+            p.emplace_back(static_cast<i64>(srv), static_cast<i64>(kk));
+        }
+        st.workers[u] = PyCols::i(c_wk, j);
+    }
+    st.rebuild_indexes();
+    st.last_reclaim_s = obj.attr("last_reclaim_s").cast<double>();
+    // the Python state's orders of its ordered sets
+    st.elastic_running.clear();
+    for (i64 j : keys_of(obj, "elastic_running")) st.elastic_running.add(j);
+    st.below.clear();
+    for (i64 j : keys_of(obj, "below")) st.below.add(j);
+
+    const S::Policy pol = make_policy(policy);
+    const S::ReclaimHook hook = make_hook(std::move(reclaim_fn));
+    S::PassWorkspace ws;
+    S::Plan plan;
+    S::schedule<S::NoObserver>(st, pol, plan, nullptr, hook, ws);
+
+    py::list reclaim_actions, reclaimed, borrowed, preemptions, resizes, starts, returned;
+    for (const auto& a : plan.reclaim_actions)
+        reclaim_actions.append(py::make_tuple(a.job, a.preempt ? py::object(py::none())
+                                                               : py::object(placement_list(a.place)),
+                                              a.reason));
+    for (i64 s : plan.reclaimed_servers) reclaimed.append(s);
+    for (const auto& b : plan.borrowed_servers) borrowed.append(py::make_tuple(b.first, b.second));
+    for (const auto& p : plan.preemptions) preemptions.append(py::make_tuple(p.first, p.second));
+    for (const auto& r : plan.resizes)
+        resizes.append(py::make_tuple(r.job, placement_list(r.place), r.reason));
+    for (const auto& s : plan.starts)
+        starts.append(py::make_tuple(s.job, placement_list(s.place), s.reason));
+    for (const auto& r : plan.returned_servers) returned.append(py::make_tuple(r.first, r.second));
+    return py::make_tuple(plan.now_s, reclaim_actions, reclaimed, plan.reclaim_shortfall, borrowed,
+                          preemptions, resizes, starts, returned,
+                          py::make_tuple(plan.memo_left, plan.memo_loaned), plan.n_extra_repairs);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_sched, m) {
+    m.doc() = "Aryl scheduling pass and simulator engine (C++17; use aryl.schedule / aryl.sim).";
+    m.def("_kernel_name", []() { return "sched"; });
+    m.attr("ARYL_NATIVE") = S::ARYL_NATIVE;
+
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const S::InvalidInput& e) {
+            py::object cls = py::module_::import("aryl.errors").attr("InvalidInputError");
+            PyErr_SetString(cls.ptr(), e.what());
+        } catch (const S::ZeroDivision& e) {
+            PyErr_SetString(PyExc_ZeroDivisionError, e.what());
+        } catch (const M::SimError& e) {
+            PyErr_SetString(PyExc_RuntimeError, e.what());
+        } catch (const M::InvariantFailure& e) {
+            py::object cls = py::module_::import("aryl.sim.check").attr("InvariantError");
+            PyErr_SetString(cls.ptr(), e.what());
+        }
+    });
+
+    py::class_<M::Engine>(m, "Engine")
+        .def("run", &engine_run, py::arg("max_iterations"),
+             "Run up to max_iterations loop iterations (<= 0: to the end); True when ended.")
+        .def("results", &engine_results,
+             "The results, moved out (once, after the end): per-job columns, time series, "
+             "event log, GPU-seconds per pool (CSR)")
+        .def_property_readonly("n_open", [](const M::Engine& e) { return e.n_open; })
+        .def_property_readonly("now", [](const M::Engine& e) { return e.now; })
+        .def_property_readonly("t0", [](const M::Engine& e) { return e.t0; })
+        .def_property_readonly("n_iter", [](const M::Engine& e) { return e.n_iter; })
+        .def_property_readonly("n_arrived", [](const M::Engine& e) { return e.n_arrived; })
+        .def_property_readonly("n_infeasible", [](const M::Engine& e) { return e.n_infeasible; })
+        .def_property_readonly("n_decisions", [](const M::Engine& e) { return e.n_decisions; })
+        .def_property_readonly("sched_time_s", [](const M::Engine& e) { return e.sched_time_s; })
+        .def_property_readonly("counters", [](const M::Engine& e) {
+            py::dict d;
+            d["busy_int"] = e.busy_int;
+            d["busy_loaned_int"] = e.busy_loaned_int;
+            d["loan_gpu_int"] = e.loan_gpu_int;
+            d["cap_int"] = e.cap_int;
+            d["loan_int"] = e.loan_int;
+            d["serving_int"] = e.serving_int;
+            d["n_loans"] = e.n_loans;
+            d["n_loan_returns"] = e.n_loan_returns;
+            d["n_reclaims"] = e.n_reclaims;
+            d["n_reclaim_preempt"] = e.n_reclaim_preempt;
+            d["reclaim_deadline_misses"] = e.reclaim_deadline_misses;
+            return d;
+        });
+#ifdef ARYL_SCHED_BIND_TESTING
+    aryl::sched::aryl_pass::bind_testing(m);
+#endif
+    m.def("new_engine", &new_engine, py::arg("spec"));
+    m.def("pool_split", &pool_split, py::arg("ptr"), py::arg("pool"), py::arg("value"),
+          py::arg("n_pools"), py::arg("done_work"),
+          "Useful work per pool and main pool per job (metrics.py's per-job loop).");
+    py::class_<StateCache>(m, "StateCache", "Scratch of the compiled pass for one ClusterState.")
+        .def(py::init<>());
+    m.def("schedule_state", &schedule_state, py::arg("state"), py::arg("cache"), py::arg("prep"),
+          py::arg("policy"), py::arg("reclaim_fn"));
+}

@@ -1,0 +1,61 @@
+"""Type stub of the pybind11 scheduling pass and simulator engine (``_sched.cpp``).
+
+Private: use :func:`aryl.schedule` (``backend="native"``) and
+:func:`aryl.sim.simulate` (``SimConfig(engine="native")``);
+:mod:`aryl.scheduling.native` and :mod:`aryl.sim.native` prepare the inputs.
+Algorithms: ``sched_state.hpp`` .. ``sim_engine.hpp`` (C++17, header-only).
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+_I64 = npt.NDArray[np.int64]
+_F64 = npt.NDArray[np.float64]
+
+ARYL_NATIVE: bool  # the aryl family's pass is compiled in (sched_aryl.hpp)
+
+def _kernel_name() -> str: ...
+
+class Engine:
+    """One replay (sim_engine.hpp Engine)."""
+
+    def run(self, max_iterations: int) -> bool: ...  # int64_t; <= 0: to the end; True: ended
+    def results(self) -> dict[str, Any]: ...  # moved out once: per-job columns, time series
+    # (k, 6), event log, GPU-seconds per pool (CSR pool_ptr / pool_idx / pool_gpu_s)
+    @property
+    def n_open(self) -> int: ...  # int64_t: jobs neither finished nor infeasible
+    @property
+    def now(self) -> float: ...  # double: the clock, s
+    @property
+    def t0(self) -> float: ...  # double: the clock start, s
+    @property
+    def n_iter(self) -> int: ...  # int64_t: loop iterations so far
+    @property
+    def n_arrived(self) -> int: ...  # int64_t
+    @property
+    def n_infeasible(self) -> int: ...  # int64_t
+    @property
+    def n_decisions(self) -> int: ...  # int64_t: scheduling passes
+    @property
+    def sched_time_s(self) -> float: ...  # double: wall time in the passes, s
+    @property
+    def counters(self) -> dict[str, float | int]: ...  # the integrals and counts of engine.py
+
+def new_engine(spec: dict[str, Any]) -> Engine: ...  # keys: aryl/sim/native.py NativeEngine
+def pool_split(
+    ptr: npt.ArrayLike,  # const int64_t* (n + 1,) CSR offsets per job
+    pool: npt.ArrayLike,  # const int64_t* (p,) pool index, order of first use
+    value: npt.ArrayLike,  # const double* (p,) GPU-seconds there
+    n_pools: int,  # int64_t
+    done_work: npt.ArrayLike,  # const double* (n,) useful work per job
+) -> tuple[list[float], _I64]: ...  # useful work per pool, main pool per job (-1: none)
+def schedule_state(
+    state: Any,  # aryl.scheduling.ClusterState, read through the CPython API
+    prep: dict[str, Any],  # config, speeds, server_type, gpu_types, family
+    policy: dict[str, Any],  # kind, return_idle_loans, bound_option, las_thresholds
+    reclaim_fn: Callable[[dict[str, Any], int, int], tuple[list[int], list[int]]] | None,
+) -> tuple[Any, ...]: ...  # the plan's fields (aryl/scheduling/native.py plan_from_native)
+def __getattr__(name: str) -> Any: ...  # _aryl_* test hooks of sched_aryl_bind.hpp

@@ -1,0 +1,1148 @@
+// The `aryl` policy family in C++: aryl, aryl-no-loan, aryl-no-elastic, elastic-greedy.
+//
+// A line-by-line port of src/aryl/scheduling/aryl.py (ArylPass, ArylPolicy.decide)
+// and of the numpy table building of scheduling/kernels.py + aryl/elastic.py, bit for
+// bit: the same floating-point operations in the same order (built with
+// -ffp-contract=off, never -ffast-math), the same iteration orders (Python dicts are
+// insertion-ordered; placements are vectors of (server, workers) in insertion order;
+// st.below / st.elastic_running are OrderedSets) and the same tie rules (numpy
+// lexsort / argmax, heapq and sorted() on (key, index) tuples).  Each function names
+// the Python function it mirrors.
+//
+// Part 1 (namespace aryl_pass) has no state: the JCT-reduction tables, the solver
+// glue (the MCKP through mckp.hpp, the marginal-gain greedy, the unconstrained
+// choice), the slot caps and the extra-worker placement (keep, keep_exact,
+// place_extras, fill_extras) over plain vectors.  Part 2 is the pass: ArylPass
+// (phase 1 hooks over sched_simple.hpp's SjfPass, the typed placement with the
+// loan gate, run() with the elastic memo and the fast path, elastic_phase,
+// elastic_typed) and decide_aryl, which sched_pass.hpp calls for the four policies.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <queue>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mckp.hpp"
+#include "sched_place.hpp"
+#include "sched_plan.hpp"
+#include "sched_simple.hpp"
+#include "sched_state.hpp"
+
+namespace aryl {
+namespace sched {
+namespace aryl_pass {
+
+// A server list viewed without copying (a group of bf_place's groups).
+struct Span {
+  const i64* b = nullptr;
+  const i64* e = nullptr;
+  Span() = default;
+  explicit Span(const std::vector<i64>& v) : b(v.data()), e(v.data() + v.size()) {}
+  const i64* begin() const { return b; }
+  const i64* end() const { return e; }
+  bool empty() const { return b == e; }
+  size_t size() const { return static_cast<size_t>(e - b); }
+};
+using Groups = std::vector<Span>;
+
+// aryl._reference.mckp.MAX_TABLE_BYTES (the default of aryl.elastic.solve_mckp)
+constexpr i64 kMaxTableBytes = 100000000;
+
+// ------------------------------------------------------------------ JCT-reduction tables
+// Row-major n x K values (NaN = absent option) and weights, as the numpy arrays.
+struct Table {
+  i64 n = 0;
+  i64 K = 0;
+  std::vector<double> v;
+  std::vector<i64> w;
+};
+
+// aryl.elastic._table_from_throughput over rows i with throughputs tput_of(i, c) on
+// base[i] + c workers, then the pause correction of kernels._table /
+// extras_table_from_throughput: rows whose own pause is 0 (jobs starting now) get
+// ``+ p`` where p = max(pause) > 0.  Columns past a job's maximum are NaN whatever they
+// would hold (NaN + p is NaN), so only c <= extra[i] is computed.
+template <typename TputOf>
+inline void build_table(const std::vector<double>& rem, const std::vector<i64>& cur,
+                        const std::vector<i64>& base, const std::vector<i64>& extra,
+                        const std::vector<i64>& g, const std::vector<double>& pause, i64 K,
+                        Table& out, std::vector<double>& jct, TputOf&& tput_of) {
+  const size_t n = rem.size();
+  double p = 0.0;  // float(pause.max()) if pause.size else 0.0
+  if (n) {
+    p = pause[0];
+    for (size_t i = 1; i < n; ++i)
+      if (pause[i] > p) p = pause[i];
+  }
+  out.n = static_cast<i64>(n);
+  out.K = K;
+  out.v.resize(n * static_cast<size_t>(K));
+  out.w.resize(n * static_cast<size_t>(K));
+  jct.resize(static_cast<size_t>(K) + 1);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (size_t i = 0; i < n; ++i) {
+    const double r = rem[i];
+    const i64 top = std::min(K, extra[i]);
+    for (i64 c = 0; c <= top; ++c) {
+      // time_s = rem / tput; 0 where rem == 0; jct = time_s + p * (target != cur)
+      double t = r / tput_of(i, c);
+      if (r == 0.0) t = 0.0;
+      const double differs = (base[i] + c) != cur[i] ? 1.0 : 0.0;
+      jct[static_cast<size_t>(c)] = t + p * differs;
+    }
+    const bool add_p = p > 0 && pause[i] == 0;
+    double* vrow = out.v.data() + i * static_cast<size_t>(K);
+    i64* wrow = out.w.data() + i * static_cast<size_t>(K);
+    const i64 gi = g[i];
+    for (i64 c = 1; c <= K; ++c) wrow[c - 1] = c * gi;
+    for (i64 c = 1; c <= top; ++c) {
+      double v = jct[0] - jct[static_cast<size_t>(c)];
+      if (add_p) v += p;
+      vrow[c - 1] = v;
+    }
+    for (i64 c = top + 1; c <= K; ++c) vrow[c - 1] = nan;
+  }
+}
+
+// aryl.elastic._table_from_throughput on a throughput table (row stride K + 1).
+inline void table_from_throughput(const std::vector<double>& rem, const std::vector<i64>& cur,
+                                  const std::vector<i64>& base,
+                                  const std::vector<i64>& extra, const std::vector<i64>& g,
+                                  const std::vector<double>& tput, const std::vector<double>& pause,
+                                  i64 K, Table& out, std::vector<double>& jct) {
+  const size_t stride = static_cast<size_t>(K) + 1;
+  build_table(rem, cur, base, extra, g, pause, K, out, jct, [&](size_t i, i64 c) {
+    return tput[i * stride + static_cast<size_t>(c)];
+  });
+}
+
+// kernels.extras_table / kernels._table (homogeneous speeds): aryl.elastic.throughput
+// ``w / (1.0 + alpha * (w - 1.0))`` of base + c workers, K = max(mx - base).
+inline void extras_table(const std::vector<double>& rem, const std::vector<i64>& cur,
+                         const std::vector<i64>& base, const std::vector<i64>& mx,
+                         const std::vector<i64>& g, const std::vector<double>& alpha,
+                         const std::vector<double>& pause, Table& out,
+                         std::vector<i64>& extra, std::vector<double>& jct) {
+  const size_t n = rem.size();
+  extra.resize(n);
+  i64 K = 0;
+  for (size_t i = 0; i < n; ++i) {
+    extra[i] = mx[i] - base[i];
+    if (i == 0 || extra[i] > K) K = extra[i];
+  }
+  build_table(rem, cur, base, extra, g, pause, K, out, jct, [&](size_t i, i64 c) {
+    const double w = static_cast<double>(base[i] + c);
+    return w / (1.0 + alpha[i] * (w - 1.0));
+  });
+}
+
+// kernels.extras_table_from_throughput: ``tput`` (n x (K + 1), NaN past a job's maximum)
+// is read with NaN -> 1.0 (those columns are cut anyway).
+inline void extras_table_from_throughput(const std::vector<double>& rem,
+                                         const std::vector<i64>& cur,
+                                         const std::vector<i64>& base,
+                                         const std::vector<i64>& mx,
+                                         const std::vector<i64>& g, std::vector<double>& tput,
+                                         i64 K, const std::vector<double>& pause, Table& out,
+                                         std::vector<i64>& extra, std::vector<double>& jct) {
+  const size_t n = rem.size();
+  extra.resize(n);
+  for (size_t i = 0; i < n; ++i) extra[i] = mx[i] - base[i];
+  for (double& x : tput)
+    if (std::isnan(x)) x = 1.0;
+  table_from_throughput(rem, cur, base, extra, g, tput, pause, K, out, jct);
+}
+
+// ------------------------------------------------------------------ solvers
+// kernels._greedy: marginal JCT reduction per GPU, one worker at a time (heapq on
+// (-gain / g, i) tuples: ties to the lower position), until no positive gain fits.
+inline void greedy(const std::vector<double>& values, const std::vector<i64>& weights,
+                   i64 n, i64 K, i64 capacity, std::vector<i64>& ext) {
+  ext.assign(static_cast<size_t>(n), 0);
+  using Entry = std::pair<double, i64>;
+  struct Later {
+    bool operator()(const Entry& a, const Entry& b) const {
+      // priority_queue pops the "largest": make that the smallest tuple
+      return a.first != b.first ? a.first > b.first : a.second > b.second;
+    }
+  };
+  std::priority_queue<Entry, std::vector<Entry>, Later> heap;
+  const double ninf = -std::numeric_limits<double>::infinity();
+  auto val = [&](i64 i, i64 c) {
+    const double x = values[static_cast<size_t>(i * K + c)];
+    return std::isnan(x) ? ninf : x;
+  };
+  auto gw = [&](i64 i) -> i64 { return K > 0 ? weights[static_cast<size_t>(i * K)] : 1; };
+  for (i64 i = 0; i < n; ++i)
+    if (K && val(i, 0) > 0) heap.emplace(-val(i, 0) / static_cast<double>(gw(i)), i);
+  i64 cap = capacity;
+  while (!heap.empty()) {
+    const i64 i = heap.top().second;
+    heap.pop();
+    const i64 gi = gw(i);
+    if (gi > cap) continue;
+    cap -= gi;
+    const i64 k = ++ext[static_cast<size_t>(i)];
+    if (k < K && std::isfinite(val(i, k))) {
+      const double gain = val(i, k) - val(i, k - 1);
+      if (gain > 0) heap.emplace(-gain / static_cast<double>(gi), i);
+    }
+  }
+}
+
+enum class Solver { mckp, greedy };
+
+// kernels.solve_extras: extra workers per row; false (``None``) when
+// ``unconstrained_only`` and the rows' own best options do not fit together.
+// ``caps`` (optional, n): options above it are cut (NaN).  ``cut`` is scratch.
+inline bool solve_extras(const Table& t, i64 capacity, Solver solver, bool unconstrained_only,
+                         const std::vector<i64>* caps, std::vector<i64>& out,
+                         std::vector<double>& cut) {
+  const i64 n = t.n, K = t.K;
+  out.assign(static_cast<size_t>(n), 0);
+  if (n == 0) return true;
+  const std::vector<double>* values = &t.v;
+  if (caps != nullptr && K) {
+    bool any = false;
+    for (i64 i = 0; i < n && !any; ++i)
+      if ((*caps)[static_cast<size_t>(i)] < K) any = true;
+    if (any) {
+      cut = t.v;
+      const double nan = std::numeric_limits<double>::quiet_NaN();
+      for (i64 i = 0; i < n; ++i) {
+        const i64 c0 = std::max<i64>((*caps)[static_cast<size_t>(i)], 0);
+        for (i64 c = c0; c < K; ++c) cut[static_cast<size_t>(i * K + c)] = nan;
+      }
+      values = &cut;
+    }
+  }
+  if (unconstrained_only) {
+    if (K == 0) return true;
+    const double ninf = -std::numeric_limits<double>::infinity();
+    i64 total = 0;
+    for (i64 i = 0; i < n; ++i) {
+      // np.argmax over the row with NaN -> -inf: the first maximum
+      const double* row = values->data() + i * K;
+      i64 best = 0;
+      double bv = std::isnan(row[0]) ? ninf : row[0];
+      for (i64 c = 1; c < K; ++c) {
+        const double x = std::isnan(row[c]) ? ninf : row[c];
+        if (x > bv) {
+          bv = x;
+          best = c;
+        }
+      }
+      if (bv > 0) {
+        total += t.w[static_cast<size_t>(i * K + best)];
+        out[static_cast<size_t>(i)] = best + 1;
+      }
+    }
+    if (total > capacity) return false;
+    return true;
+  }
+  if (solver == Solver::greedy) {
+    greedy(*values, t.w, n, K, capacity, out);
+    return true;
+  }
+  // aryl.elastic.solve_mckp(values, weights, capacity, backend="native", validate=False)
+  if (K == 0) return true;  // _mckp.solve_values: every choice -1
+  i64 stats[mckp::N_STATS];
+  const int status = mckp::solve_values(values->data(), t.w.data(), n, K, capacity, kMaxTableBytes,
+                                        out.data(), stats, 0);
+  if (status != mckp::STATUS_OK) {  // aryl.elastic._kernel_error
+    const i64 bad = stats[mckp::STAT_BAD_INDEX];
+    if (status == mckp::STATUS_INF_VALUE)
+      throw InvalidInput("values must be finite or NaN (absent option); found inf at values[" +
+                         std::to_string(bad / K) + ", " + std::to_string(bad % K) + "]");
+    if (status == mckp::STATUS_BAD_WEIGHT)
+      throw InvalidInput("weights must be >= 1 GPU for every present (non-NaN) option; weights[" +
+                         std::to_string(bad / K) + ", " + std::to_string(bad % K) + "]");
+    throw InvalidInput("MCKP table of " + std::to_string(stats[mckp::STAT_TABLE_BYTES]) +
+                       " bytes exceeds max_table_bytes=" + std::to_string(kMaxTableBytes) +
+                       " (core of " + std::to_string(stats[mckp::STAT_N_CORE]) +
+                       " jobs, capacity " + std::to_string(capacity) + ")");
+  }
+  // solve_mckp's check that the chosen values' total is finite (it overflows only for
+  // values near the float64 limit)
+  double total = 0.0;
+  for (i64 i = 0; i < n; ++i) {
+    const i64 c = out[static_cast<size_t>(i)];
+    if (c >= 0) total += (*values)[static_cast<size_t>(i * K + c)];
+  }
+  if (!std::isfinite(total))
+    throw InvalidInput(
+        "values too large: the chosen options' total overflows float64 (scale them down)");
+  for (auto& x : out) x += 1;  // option c (c + 1 extra workers) or -1 (none)
+  return true;
+}
+
+// ArylPass.slot_caps: min(max_extra, sum_s free_s // g) per job of g > 1 GPUs per worker.
+inline void slot_caps(const std::vector<i64>& free, const std::vector<i64>& g,
+                      const std::vector<i64>& max_extra, std::vector<i64>& caps) {
+  caps = max_extra;
+  std::vector<i64> sizes(g);
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  for (i64 gv : sizes) {
+    if (gv <= 1) continue;
+    i64 slots = 0;
+    for (i64 f : free) slots += floordiv(f, gv);
+    for (size_t i = 0; i < g.size(); ++i)
+      if (g[i] == gv && slots < caps[i]) caps[i] = slots;
+  }
+}
+
+// ------------------------------------------------------------------ extra placement
+// Candidate-indexed data of one elastic phase (cand[i] = job index; ``old[i]`` = the
+// job's extras now (``extras_now.get(cand[i])``), nullptr when it has none).
+struct ExtrasInput {
+  const std::vector<i64>* cand = nullptr;
+  const std::vector<const Placement*>* old = nullptr;
+  const std::vector<i64>* ext = nullptr;  // cur - base (extras today)
+  const std::vector<i64>* g = nullptr;
+  i64 n_run = 0;
+  const Groups* groups_extra = nullptr;
+  const std::vector<i64>* free_wo_extras = nullptr;  // optional (keep_exact)
+};
+
+// place_extras' result: new extras per candidate position (empty = none), the
+// running positions that may change, {position: workers placed} of the short jobs.
+struct Placed {
+  std::vector<Placement> new_extra;
+  std::vector<i64> touched;
+  std::vector<std::pair<i64, i64>> shorts;
+};
+
+// ArylPass.keep: each job in ``order`` keeps up to k_l[i] of its extras where it is
+// (walking them backwards: loaned servers, the highest ids, first).
+inline void keep(std::vector<i64>& free, const ExtrasInput& in,
+                 const std::vector<i64>& order, std::vector<i64>& k_l,
+                 std::vector<Placement>& new_extra) {
+  for (i64 i : order) {
+    const size_t iu = static_cast<size_t>(i);
+    i64 want = k_l[iu];
+    Placement& kept = new_extra[iu];
+    kept.clear();
+    const Placement* old = (*in.old)[iu];
+    if (old != nullptr && !old->empty()) {
+      const i64 gi = (*in.g)[iu];
+      for (auto it = old->rbegin(); it != old->rend(); ++it) {
+        const i64 s = it->first;
+        i64 t = it->second;
+        if (t > want) t = want;
+        const i64 room = floordiv(free[static_cast<size_t>(s)], gi);
+        if (t > room) t = room;
+        if (t > 0) {
+          kept.emplace_back(s, t);
+          free[static_cast<size_t>(s)] -= t * gi;
+          want -= t;
+          if (!want) break;
+        }
+      }
+      k_l[iu] = want;
+    }
+  }
+}
+
+// ArylPass.keep_exact: the keep pass when free = free_wo_extras + every extra in
+// ``old``; returns the growing positions in order_a order, ``touched`` the running
+// positions whose count changes.
+inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
+                       const std::vector<i64>& k, const std::vector<i64>& order_a,
+                       std::vector<i64>& k_l, std::vector<Placement>& new_extra,
+                       std::vector<i64>& order, std::vector<i64>& touched) {
+  free = *in.free_wo_extras;
+  const std::vector<i64>& ext = *in.ext;
+  const size_t n = k.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (!(k[i] < ext[i])) continue;  // shrinking: same walk as keep
+    i64 want = k_l[i];
+    const i64 gi = (*in.g)[i];
+    const Placement& old = *(*in.old)[i];
+    Placement& kept = new_extra[i];
+    kept.clear();
+    for (auto it = old.rbegin(); it != old.rend(); ++it) {
+      i64 t = it->second;
+      if (t > want) t = want;
+      if (t > 0) {
+        kept.emplace_back(it->first, t);
+        want -= t;
+        if (!want) break;
+      }
+    }
+    for (const auto& e : old) {
+      const i64 back = e.second - place_get(kept, e.first);
+      if (back) free[static_cast<size_t>(e.first)] += back * gi;
+    }
+  }
+  order.clear();
+  for (i64 i : order_a)
+    if (k[static_cast<size_t>(i)] > ext[static_cast<size_t>(i)]) order.push_back(i);
+  for (i64 i : order) {  // growing: keep every extra (in keep's visiting order)
+    const size_t iu = static_cast<size_t>(i);
+    const Placement* had = (*in.old)[iu];
+    Placement& kept = new_extra[iu];
+    kept.clear();
+    if (had != nullptr) kept.assign(had->rbegin(), had->rend());
+    k_l[iu] -= ext[iu];
+  }
+  touched.clear();
+  for (i64 i = 0; i < in.n_run; ++i)
+    if (k[static_cast<size_t>(i)] != ext[static_cast<size_t>(i)]) touched.push_back(i);
+}
+
+// Scratch of place_extras (reused across calls).
+struct PlaceScratch {
+  std::vector<i64> order_a, order, k_l, tmp;
+  Placement got;
+};
+
+// ArylPass.place_extras: place k[i] extra workers of every candidate; takes them from
+// ``free``.  Kept extras first, then best-fit decreasing (worker size, extra GPUs
+// descending, job index ascending) over groups_extra; one worker at a time when a
+// job's workers do not fit together.
+inline void place_extras(std::vector<i64>& free, const ExtrasInput& in,
+                         const std::vector<i64>& k, Placed& out, PlaceScratch& sc) {
+  const std::vector<i64>& cand = *in.cand;
+  const std::vector<i64>& g = *in.g;
+  const std::vector<i64>& ext = *in.ext;
+  const size_t n = k.size();
+  // order_a = pos[np.lexsort((ci[pos], -(kp * gp), -gp))]
+  sc.order_a.clear();
+  for (size_t i = 0; i < n; ++i)
+    if (k[i] > 0) sc.order_a.push_back(static_cast<i64>(i));
+  std::sort(sc.order_a.begin(), sc.order_a.end(), [&](i64 a, i64 b) {
+    const size_t x = static_cast<size_t>(a), y = static_cast<size_t>(b);
+    if (g[x] != g[y]) return g[x] > g[y];
+    const i64 kx = k[x] * g[x], ky = k[y] * g[y];
+    if (kx != ky) return kx > ky;
+    return cand[x] < cand[y];
+  });
+  sc.k_l = k;
+  out.new_extra.resize(n);
+  for (auto& p : out.new_extra) p.clear();
+  out.shorts.clear();
+  if (in.free_wo_extras != nullptr) {
+    keep_exact(free, in, k, sc.order_a, sc.k_l, out.new_extra, sc.order, out.touched);
+  } else {
+    sc.order = sc.order_a;
+    keep(free, in, sc.order, sc.k_l, out.new_extra);
+    out.touched.clear();
+    for (i64 i = 0; i < in.n_run; ++i)
+      if (k[static_cast<size_t>(i)] > 0 || ext[static_cast<size_t>(i)] > 0)
+        out.touched.push_back(i);
+  }
+  const Groups& groups_extra = *in.groups_extra;
+  for (i64 i : sc.order) {
+    const size_t iu = static_cast<size_t>(i);
+    const i64 want = sc.k_l[iu];
+    if (!want) continue;
+    const i64 gi = g[iu];
+    Placement& got = sc.got;
+    if (!bf_place(free, groups_extra, want, gi, got)) {
+      // not enough slots: as many as fit, one worker at a time
+      got.clear();
+      i64 placed = 0;
+      for (i64 r = 0; r < want; ++r) {
+        i64 s = -1;
+        for (const auto& grp : groups_extra) {
+          s = best_fit(free, grp, gi);
+          if (s >= 0) break;
+        }
+        if (s < 0) break;
+        free[static_cast<size_t>(s)] -= gi;
+        place_add(got, s, 1);
+        ++placed;
+      }
+      const i64 missing = want - placed;
+      if (missing) out.shorts.emplace_back(i, k[iu] - missing);
+    }
+    Placement& ex = out.new_extra[iu];
+    for (const auto& e : got) place_add(ex, e.first, e.second);
+  }
+}
+
+// ArylPass.fill_extras: after a repair, add one extra worker at a time (best marginal
+// value per GPU first, ties: position) while a whole re-placement from free0 succeeds
+// and the marginal value is > 0.  ``place(k, placed)`` re-places into ``free``.
+template <typename PlaceFn>
+inline void fill_extras(const Table& values, std::vector<i64>& k,
+                        const std::vector<i64>& max_extra, const std::vector<i64>& g,
+                        std::vector<i64>& free, const std::vector<i64>& free0,
+                        Placed& placed, PlaceFn&& place) {
+  std::vector<i64> best_free(free);
+  const size_t n = k.size();
+  const i64 K = values.K;
+  std::vector<std::pair<double, i64>> cands;
+  std::vector<i64> k2;
+  Placed res;
+  while (true) {
+    cands.clear();
+    for (size_t i = 0; i < n; ++i) {
+      const i64 ki = k[i];
+      if (ki >= max_extra[i]) continue;
+      const double nxt = values.v[i * static_cast<size_t>(K) + static_cast<size_t>(ki)];
+      if (std::isnan(nxt)) continue;
+      const double gain =
+          nxt - (ki ? values.v[i * static_cast<size_t>(K) + static_cast<size_t>(ki - 1)] : 0.0);
+      if (gain > 0) cands.emplace_back(-gain / static_cast<double>(g[i]), static_cast<i64>(i));
+    }
+    std::sort(cands.begin(), cands.end());
+    bool accepted = false;
+    for (const auto& c : cands) {
+      k2 = k;
+      k2[static_cast<size_t>(c.second)] += 1;
+      free = free0;
+      place(k2, res);
+      if (res.shorts.empty()) {
+        k.swap(k2);
+        std::swap(placed, res);
+        best_free = free;
+        accepted = true;
+        break;
+      }
+    }
+    if (!accepted) break;
+  }
+  free = best_free;
+}
+
+}  // namespace aryl_pass
+
+// ====================================================================== the pass
+// Scratch vectors of the pass, kept from one pass to the next (one per thread), so a
+// pass allocates nothing once they have grown: the replay runs thousands of passes.
+struct ArylWorkspace {
+  // ArylPass members (Python: attributes of the pass object)
+  std::vector<i64> real, scratch, loaned, held, loan_set;
+  aryl_pass::Groups groups, groups_extra;
+  std::vector<std::vector<i64>> held_t, off_t;
+  std::vector<aryl_pass::Groups> groups_t, groups_extra_t;
+  std::vector<char> fin_built;
+  std::vector<std::vector<std::pair<double, i64>>> finishes;
+  // run / elastic_typed
+  std::vector<i64> fast, sub, cand_all, servers, new_t;
+  std::vector<const Placement*> ex_sub, old_all;
+  std::vector<std::vector<i64>> by_type;
+  std::vector<std::pair<i64, i64>> new_types;
+  // elastic_phase
+  std::vector<i64> cand, base, cur, mx, g, ext, max_extra, caps, caps_r, k, free0, slot_free,
+      extra;
+  std::vector<const Placement*> old;
+  std::vector<size_t> new_idx;
+  std::vector<double> rem, alpha, pause, tput, jct, cut;
+  aryl_pass::Table table;
+  aryl_pass::Placed placed;
+  aryl_pass::PlaceScratch psc;
+  Placement newp;
+};
+
+inline ArylWorkspace& aryl_workspace() {
+  thread_local ArylWorkspace ws;
+  return ws;
+}
+
+// aryl.py ArylPass: one pass of the aryl family over a state (scratch data lives
+// here).  Phase 1 is sched_simple.hpp's SjfPass::base_phase with the hooks below;
+// SjfPass::free is Python's ``self.real`` (the truly free GPUs; capacity_view fills
+// it and ``place`` takes from it).
+class ArylPass : public SjfPass {
+ public:
+  using Groups = aryl_pass::Groups;
+  using Span = aryl_pass::Span;
+
+  ArylPass(const Policy& pol_, const State& st_, const PassContext& ctx_,
+           ArylWorkspace& ws_ = aryl_workspace())
+      : SjfPass(pol_, st_, ctx_),
+        ws(ws_),
+        el_any(pol_.elastic && !st_.elastic_running.empty()),
+        typed(st_.multi_type() && !st_.config.mix_gpu_types),
+        scratch(ws_.scratch),
+        loaned(ws_.loaned),
+        held(ws_.held),
+        loan_set(ws_.loan_set),
+        groups(ws_.groups),
+        groups_extra(ws_.groups_extra),
+        held_t(ws_.held_t),
+        off_t(ws_.off_t),
+        groups_t(ws_.groups_t),
+        groups_extra_t(ws_.groups_extra_t),
+        fin_built(ws_.fin_built),
+        finishes(ws_.finishes) {
+    free.swap(ws.real);  // SjfPass::free (Python's self.real) on the kept buffer
+    loaned.clear();
+    loan_set.clear();
+    groups.clear();
+    groups_extra.clear();
+    groups_t.clear();
+    groups_extra_t.clear();
+    fin_built.clear();
+  }
+  ~ArylPass() override { ws.real.swap(free); }
+  ArylPass(const ArylPass&) = delete;
+  ArylPass& operator=(const ArylPass&) = delete;
+
+  // ArylPass.set_groups: base workers on training, then servers already on loan,
+  // then servers merely offered; extras on loaned, then training, then offered.
+  void set_groups(const std::vector<i64>& loaned_in) {
+    if (&loaned_in != &loaned) loaned = loaned_in;
+    static const std::vector<i64> kNone;
+    const std::vector<i64>& offered = loaned.empty() ? kNone : ctx.offered;
+    const std::vector<i64>* held_p = &loaned;
+    if (!offered.empty()) {
+      held.clear();
+      for (i64 s : loaned)
+        if (!std::binary_search(offered.begin(), offered.end(), s)) held.push_back(s);
+      held_p = &held;
+    }
+    const Span tr(st.training_servers), hd(*held_p), of(offered);
+    groups.clear();
+    groups_extra.clear();
+    for (const Span& grp : {tr, hd, of})
+      if (!grp.empty()) groups.push_back(grp);
+    for (const Span& grp : {hd, tr, of})
+      if (!grp.empty()) groups_extra.push_back(grp);
+    if (typed) {
+      loan_set = loaned;  // ascending (ctx.loaned is)
+      const size_t nt = static_cast<size_t>(st.n_types());
+      held_t.resize(nt);
+      off_t.resize(nt);
+      groups_t.resize(nt);
+      groups_extra_t.resize(nt);
+      for (size_t t = 0; t < nt; ++t) {
+        held_t[t].clear();
+        off_t[t].clear();
+        groups_t[t].clear();
+        groups_extra_t[t].clear();
+      }
+      auto type_of = [this](i64 x) {
+        return static_cast<size_t>(st.server_type[static_cast<size_t>(x)]);
+      };
+      for (i64 x : *held_p) held_t[type_of(x)].push_back(x);
+      for (i64 x : offered) off_t[type_of(x)].push_back(x);
+      for (size_t t = 0; t < nt; ++t) {
+        const Span tr_t(st.training_by_type[t]), hd_t(held_t[t]), of_t(off_t[t]);
+        for (const Span& grp : {tr_t, hd_t, of_t})
+          if (!grp.empty()) groups_t[t].push_back(grp);
+        for (const Span& grp : {hd_t, tr_t, of_t})
+          if (!grp.empty()) groups_extra_t[t].push_back(grp);
+      }
+    }
+  }
+
+  // ArylPass.capacity_view: the truly free GPUs (into free_out, which is `free`);
+  // returns the GPUs usable by base demands (free + GPUs of the current extras).
+  i64 capacity_view(std::vector<i64>& free_out) override {
+    free_out = *ctx.free;
+    has_scratch = false;
+    displaced = false;
+    set_groups(ctx.loaned);
+    // every running job is at or above its base; only the scalable ones above it
+    const i64 ex_total = pol.elastic ? st.busy - st.base_busy : 0;
+    const i64 avail = ctx.capacity_gpus - st.busy;
+    real_left = avail;
+    return avail + ex_total;
+  }
+
+  // ArylPass.build_scratch: free GPUs plus the GPUs of every current extra worker.
+  std::vector<i64>& build_scratch() {
+    if (!has_scratch) {
+      const size_t n = free.size();
+      if (st.ex_srv.size() != n) throw std::logic_error("build_scratch: zip(strict=True)");
+      scratch.resize(n);
+      for (size_t s = 0; s < n; ++s) scratch[s] = free[s] + st.ex_srv[s];
+      has_scratch = true;
+    }
+    return scratch;
+  }
+
+  // ArylPass.place: best fit on truly free GPUs first; else also on extras' GPUs.
+  bool place(std::vector<i64>& /*free_io: == free*/, i64 j, Placement& out) override {
+    if (typed) return place_typed(j, out);
+    const i64 w = pol.base_workers(st, j);
+    const i64 g = st.gpus_per_worker[static_cast<size_t>(j)];
+    std::vector<i64>& real = free;
+    if (bf_place(real, groups, w, g, out)) {
+      real_left -= w * g;
+      if (has_scratch)
+        for (const auto& e : out) scratch[static_cast<size_t>(e.first)] -= e.second * g;
+      return true;
+    }
+    if (!el_any) return false;
+    std::vector<i64>& sc = build_scratch();
+    if (!bf_place(sc, groups, w, g, out)) return false;
+    take_real(out, g);
+    return true;
+  }
+
+  // ArylPass.take: place already took the GPUs
+  void take(std::vector<i64>&, const Placement&, i64) override {}
+
+  // ------------------------------------------------ several GPU types (typed)
+  // ArylPass.place_typed: the base workers on one GPU type, fastest first, truly free
+  // GPUs first, else also extras' GPUs; a placement on loaned or offered servers only
+  // when loan_worth_it.
+  bool place_typed(i64 j, Placement& out) {
+    const i64 w = pol.base_workers(st, j);
+    const i64 g = st.gpus_per_worker[static_cast<size_t>(j)];
+    std::vector<i64> types;
+    for (i64 t = 0; t < st.n_types(); ++t)
+      if (!groups_t[static_cast<size_t>(t)].empty()) types.push_back(t);
+    const std::vector<i64> order = st.type_order(j, w, types);
+    std::vector<i64>& real = free;
+    for (i64 t : order) {
+      if (!bf_place(real, groups_t[static_cast<size_t>(t)], w, g, out)) continue;
+      if (!loan_set.empty() && on_loan(out) && !loan_worth_it(j, t, w)) {
+        for (const auto& e : out)  // real[:] = before
+          real[static_cast<size_t>(e.first)] += e.second * g;
+        continue;
+      }
+      real_left -= w * g;
+      if (has_scratch)
+        for (const auto& e : out) scratch[static_cast<size_t>(e.first)] -= e.second * g;
+      return true;
+    }
+    if (!el_any) return false;
+    std::vector<i64>& sc = build_scratch();
+    for (i64 t : order) {
+      if (!bf_place(sc, groups_t[static_cast<size_t>(t)], w, g, out)) continue;
+      if (!loan_set.empty() && on_loan(out) && !loan_worth_it(j, t, w)) {
+        for (const auto& e : out)  // scratch[:] = before
+          sc[static_cast<size_t>(e.first)] += e.second * g;
+        continue;
+      }
+      take_real(out, g);
+      return true;
+    }
+    out.clear();
+    return false;
+  }
+
+  // ArylPass.loan_worth_it: start on w workers of type t (loaned servers) now, or wait
+  // for a faster training type?
+  bool loan_worth_it(i64 j, i64 t, i64 w) {
+    const auto u = static_cast<size_t>(j);
+    const double sp_t = st.throughput_on(j, t, w);
+    const double rem = st.remaining_s[u] * st.ref_throughput[u];  // work
+    const i64 need = w * st.gpus_per_worker[u];
+    double best = kInf;
+    for (i64 v = 0; v < st.n_types(); ++v) {
+      if (st.training_by_type[static_cast<size_t>(v)].empty()) continue;
+      const double sp_u = st.throughput_on(j, v, w);
+      if (sp_u <= sp_t) continue;
+      const double wait = wait_for(v, need);
+      best = py_min(best, wait + rem / sp_u);
+    }
+    return rem / sp_t <= best;
+  }
+
+  // ArylPass.wait_for: seconds until `need` GPUs of type u's training servers are free
+  // (free now + running jobs there released at their expected finish).
+  double wait_for(i64 u, i64 need) {
+    const auto uu = static_cast<size_t>(u);
+    const std::vector<i64>& tr = st.training_by_type[uu];
+    i64 have = 0;
+    for (i64 s : tr) have += free[static_cast<size_t>(s)];
+    if (have >= need) return 0.0;
+    if (fin_built.size() != static_cast<size_t>(st.n_types())) {
+      fin_built.assign(static_cast<size_t>(st.n_types()), 0);
+      finishes.resize(static_cast<size_t>(st.n_types()));
+    }
+    std::vector<std::pair<double, i64>>& fin = finishes[uu];
+    if (!fin_built[uu]) {
+      fin.clear();
+      const double now = st.now_s;
+      for (i64 r : st.running) {
+        const auto ru = static_cast<size_t>(r);
+        i64 k_on = 0;
+        for (const auto& e : st.placement[ru])
+          if (std::binary_search(tr.begin(), tr.end(), e.first)) k_on += e.second;
+        const i64 gpus = k_on * st.gpus_per_worker[ru];
+        if (gpus) {
+          const double left = st.remaining_at(r, now);
+          const double sp = st.speed[ru];
+          const double t_end = py_max(st.progress_at_s[ru], now) + (sp > 0 ? left / sp : kInf);
+          fin.emplace_back(t_end - now, gpus);
+        }
+      }
+      std::sort(fin.begin(), fin.end());
+      fin_built[uu] = 1;
+    }
+    for (const auto& f : fin) {
+      have += f.second;
+      if (have >= need) return f.first;
+    }
+    return kInf;
+  }
+
+  // ArylPass.base_type: the GPU type of a placement's lowest server.
+  i64 base_type(const Placement& p) const {
+    if (p.empty()) throw std::logic_error("base_type: no placement");
+    i64 lo = p[0].first;
+    for (const auto& e : p) lo = std::min(lo, e.first);
+    return st.server_type[static_cast<size_t>(lo)];
+  }
+
+  // ArylPass.elastic_typed: phase 2 per GPU type, one exact MCKP per type over its
+  // jobs and capacity.
+  void elastic_typed(Plan& d, std::vector<i64>& free_io) {
+    const size_t nt = static_cast<size_t>(st.n_types());
+    std::vector<std::vector<i64>>& by_type = ws.by_type;
+    by_type.resize(nt);
+    for (auto& v : by_type) v.clear();
+    for (i64 j : st.elastic_running)  // self.el (the policy is elastic here)
+      by_type[static_cast<size_t>(base_type(st.placement[static_cast<size_t>(j)]))].push_back(j);
+    std::vector<std::pair<i64, i64>>& new_types = ws.new_types;  // (job, type) of elastic starts
+    new_types.clear();
+    for (const auto& s : d.starts)
+      if (pol.scalable(st, s.job)) new_types.emplace_back(s.job, base_type(s.place));
+    std::vector<i64>& servers = ws.servers;
+    std::vector<i64>& new_t = ws.new_t;
+    std::vector<i64>& fast = ws.fast;
+    std::vector<const Placement*>& old = ws.old_all;
+    for (size_t t = 0; t < nt; ++t) {
+      const std::vector<i64>& cand = by_type[t];
+      bool has_new = false;
+      for (const auto& x : new_types)
+        if (x.second == static_cast<i64>(t)) has_new = true;
+      if (cand.empty() && !has_new) continue;
+      servers.clear();
+      for (const Span& grp : groups_t[t]) servers.insert(servers.end(), grp.begin(), grp.end());
+      if (servers.empty()) continue;
+      old.clear();
+      for (i64 j : cand) {
+        const Placement& e = st.ex_job[static_cast<size_t>(j)];
+        old.push_back(e.empty() ? nullptr : &e);
+      }
+      groups_extra = groups_extra_t[t];
+      new_t.clear();
+      for (const auto& x : new_types)
+        if (x.second == static_cast<i64>(t)) new_t.push_back(x.first);
+      // every job's own best option fitting at once is the optimum: no solver
+      fast = free_io;
+      if (elastic_phase(d, fast, cand, old, true, nullptr, &servers, static_cast<i64>(t), &new_t)) {
+        free_io.swap(fast);
+        continue;
+      }
+      elastic_phase(d, free_io, cand, old, false, nullptr, &servers, static_cast<i64>(t), &new_t);
+    }
+  }
+
+  // ArylPass.run: phase 1 (when jobs wait), then phase 2 when capacity changed since
+  // it last ran (the elastic memo), by the fast exact path or the solver.
+  void run(Plan& d) {
+    const bool phase1 = !st.queued.empty();
+    if (phase1) base_phase(d);
+    const std::vector<i64>* loaned_p = &ctx.loaned;
+    if (!pol.elastic) {
+      d.memo_left = st.memo_left;
+      d.memo_loaned = st.memo_loaned;
+      return;
+    }
+    const std::vector<i64>* real_p = ctx.free;
+    if (phase1) {
+      loaned_p = &loaned;
+      real_p = &free;
+    }
+    const i64 n_loaned_now = static_cast<i64>(loaned_p->size());
+    const bool disp = phase1 && displaced;
+    i64 left = phase1 ? real_left : ctx.capacity_gpus - st.busy;
+    const i64 last_left = st.memo_left, last_loaned = st.memo_loaned;
+    bool new_el = false;
+    for (const auto& s : d.starts)
+      if (pol.scalable(st, s.job)) {
+        new_el = true;
+        break;
+      }
+    bool run_ = new_el || disp || n_loaned_now != last_loaned || left > last_left;
+    if (run_ && !new_el && !disp)
+      // only capacity changed: nothing to do if every elastic job is at its maximum
+      run_ = !st.below.empty() || n_loaned_now < last_loaned;
+    if (run_ && (el_any || new_el) && typed) {
+      if (!phase1) capacity_view(free);
+      std::vector<i64>& free_t = build_scratch();
+      elastic_typed(d, free_t);
+      left = sum(free_t);
+    } else if (run_ && (el_any || new_el)) {
+      bool done = false;
+      const std::vector<i64>* free_p = nullptr;
+      std::vector<i64>& fast = ws.fast;
+      if (!disp) {
+        // Fast exact path: jobs at their maximum keep their extras; if the others'
+        // unconstrained best options fit the free GPUs, that is the MCKP optimum.
+        set_groups(*loaned_p);
+        i64 upper = 0;    // GPUs the candidates could take at most
+        i64 cap = left;   // free GPUs + GPUs of the extras of the jobs below their max
+        for (i64 j : st.below) {
+          const auto u = static_cast<size_t>(j);
+          const i64 g = st.gpus_per_worker[u];
+          upper += (st.max_workers[u] - st.min_workers[u]) * g;
+          cap += (st.workers[u] - st.min_workers[u]) * g;
+        }
+        for (const auto& s : d.starts)
+          if (pol.scalable(st, s.job)) {
+            const auto u = static_cast<size_t>(s.job);
+            upper += (st.max_workers[u] - st.min_workers[u]) * st.gpus_per_worker[u];
+          }
+        // Gate: when everyone at their maximum would not fit, go to the solver.
+        if (upper <= cap) {
+          fast = *real_p;
+          std::vector<i64>& sub = ws.sub;
+          std::vector<const Placement*>& ex_sub = ws.ex_sub;
+          sub.clear();
+          ex_sub.clear();
+          auto visit = [&](i64 j) {  // the jobs below their maximum, in start order
+            const auto u = static_cast<size_t>(j);
+            sub.push_back(j);
+            if (st.workers[u] > st.min_workers[u]) {
+              const Placement& e = st.ex_job[u];
+              const i64 g = st.gpus_per_worker[u];
+              for (const auto& x : e) fast[static_cast<size_t>(x.first)] += x.second * g;
+              ex_sub.push_back(&e);
+            } else {
+              ex_sub.push_back(nullptr);
+            }
+          };
+          if (st.below.size() > 1) {
+            for (i64 j : st.elastic_running)
+              if (st.below.contains(j)) visit(j);
+          } else {
+            for (i64 j : st.below) visit(j);
+          }
+          done = elastic_phase(d, fast, sub, ex_sub, true, real_p, nullptr, -1, nullptr);
+        }
+        if (done) free_p = &fast;
+      }
+      if (!done) {
+        if (!phase1) capacity_view(free);
+        std::vector<i64>& sc = build_scratch();
+        std::vector<i64>& cand = ws.cand_all;
+        std::vector<const Placement*>& old = ws.old_all;
+        cand.clear();
+        old.clear();
+        for (i64 j : st.elastic_running) cand.push_back(j);
+        for (i64 j : cand) {
+          const Placement& e = st.ex_job[static_cast<size_t>(j)];
+          old.push_back(e.empty() ? nullptr : &e);
+        }
+        // not displaced: the scratch is exactly real + every current extra
+        elastic_phase(d, sc, cand, old, false, disp ? nullptr : &free, nullptr, -1, nullptr);
+        free_p = &sc;
+      }
+      // inference servers not on loan have no free GPUs: the free GPUs of training +
+      // loaned servers are the whole list's sum
+      left = sum(*free_p);
+    }
+    d.memo_left = left;
+    d.memo_loaned = n_loaned_now;
+  }
+
+  // ArylPass.elastic_phase: phase 2 over the running jobs `cand_run` (extras now in
+  // `old_run`, aligned) and the elastic starts of d (those in `new_filter` when
+  // given) on `free_io`.  `servers`/`gpu_type` (>= 0): one GPU type's servers and
+  // speeds (elastic_typed).  Returns false only with unconstrained_only when the
+  // unconstrained choice does not fit or cannot be placed (nothing changed then).
+  bool elastic_phase(Plan& d, std::vector<i64>& free_io, const std::vector<i64>& cand_run,
+                     const std::vector<const Placement*>& old_run, bool unconstrained_only,
+                     const std::vector<i64>* free_wo_extras, const std::vector<i64>* servers,
+                     i64 gpu_type, const std::vector<i64>* new_filter) {
+    namespace ap = aryl_pass;
+    std::vector<i64>& cand = ws.cand;
+    std::vector<const Placement*>& old = ws.old;
+    std::vector<size_t>& new_idx = ws.new_idx;  // index in d.starts of each new candidate
+    cand.assign(cand_run.begin(), cand_run.end());
+    old.assign(old_run.begin(), old_run.end());
+    new_idx.clear();
+    for (size_t q = 0; q < d.starts.size(); ++q) {
+      const i64 j = d.starts[q].job;
+      if (!pol.scalable(st, j)) continue;
+      if (new_filter != nullptr &&
+          std::find(new_filter->begin(), new_filter->end(), j) == new_filter->end())
+        continue;
+      new_idx.push_back(q);
+      cand.push_back(j);
+      old.push_back(nullptr);
+    }
+    const i64 n_run = static_cast<i64>(cand_run.size());
+    if (cand.empty()) return true;
+    // servers not in a group (not on loan) have none free
+    i64 capacity = 0;
+    if (servers == nullptr) capacity = sum(free_io);
+    else
+      for (i64 s : *servers) capacity += free_io[static_cast<size_t>(s)];
+    bool any_old = false;
+    for (const Placement* p : old_run)
+      if (p != nullptr) any_old = true;
+    if (capacity <= 0 && !any_old) return true;
+    const size_t n = cand.size();
+    const double now = st.now_s;
+    std::vector<double>&rem = ws.rem, &alpha = ws.alpha, &pause = ws.pause;
+    std::vector<i64>&base = ws.base, &cur = ws.cur, &mx = ws.mx, &g = ws.g, &ext = ws.ext,
+                     &max_extra = ws.max_extra;
+    for (auto* v : {&rem, &alpha, &pause}) v->resize(n);
+    for (auto* v : {&base, &cur, &mx, &g, &ext, &max_extra}) v->resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const auto u = static_cast<size_t>(cand[i]);
+      rem[i] = st.remaining_work(cand[i], now);
+      base[i] = st.min_workers[u];
+      cur[i] = static_cast<i64>(i) < n_run ? st.workers[u] : st.min_workers[u];
+      mx[i] = st.max_workers[u];
+      g[i] = st.gpus_per_worker[u];
+      alpha[i] = st.alpha[u];
+      pause[i] = static_cast<i64>(i) < n_run ? st.config.rescale_pause_s : 0.0;
+    }
+    ap::Table& table = ws.table;
+    std::vector<i64>& extra = ws.extra;
+    std::vector<double>&tput = ws.tput, &jct = ws.jct;
+    if (gpu_type < 0) {
+      ap::extras_table(rem, cur, base, mx, g, alpha, pause, table, extra, jct);
+    } else {
+      // kernels.throughput_rows: tput[i, k] on base + k workers of gpu_type, NaN past max
+      i64 K = 0;
+      for (size_t i = 0; i < n; ++i) K = i == 0 ? mx[i] - base[i] : std::max(K, mx[i] - base[i]);
+      const size_t stride = static_cast<size_t>(K) + 1;
+      tput.assign(n * stride, kNaN);
+      for (size_t i = 0; i < n; ++i)
+        for (i64 c = 0; c <= mx[i] - base[i]; ++c)
+          tput[i * stride + static_cast<size_t>(c)] =
+              st.throughput_on(cand[i], gpu_type, base[i] + c);
+      ap::extras_table_from_throughput(rem, cur, base, mx, g, tput, K, pause, table, extra, jct);
+    }
+    const ap::Solver solver = pol.greedy_solver ? ap::Solver::greedy : ap::Solver::mckp;
+    i64 gmax = 0;
+    for (size_t i = 0; i < n; ++i) {
+      max_extra[i] = mx[i] - base[i];
+      ext[i] = cur[i] - base[i];
+      gmax = i == 0 ? g[i] : std::max(gmax, g[i]);
+    }
+    // (1) per-job caps from per-server worker slots (1-GPU workers always fit)
+    std::vector<i64>& caps = ws.caps;
+    const bool use_caps = gmax > 1;
+    if (use_caps) {
+      if (servers == nullptr) {
+        ap::slot_caps(free_io, g, max_extra, caps);
+      } else {
+        std::vector<i64>& slot_free = ws.slot_free;
+        slot_free.clear();
+        for (i64 s : *servers) slot_free.push_back(free_io[static_cast<size_t>(s)]);
+        ap::slot_caps(slot_free, g, max_extra, caps);
+      }
+    }
+    std::vector<i64>& k = ws.k;
+    std::vector<double>& cut = ws.cut;
+    if (!ap::solve_extras(table, capacity, solver, unconstrained_only, use_caps ? &caps : nullptr,
+                          k, cut))
+      return false;
+    std::vector<i64>& free0 = ws.free0;
+    free0 = free_io;
+    ap::ExtrasInput in;
+    in.cand = &cand;
+    in.old = &old;
+    in.ext = &ext;
+    in.g = &g;
+    in.n_run = n_run;
+    in.groups_extra = &groups_extra;
+    in.free_wo_extras = free_wo_extras;
+    ap::Placed& placed = ws.placed;
+    ap::PlaceScratch& psc = ws.psc;
+    ap::place_extras(free_io, in, k, placed, psc);
+    if (!placed.shorts.empty()) {
+      if (unconstrained_only) return false;  // free_io is the caller's scratch copy
+      // (2) repair: cap the jobs whose extras did not all fit, solve again
+      std::vector<i64>& caps_r = ws.caps_r;
+      caps_r = use_caps ? caps : max_extra;
+      while (!placed.shorts.empty()) {
+        for (const auto& sh : placed.shorts) caps_r[static_cast<size_t>(sh.first)] = sh.second;
+        free_io = free0;
+        ap::solve_extras(table, capacity, solver, false, &caps_r, k, cut);
+        ap::place_extras(free_io, in, k, placed, psc);
+      }
+      d.n_extra_repairs += 1;
+      // (3) fill: no placeable extra worker of positive marginal value is left
+      ap::fill_extras(table, k, max_extra, g, free_io, free0, placed,
+                      [&](const std::vector<i64>& kv, ap::Placed& res) {
+                        ap::place_extras(free_io, in, kv, res, psc);
+                      });
+    }
+    // --- turn into decisions
+    for (size_t q = 0; q < new_idx.size(); ++q) {
+      const Placement& ex = placed.new_extra[static_cast<size_t>(n_run) + q];
+      if (!ex.empty()) {
+        Placement& merged = d.starts[new_idx[q]].place;
+        for (const auto& e : ex) place_add(merged, e.first, e.second);
+      }
+    }
+    // the running jobs that may change, in candidate order (the order of the resizes)
+    static const Placement kEmpty;
+    Placement& newp = ws.newp;
+    for (i64 i : placed.touched) {
+      const auto iu = static_cast<size_t>(i);
+      const i64 j = cand[iu];
+      const auto u = static_cast<size_t>(j);
+      const Placement& ex = placed.new_extra[iu];
+      const Placement& was = old[iu] != nullptr ? *old[iu] : kEmpty;
+      if (place_equal(ex, was)) continue;
+      split_placement(st.placement[u], st.min_workers[u], &newp, nullptr);
+      for (const auto& e : ex) place_add(newp, e.first, e.second);
+      const i64 w_new = place_workers(newp);
+      const i64 wk = st.workers[u];
+      const int reason = w_new > wk ? pol.scale_out_reason
+                                    : (w_new < wk ? pol.scale_in_reason : MCKP_MOVE);
+      d.resizes.push_back(JobMove{j, newp, reason});
+    }
+    return true;
+  }
+
+ private:
+  static i64 sum(const std::vector<i64>& v) {
+    i64 t = 0;
+    for (i64 x : v) t += x;
+    return t;
+  }
+  bool on_loan(const Placement& p) const {
+    for (const auto& e : p)
+      if (std::binary_search(loan_set.begin(), loan_set.end(), e.first)) return true;
+    return false;
+  }
+  // a placement made on the scratch: take what it can from the truly free GPUs
+  void take_real(const Placement& p, i64 g) {
+    for (const auto& e : p) {
+      const auto su = static_cast<size_t>(e.first);
+      const i64 kg = e.second * g;
+      if (free[su] < kg) displaced = true;
+      const i64 took = py_min(free[su], kg);
+      free[su] -= took;
+      real_left -= took;
+    }
+  }
+
+ public:
+  ArylWorkspace& ws;
+  const bool el_any;  // Python: bool(self.el)
+  const bool typed;   // several GPU types and no mixing
+  i64 real_left = 0;
+  bool has_scratch = false;
+  bool displaced = false;
+  // the pass's lists (in the workspace)
+  std::vector<i64>& scratch;
+  std::vector<i64>&loaned, &held, &loan_set;
+  Groups &groups, &groups_extra;
+  std::vector<std::vector<i64>>&held_t, &off_t;
+  std::vector<Groups>&groups_t, &groups_extra_t;
+  std::vector<char>& fin_built;
+  std::vector<std::vector<std::pair<double, i64>>>& finishes;
+};
+
+// aryl.py ArylPolicy.decide (every policy of the family; `pol` tells which).
+inline void decide_aryl(const Policy& pol, const State& st, const PassContext& ctx, Plan& plan) {
+  ArylPass(pol, st, ctx).run(plan);
+}
+
+}  // namespace sched
+}  // namespace aryl

@@ -1,0 +1,378 @@
+// One scheduling pass: the twin of src/aryl/scheduling/api.py (schedule:
+// reclaim, offers, the policy, settle loans) and of kernels.py's
+// jobs_in_start_order / reclaim_request / plan_reclaim.
+//
+// The reclaim kernel is reclaim.hpp's greedy (reclaim policy "aryl", called
+// directly); the comparison reclaim policies (random, fewest-jobs, most-idle,
+// exact) go through a caller-supplied hook (the binding calls
+// aryl.reclaiming.reclaim in Python: numpy's seeded permutation and the exact
+// enumeration stay there).
+//
+// The aryl family (aryl, aryl-no-loan, aryl-no-elastic, elastic-greedy) is
+// decided by sched_aryl.hpp's decide_aryl when that header exists; without it
+// ARYL_NATIVE is false and the caller must use the Python engine for them.
+#pragma once
+
+#include <algorithm>
+#include <functional>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "reclaim.hpp"
+#include "sched_place.hpp"
+#include "sched_plan.hpp"
+#include "sched_simple.hpp"
+#include "sched_state.hpp"
+
+#if __has_include("sched_aryl.hpp")
+#include "sched_aryl.hpp"
+#define ARYL_SCHED_HAS_ARYL 1
+#else
+#define ARYL_SCHED_HAS_ARYL 0
+#endif
+
+namespace aryl {
+namespace sched {
+
+constexpr bool ARYL_NATIVE = ARYL_SCHED_HAS_ARYL != 0;
+
+// Can the native pass decide for this policy?
+inline bool policy_native(int kind) { return kind < P_ARYL || ARYL_NATIVE; }
+
+// The policy's decide step, by kind (registry.py + each class's decide).
+inline void decide(const Policy& pol, const State& st, const PassContext& ctx, Plan& plan) {
+    switch (pol.kind) {
+        case P_FIFO:
+            decide_fifo(pol, st, ctx, plan);
+            return;
+        case P_FIFO_BACKFILL:
+            decide_fifo_backfill(pol, st, ctx, plan);
+            return;
+        case P_SJF:
+            decide_sjf(pol, st, ctx, plan);
+            return;
+        case P_TIRESIAS:
+            decide_tiresias(pol, st, ctx, plan);
+            return;
+        default:
+#if ARYL_SCHED_HAS_ARYL
+            decide_aryl(pol, st, ctx, plan);
+            return;
+#else
+            throw std::logic_error(std::string("policy '") + policy_name(pol.kind) +
+                                   "' has no native pass in this build (use engine='python')");
+#endif
+    }
+}
+
+// kernels.py reclaim_request: the loaned servers, the jobs on them (start order)
+// and their placements, as the struct of arrays of aryl.reclaiming.ReclaimRequest
+// (server ids = server indexes, job ids = job indexes).
+struct ReclaimRequestArrays {
+    std::vector<i64> server_id, server_gpus;
+    std::vector<i64> placement_job, placement_server, placement_workers;
+    std::vector<i64> job_id, job_workers, job_gpus_per_worker, job_min_workers;
+    std::vector<i64> job_elastic, job_preemptible;
+    i64 n_servers = 0;
+};
+
+// The comparison reclaim policies: fill `servers` (in the order taken) and
+// `preempted` (job indexes) from the request.
+using ReclaimHook =
+    std::function<void(const ReclaimRequestArrays&, int policy, i64 seed,
+                       std::vector<i64>& servers, std::vector<i64>& preempted)>;
+
+// kernels.py jobs_in_start_order for one server: its jobs in running order.
+inline void jobs_in_start_order(const State& st, i64 s, std::vector<i64>& out) {
+    out.clear();
+    for (const auto& e : st.jobs_on[static_cast<size_t>(s)]) out.push_back(e.first);
+    std::sort(out.begin(), out.end(), [&st](i64 a, i64 b) {
+        return st.run_seq[static_cast<size_t>(a)] < st.run_seq[static_cast<size_t>(b)];
+    });
+}
+
+// kernels.py reclaim_request
+inline void reclaim_request(const State& st, i64 n, bool elastic_policy,
+                            ReclaimRequestArrays& req) {
+    req = ReclaimRequestArrays();
+    const std::vector<i64> loaned = st.loaned_servers();
+    std::vector<std::vector<i64>> on(loaned.size());
+    std::vector<i64> job_list;
+    for (size_t q = 0; q < loaned.size(); ++q) {
+        jobs_in_start_order(st, loaned[q], on[q]);
+        for (i64 j : on[q])
+            if (std::find(job_list.begin(), job_list.end(), j) == job_list.end())
+                job_list.push_back(j);
+    }
+    for (size_t q = 0; q < loaned.size(); ++q) {
+        const i64 s = loaned[q];
+        for (i64 j : on[q]) {
+            const auto pos = std::find(job_list.begin(), job_list.end(), j) - job_list.begin();
+            req.placement_job.push_back(static_cast<i64>(pos));
+            req.placement_server.push_back(s);
+            req.placement_workers.push_back(place_get(st.jobs_on[static_cast<size_t>(s)], j));
+        }
+    }
+    for (i64 s : loaned) {
+        req.server_id.push_back(s);
+        req.server_gpus.push_back(st.server_gpus[static_cast<size_t>(s)]);
+    }
+    for (i64 j : job_list) {
+        const auto u = static_cast<size_t>(j);
+        const bool el = elastic_policy && st.elastic[u];
+        req.job_id.push_back(j);
+        req.job_workers.push_back(st.workers[u]);
+        req.job_gpus_per_worker.push_back(st.gpus_per_worker[u]);
+        req.job_min_workers.push_back(el ? st.min_workers[u] : st.workers[u]);
+        req.job_elastic.push_back(el ? 1 : 0);
+        req.job_preemptible.push_back(1);
+    }
+    req.n_servers = n;
+}
+
+// kernels.py plan_reclaim: (servers in the order taken, preempted job indexes)
+inline void plan_reclaim(const State& st, i64 n, bool elastic_policy, const ReclaimHook& hook,
+                         std::vector<i64>& servers, std::vector<i64>& preempted,
+                         ReclaimRequestArrays& req) {
+    reclaim_request(st, n, elastic_policy, req);
+    servers.clear();
+    preempted.clear();
+    if (st.config.reclaim_policy != RECLAIM_ARYL) {
+        if (!hook)
+            throw std::logic_error("reclaim policy other than 'aryl' needs the Python hook");
+        hook(req, st.config.reclaim_policy, st.config.seed, servers, preempted);
+        return;
+    }
+    // the server *positions* of the request, as aryl.reclaiming passes them
+    const i64 m = static_cast<i64>(req.server_id.size());
+    std::vector<i64> pl_index(req.placement_server.size());
+    for (size_t q = 0; q < pl_index.size(); ++q)
+        pl_index[q] = std::lower_bound(req.server_id.begin(), req.server_id.end(),
+                                       req.placement_server[q]) - req.server_id.begin();
+    std::vector<i64> allowed(static_cast<size_t>(m), 1);
+    reclaim::Input in;
+    in.n_servers = m;
+    in.server_id = req.server_id.data();
+    in.server_gpus = req.server_gpus.data();
+    in.server_allowed = allowed.data();
+    in.n_placements = static_cast<i64>(pl_index.size());
+    in.placement_job = req.placement_job.data();
+    in.placement_server = pl_index.data();
+    in.placement_workers = req.placement_workers.data();
+    in.n_jobs = static_cast<i64>(req.job_id.size());
+    in.job_workers = req.job_workers.data();
+    in.job_gpus_per_worker = req.job_gpus_per_worker.data();
+    in.job_min_workers = req.job_min_workers.data();
+    in.job_elastic = req.job_elastic.data();
+    in.job_preemptible = req.job_preemptible.data();
+    in.n_return = n;
+    const reclaim::Output out = reclaim::greedy(in);
+    for (i64 s : out.taken) servers.push_back(req.server_id[static_cast<size_t>(s)]);
+    for (i64 j : out.preempted) preempted.push_back(req.job_id[static_cast<size_t>(j)]);
+}
+
+// Scratch of a pass, kept between passes by the caller (no allocation per pass).
+struct PassWorkspace {
+    std::vector<i64> free_offered;
+    std::vector<i64> servers, preempted, on;
+    ReclaimRequestArrays req;
+    std::vector<std::vector<i64>> after;  // per loaned position: jobs after the plan
+    std::vector<uint8_t> has_after;
+    std::vector<i64> for_base, affected;
+    Placement base;
+    PassContext ctx;           // this pass's context (its vectors keep their capacity)
+    std::vector<i64> offered;  // idle inference servers offered to this pass
+    bool record_requests = false;
+    std::vector<ReclaimRequestArrays> requests;  // the reclaim log (if recorded)
+};
+
+// api.py _reclaim: return n loaned servers; jobs there shrink or are preempted.
+inline void reclaim_step(const State& st, const Policy& pol, i64 n, Plan& plan,
+                         const ReclaimHook& hook, PassWorkspace& ws) {
+    plan_reclaim(st, n, pol.elastic, hook, ws.servers, ws.preempted, ws.req);
+    plan.reclaim_shortfall = n - static_cast<i64>(ws.servers.size());
+    std::vector<i64>& affected = ws.affected;
+    affected.clear();
+    for (i64 s : ws.servers) {
+        jobs_in_start_order(st, s, ws.on);
+        for (i64 j : ws.on)
+            if (std::find(affected.begin(), affected.end(), j) == affected.end())
+                affected.push_back(j);
+    }
+    for (i64 j : affected) {
+        const Placement& place = st.placement[static_cast<size_t>(j)];
+        Placement left;
+        for (const auto& e : place)
+            if (std::find(ws.servers.begin(), ws.servers.end(), e.first) == ws.servers.end())
+                left.push_back(e);
+        const i64 w = place_workers(left);
+        const bool pre =
+            std::find(ws.preempted.begin(), ws.preempted.end(), j) != ws.preempted.end();
+        if (pre || w < pol.base_workers(st, j))
+            plan.reclaim_actions.push_back(ReclaimMove{j, true, Placement(), RECLAIM_PREEMPT});
+        else
+            plan.reclaim_actions.push_back(ReclaimMove{j, false, std::move(left), RECLAIM_SCALE_IN});
+    }
+    plan.reclaimed_servers.insert(plan.reclaimed_servers.end(), ws.servers.begin(),
+                                  ws.servers.end());
+}
+
+// api.py _settle: borrow the offered servers the plan uses; return loans left empty.
+inline void settle(const State& st, const Policy& pol, Plan& plan, const std::vector<i64>& loaned,
+                   const std::vector<i64>& offered, PassWorkspace& ws) {
+    const size_t nl = loaned.size();
+    ws.after.resize(std::max(ws.after.size(), nl));
+    ws.has_after.assign(nl, 0);
+    auto pos_of = [&loaned](i64 s) -> i64 {
+        const auto it = std::lower_bound(loaned.begin(), loaned.end(), s);
+        return (it != loaned.end() && *it == s) ? static_cast<i64>(it - loaned.begin()) : -1;
+    };
+    auto jobs_after = [&](i64 q) -> std::vector<i64>& {
+        auto& v = ws.after[static_cast<size_t>(q)];
+        if (!ws.has_after[static_cast<size_t>(q)]) {
+            ws.has_after[static_cast<size_t>(q)] = 1;
+            v.clear();
+            for (const auto& e : st.jobs_on[static_cast<size_t>(loaned[static_cast<size_t>(q)])])
+                v.push_back(e.first);
+        }
+        return v;
+    };
+    auto discard = [](std::vector<i64>& v, i64 j) {
+        const auto it = std::find(v.begin(), v.end(), j);
+        if (it != v.end()) v.erase(it);
+    };
+    auto add = [](std::vector<i64>& v, i64 j) {
+        if (std::find(v.begin(), v.end(), j) == v.end()) v.push_back(j);
+    };
+    for (const auto& p : plan.preemptions)
+        for (const auto& e : st.placement[static_cast<size_t>(p.first)]) {
+            const i64 q = pos_of(e.first);
+            if (q >= 0) discard(jobs_after(q), p.first);
+        }
+    for (const auto& r : plan.resizes)
+        for (const auto& e : st.placement[static_cast<size_t>(r.job)]) {
+            const i64 q = pos_of(e.first);
+            if (q >= 0) discard(jobs_after(q), r.job);
+        }
+    for (const auto& r : plan.resizes)
+        for (const auto& e : r.place) {
+            const i64 q = pos_of(e.first);
+            if (q >= 0) add(jobs_after(q), r.job);
+        }
+    std::vector<i64>& for_base = ws.for_base;
+    for_base.clear();
+    Placement& base = ws.base;
+    for (const auto& s : plan.starts) {
+        bool any = false;
+        for (const auto& e : s.place) {
+            const i64 q = pos_of(e.first);
+            if (q >= 0) {
+                add(jobs_after(q), s.job);
+                any = true;
+            }
+        }
+        if (any) {
+            split_placement(s.place, pol.base_workers(st, s.job), &base, nullptr);
+            for (const auto& e : base)
+                if (pos_of(e.first) >= 0) for_base.push_back(e.first);
+        }
+    }
+    auto busy = [&](i64 s) -> bool {
+        const i64 q = pos_of(s);
+        if (q >= 0 && ws.has_after[static_cast<size_t>(q)])
+            return !ws.after[static_cast<size_t>(q)].empty();
+        return !st.jobs_on[static_cast<size_t>(s)].empty();
+    };
+    for (i64 s : offered)
+        if (busy(s)) {
+            const bool fb = std::find(for_base.begin(), for_base.end(), s) != for_base.end();
+            plan.borrowed_servers.emplace_back(s, fb ? LOAN_FOR_BASE : LOAN_FOR_EXTRA);
+        }
+    for (i64 s : loaned)
+        if (std::find(offered.begin(), offered.end(), s) == offered.end() && !busy(s))
+            plan.returned_servers.emplace_back(s, IDLE_LOAN);
+}
+
+// api.py schedule, applied in place for its reclaim part: fills `plan` (cleared
+// here) with the decisions of one pass at st.now_s.  Unlike the Python function,
+// which applies the reclaim to a copy, the reclaim part of the plan (steps 1-2
+// of SchedulePlan.apply and set_serving) is applied to `st` here with `obs`;
+// the caller applies the rest with apply_rest(st, plan, obs, validate,
+// !plan.reclaimed_servers.empty()).  Applying the whole plan to the state before
+// the pass gives the same state: set_serving is a function of the loans and the
+// demand, and no server is offered in a pass that reclaims (nothing is loanable
+// after a reclaim).
+template <class Obs>
+void schedule(State& st, const Policy& pol, Plan& plan, Obs* obs, const ReclaimHook& hook,
+              PassWorkspace& ws) {
+    plan.clear(st.now_s);
+    plan.memo_left = st.memo_left;
+    plan.memo_loaned = st.memo_loaned;
+    // 1. reclaim
+    if (st.n_loaned && st.reclaim_deadline_s <= st.now_s) {
+        const i64 n = py_min(st.reclaim_deficit(), st.n_loaned);
+        if (n > 0) {
+            if (ws.record_requests) {
+                ReclaimRequestArrays r;
+                reclaim_request(st, n, pol.elastic, r);
+                ws.requests.push_back(std::move(r));
+            }
+            reclaim_step(st, pol, n, plan, hook, ws);
+            apply_reclaim(st, plan, obs, false);
+            st.set_serving();
+        }
+    }
+    // 2. offer idle inference servers
+    const Config& cfg = st.config;
+    std::vector<i64>& offered = ws.offered;
+    offered.clear();
+    if (pol.loans) {
+        i64 loanable = st.not_loaned() - st.servers_needed - cfg.loan_reserve_servers;
+        const bool cooling = st.now_s - st.last_reclaim_s < cfg.loan_cooldown_s;
+        if (loanable > 0 && !cooling && pol.wants_loan(st)) {
+            for (i64 s = st.n_servers() - 1; s >= st.n_training(); --s) {
+                if (loanable == 0) break;
+                if (st.server_status[static_cast<size_t>(s)] == IDLE) {
+                    offered.push_back(s);
+                    --loanable;
+                }
+            }
+            std::reverse(offered.begin(), offered.end());
+        }
+    }
+    PassContext& ctx = ws.ctx;
+    std::vector<i64>& loaned = ctx.loaned;
+    loaned.clear();
+    if (st.n_loaned)
+        for (i64 s = st.n_training(); s < st.n_servers(); ++s)
+            if (st.server_status[static_cast<size_t>(s)] == LOANED) loaned.push_back(s);
+    if (!offered.empty()) {
+        ws.free_offered = st.free;
+        for (i64 s : offered) ws.free_offered[static_cast<size_t>(s)] = st.server_gpus[static_cast<size_t>(s)];
+        loaned.insert(loaned.end(), offered.begin(), offered.end());
+        std::sort(loaned.begin(), loaned.end());
+        ctx.free = &ws.free_offered;
+    } else {
+        ctx.free = &st.free;
+    }
+    i64 capacity = st.training_gpus;
+    for (i64 s : loaned) capacity += st.server_gpus[static_cast<size_t>(s)];
+    ctx.capacity_gpus = capacity;
+    const bool keep_all = pol.loans && !pol.return_idle_loans;
+    ctx.offered.clear();
+    if (keep_all && !offered.empty()) {
+        for (auto it = offered.rbegin(); it != offered.rend(); ++it)
+            plan.borrowed_servers.emplace_back(*it, LOAN_KEPT);
+    } else {
+        ctx.offered.assign(offered.begin(), offered.end());
+    }
+    // 3. the policy
+    decide(pol, st, ctx, plan);
+    // 4. settle loans
+    if (pol.loans && pol.return_idle_loans && !loaned.empty())
+        settle(st, pol, plan, loaned, offered, ws);
+}
+
+}  // namespace sched
+}  // namespace aryl

@@ -1,0 +1,296 @@
+// The simple policies and the SJF base phase: the twins of
+// src/aryl/scheduling/fifo.py, fifo_backfill.py, sjf.py (SjfPass, SjfPolicy)
+// and tiresias.py.
+//
+// SjfPass is also phase 1 of the aryl family (sched_aryl.hpp): derive from it
+// and override capacity_view / place / take, exactly as aryl.py's ArylPass
+// overrides sjf.py's SjfPass.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "sched_place.hpp"
+#include "sched_plan.hpp"
+#include "sched_state.hpp"
+
+namespace aryl {
+namespace sched {
+
+// sjf.py SjfPass: one base phase over a state (scratch data lives here).
+class SjfPass {
+public:
+    SjfPass(const Policy& pol, const State& st, const PassContext& ctx)
+        : pol(pol), st(st), ctx(ctx), bound(pol.bound(st)) {}
+    virtual ~SjfPass() = default;
+
+    // hooks (aryl.py ArylPass overrides them) --------------------------------
+    // SjfPass.capacity_view: fills `free` (the scratch free-GPU list) and returns
+    // the total free GPUs usable by base demands.
+    virtual i64 capacity_view(std::vector<i64>& free_out) {
+        free_out = *ctx.free;
+        i64 avail = 0;
+        for (i64 s : st.training_servers) avail += free_out[static_cast<size_t>(s)];
+        return avail;
+    }
+    // SjfPass.place: false = None
+    virtual bool place(std::vector<i64>& free_io, i64 j, Placement& out) {
+        return gang_place_typed(st, free_io, j, pol.base_workers(st, j), out);
+    }
+    // SjfPass.take
+    virtual void take(std::vector<i64>& free_io, const Placement& p, i64 j) {
+        sched::take(free_io, p, st.gpus_per_worker[static_cast<size_t>(j)]);
+    }
+
+    // SjfPass.base_phase: fills plan.starts; leaves the scratch in `free` and
+    // returns the free GPUs left (Python returns both).
+    i64 base_phase(Plan& plan) {
+        i64 avail = capacity_view(free);
+        const double now = st.now_s;
+        bool blocked = false;
+        Placement p;
+        // 1. starving jobs, oldest first; the first that does not fit blocks.
+        for (const auto& e : st.sorted_queue(Q_WAIT_ORIGIN)) {
+            const double o = e.first;
+            const i64 j = e.second;
+            if (now - o < bound) break;  // every job behind is younger: none starving
+            const i64 need = pol.base_workers(st, j) * st.gpus_per_worker[static_cast<size_t>(j)];
+            const bool ok = need <= avail && place(free, j, p);
+            if (!ok) {
+                blocked = true;
+                break;
+            }
+            take(free, p, j);
+            avail -= need;
+            started.push_back(j);
+            plan.starts.push_back(JobMove{j, p, STARVATION_GUARD});
+        }
+        if (blocked) return avail;
+        std::sort(started.begin(), started.end());
+        const size_t n_starving = started.size();
+        // 2. SJF order with backfill
+        std::vector<std::pair<i64, i64>> failed;  // gpus per worker -> smallest failed count
+        bool first = true;
+        for (const auto& e : st.sorted_queue(pol.sjf_queue_key())) {
+            if (avail <= 0) break;
+            const i64 j = e.second;
+            if (n_starving && std::binary_search(started.begin(),
+                                                 started.begin() + static_cast<std::ptrdiff_t>(n_starving), j))
+                continue;
+            const i64 g = st.gpus_per_worker[static_cast<size_t>(j)];
+            const i64 w = pol.base_workers(st, j);
+            i64* f = nullptr;
+            for (auto& fe : failed)
+                if (fe.first == g) f = &fe.second;
+            if (w * g > avail || (f != nullptr && w >= *f)) {
+                first = false;
+                continue;
+            }
+            if (!place(free, j, p)) {
+                if (f == nullptr) failed.emplace_back(g, w);
+                else *f = py_min(*f, w);
+                first = false;
+                continue;
+            }
+            take(free, p, j);
+            avail -= w * g;
+            started.push_back(j);
+            plan.starts.push_back(JobMove{j, p, first ? SJF_ORDER : BACKFILL});
+        }
+        return avail;
+    }
+
+    // Was job j started by this pass's phase 1 (Python: j in self.started)?
+    bool is_started(i64 j) const {
+        return std::find(started.begin(), started.end(), j) != started.end();
+    }
+
+    const Policy& pol;
+    const State& st;
+    const PassContext& ctx;
+    std::vector<i64> started;  // jobs started by base_phase (starving ones first, sorted)
+    std::vector<i64> free;     // the scratch free list of base_phase (capacity_view fills it)
+    double bound;
+};
+
+// fifo.py FifoPolicy.decide
+inline void decide_fifo(const Policy&, const State& st, const PassContext& ctx, Plan& plan) {
+    if (st.queued.empty()) return;
+    const QueueIndex& queue = st.sorted_queue(Q_ARRIVAL);
+    const std::vector<i64>& free = *ctx.free;
+    i64 avail = st.training_gpus - st.busy;
+    std::vector<i64> scratch;
+    bool have_scratch = false;
+    Placement p;
+    for (const auto& e : queue) {
+        const i64 j = e.second;
+        const i64 g = st.gpus_per_worker[static_cast<size_t>(j)];
+        const i64 w = st.ref_workers[static_cast<size_t>(j)];
+        if (w * g > avail) break;
+        if (!gang_place_typed(st, have_scratch ? scratch : free, j, w, p)) break;
+        if (!have_scratch) {
+            scratch = free;
+            have_scratch = true;
+        }
+        take(scratch, p, g);
+        avail -= w * g;
+        plan.starts.push_back(JobMove{j, p, FIFO_HEAD});
+    }
+}
+
+// fifo_backfill.py FifoBackfillPolicy._reservation: shadow time and extra GPUs.
+inline std::pair<double, i64> fifo_backfill_reservation(const State& st, const Plan& plan,
+                                                        i64 avail, i64 need) {
+    const double now = st.now_s;
+    std::vector<std::pair<double, i64>> ends;
+    for (i64 r : st.running) {
+        const auto u = static_cast<size_t>(r);
+        const double sp = st.speed[u];
+        const double left = st.remaining_at(r, now);
+        const double t_end = py_max(st.progress_at_s[u], now) + (sp > 0 ? left / sp : kInf);
+        ends.emplace_back(t_end, st.workers[u] * st.gpus_per_worker[u]);
+    }
+    for (const auto& s : plan.starts) {
+        const auto u = static_cast<size_t>(s.job);
+        ends.emplace_back(now + st.remaining_s[u], st.ref_workers[u] * st.gpus_per_worker[u]);
+    }
+    std::sort(ends.begin(), ends.end());
+    i64 have = avail;
+    for (const auto& e : ends) {
+        have += e.second;
+        if (have >= need) return {e.first, have - need};
+    }
+    return {kInf, 0};
+}
+
+// fifo_backfill.py FifoBackfillPolicy.decide
+inline void decide_fifo_backfill(const Policy&, const State& st, const PassContext& ctx,
+                                 Plan& plan) {
+    if (st.queued.empty()) return;
+    const QueueIndex& queue = st.sorted_queue(Q_ARRIVAL);
+    std::vector<i64> free = *ctx.free;
+    i64 avail = st.training_gpus - st.busy;
+    const double now = st.now_s;
+    bool have_head = false;
+    double shadow = kInf;
+    i64 extra = 0;
+    Placement p;
+    for (const auto& e : queue) {
+        const i64 j = e.second;
+        const auto u = static_cast<size_t>(j);
+        const i64 g = st.gpus_per_worker[u];
+        const i64 w = st.ref_workers[u];
+        const i64 need = w * g;
+        if (!have_head) {
+            if (need <= avail && gang_place_typed(st, free, j, w, p)) {
+                take(free, p, g);
+                avail -= need;
+                plan.starts.push_back(JobMove{j, p, FIFO_HEAD});
+                continue;
+            }
+            have_head = true;
+            const auto res = fifo_backfill_reservation(st, plan, avail, need);
+            shadow = res.first;
+            extra = res.second;
+            continue;
+        }
+        if (need > avail) continue;
+        const double ends = now + st.remaining_s[u];
+        const bool fits_before = ends <= shadow;
+        if (!fits_before && need > extra) continue;
+        if (!gang_place_typed(st, free, j, w, p)) continue;
+        take(free, p, g);
+        avail -= need;
+        if (!fits_before) extra -= need;
+        plan.starts.push_back(JobMove{j, p, BACKFILL});
+    }
+}
+
+// sjf.py SjfPolicy.decide
+inline void decide_sjf(const Policy& pol, const State& st, const PassContext& ctx, Plan& plan) {
+    if (st.queued.empty()) return;
+    SjfPass pass(pol, st, ctx);
+    pass.base_phase(plan);
+}
+
+// tiresias.py TiresiasPolicy.level: bisect_right(thresholds, gpu_s)
+inline i64 las_level(const Policy& pol, double gpu_s) {
+    const auto& th = pol.las_thresholds;
+    return static_cast<i64>(std::upper_bound(th.begin(), th.end(), gpu_s) - th.begin());
+}
+
+// tiresias.py TiresiasPolicy._preempt_for
+inline void tiresias_preempt_for(const Policy& pol, const State& st, Plan& plan,
+                                 const std::vector<i64>& free, double lv, i64 j) {
+    const i64 g = st.gpus_per_worker[static_cast<size_t>(j)];
+    const i64 w = pol.base_workers(st, j);
+    const i64 need = w * g;
+    std::vector<std::pair<i64, i64>> victims;  // (-level, -job)
+    const double now = st.now_s;
+    std::vector<i64> started;
+    for (const auto& s : plan.starts) started.push_back(s.job);
+    std::sort(started.begin(), started.end());
+    for (i64 r : st.running) {
+        if (std::binary_search(started.begin(), started.end(), r)) continue;
+        const i64 rl = las_level(pol, st.attained_at(r, now));
+        if (static_cast<double>(rl) > lv) victims.emplace_back(-rl, -r);
+    }
+    if (victims.empty()) return;
+    std::sort(victims.begin(), victims.end());
+    std::vector<i64> scratch = free;
+    i64 avail = 0;
+    for (i64 s : st.training_servers) avail += scratch[static_cast<size_t>(s)];
+    std::vector<i64> chosen;
+    Placement p;
+    for (const auto& v : victims) {
+        const i64 r = -v.second;
+        const auto ru = static_cast<size_t>(r);
+        const i64 gr = st.gpus_per_worker[ru];
+        for (const auto& e : st.placement[ru]) scratch[static_cast<size_t>(e.first)] += e.second * gr;
+        avail += st.workers[ru] * gr;
+        chosen.push_back(r);
+        if (avail >= need && gang_place_typed(st, scratch, j, w, p)) {
+            for (i64 r2 : chosen) plan.preemptions.emplace_back(r2, LAS_PREEMPT);
+            plan.starts.push_back(JobMove{j, p, LAS_PRIORITY});
+            return;
+        }
+    }
+}
+
+// tiresias.py TiresiasPolicy.decide
+inline void decide_tiresias(const Policy& pol, const State& st, const PassContext& ctx,
+                            Plan& plan) {
+    if (st.queued.empty()) return;
+    const QueueIndex& lst = st.sorted_queue(Q_LAS, &pol.las_thresholds);
+    std::vector<i64> free = *ctx.free;
+    i64 avail = 0;
+    for (i64 s : st.training_servers) avail += free[static_cast<size_t>(s)];
+    bool blocked = false;
+    double blocked_lv = 0.0;
+    i64 blocked_j = -1;
+    Placement p;
+    for (const auto& e : lst) {
+        const i64 j = e.second;
+        const i64 g = st.gpus_per_worker[static_cast<size_t>(j)];
+        const i64 w = pol.base_workers(st, j);
+        const bool ok = w * g <= avail && gang_place_typed(st, free, j, w, p);
+        if (!ok) {
+            if (!blocked) {
+                blocked = true;
+                blocked_lv = e.first;
+                blocked_j = j;
+            }
+            if (avail == 0) break;
+            continue;
+        }
+        take(free, p, g);
+        avail -= w * g;
+        plan.starts.push_back(JobMove{j, p, blocked ? BACKFILL : LAS_PRIORITY});
+    }
+    if (blocked) tiresias_preempt_for(pol, st, plan, free, blocked_lv, blocked_j);
+}
+
+}  // namespace sched
+}  // namespace aryl

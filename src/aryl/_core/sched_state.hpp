@@ -1,0 +1,1076 @@
+// The cluster state of the scheduling pass in C++: the twin of
+// src/aryl/scheduling/state.py (ClusterState) and scheduling/speed.py (SpeedModel).
+//
+// Header-only C++17, no Python dependency (bound by _sched.cpp).  Struct of
+// vectors indexed by a dense server index 0 .. n_servers-1 or job index
+// 0 .. n_jobs-1; int64_t for every count, double for every time and rate.
+// External names (job ids) stay in Python.
+//
+// Bit-identity contract with the Python code (CPP_SPEC.md): every floating-point
+// expression is evaluated with the same operations in the same order (build with
+// -ffp-contract=off, never -ffast-math); Python's `max(a, b)`, `min(a, b)`, `//`
+// and `math.floor` are py_max, py_min, floordiv and std::floor below; iteration
+// orders of Python dicts used as ordered sets (queued, running, elastic_running,
+// below) are kept by OrderedSet (insertion order, O(1) add/remove); a placement
+// (Python dict server -> workers) is a vector of (server, workers) pairs in
+// insertion order.
+//
+// Cross-reference: each function names the Python function it mirrors.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace aryl {
+namespace sched {
+
+using i64 = int64_t;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// ---------------------------------------------------------------- errors
+// Bad input (a plan that does not fit the state ...): aryl.errors.InvalidInputError.
+struct InvalidInput : std::invalid_argument {
+    using std::invalid_argument::invalid_argument;
+};
+// Python's ZeroDivisionError (e.g. a worker larger than a server in gang_place).
+struct ZeroDivision : std::domain_error {
+    using std::domain_error::domain_error;
+};
+
+// ---------------------------------------------------------------- Python arithmetic
+// max(a, b) / min(a, b) of Python: the first argument unless the second is
+// strictly larger / smaller (so NaN and signed zeros behave as in Python).
+inline double py_max(double a, double b) { return b > a ? b : a; }
+inline double py_min(double a, double b) { return b < a ? b : a; }
+inline i64 py_max(i64 a, i64 b) { return b > a ? b : a; }
+inline i64 py_min(i64 a, i64 b) { return b < a ? b : a; }
+// a // b of Python ints (floor division); b == 0 raises ZeroDivision.
+inline i64 floordiv(i64 a, i64 b) {
+    if (a >= 0 && b > 0) return a / b;  // the usual case: C++ division is the floor
+    if (b == 0) throw ZeroDivision("integer division or modulo by zero");
+    i64 q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+    return q;
+}
+inline i64 floormod(i64 a, i64 b) { return a - floordiv(a, b) * b; }
+
+// ---------------------------------------------------------------- statuses
+// job status (state.py PENDING .. INFEASIBLE)
+enum JobStatus : int8_t { PENDING = 0, QUEUED = 1, RUNNING = 2, DONE = 3, INFEASIBLE = 4 };
+// server status (state.py TRAINING .. LOANED)
+enum ServerStatus : int8_t { TRAINING = 0, SERVING = 1, IDLE = 2, LOANED = 3 };
+// SchedulerConfig.reclaim_policy
+enum ReclaimPolicy : int { RECLAIM_ARYL = 0, RECLAIM_RANDOM = 1, RECLAIM_FEWEST_JOBS = 2,
+                           RECLAIM_MOST_IDLE = 3, RECLAIM_EXACT = 4 };
+
+// A placement: (server index, workers) in insertion order (a Python dict).
+using PlaceEntry = std::pair<i64, i64>;
+using Placement = std::vector<PlaceEntry>;
+
+inline i64 place_workers(const Placement& p) {
+    i64 w = 0;
+    for (const auto& e : p) w += e.second;
+    return w;
+}
+// place.get(s, 0)
+inline i64 place_get(const Placement& p, i64 s) {
+    for (const auto& e : p)
+        if (e.first == s) return e.second;
+    return 0;
+}
+// place[s] = place.get(s, 0) + k (a new key goes last, an existing one keeps its slot)
+inline void place_add(Placement& p, i64 s, i64 k) {
+    for (auto& e : p)
+        if (e.first == s) {
+            e.second += k;
+            return;
+        }
+    p.emplace_back(s, k);
+}
+inline bool place_has(const Placement& p, i64 s) {
+    for (const auto& e : p)
+        if (e.first == s) return true;
+    return false;
+}
+// dict equality (order-insensitive)
+inline bool place_equal(const Placement& a, const Placement& b) {
+    if (a.size() != b.size()) return false;
+    for (const auto& e : a)
+        if (!place_has(b, e.first) || place_get(b, e.first) != e.second) return false;
+    return true;
+}
+
+// state.py split_placement: the first `base` workers in ascending server index are
+// the base part, the rest the extra part (both in ascending server order).
+inline void split_placement(const Placement& place, i64 base, Placement* b, Placement* e) {
+    // ascending server order (a placement usually is already: no copy then)
+    const Placement* src = &place;
+    thread_local Placement sorted_p;
+    if (b == &place || e == &place || !std::is_sorted(place.begin(), place.end())) {
+        sorted_p.assign(place.begin(), place.end());
+        std::sort(sorted_p.begin(), sorted_p.end());
+        src = &sorted_p;
+    }
+    if (b) b->clear();
+    if (e) e->clear();
+    i64 left = base;
+    for (const auto& en : *src) {
+        const i64 s = en.first, k = en.second;
+        const i64 take = k < left ? k : left;
+        if (take) {
+            if (b) b->emplace_back(s, take);
+            left -= take;
+        }
+        if (k - take && e) e->emplace_back(s, k - take);
+    }
+}
+
+// ---------------------------------------------------------------- ordered set
+// A Python dict used as an ordered set of dense indexes (dict[int, None]):
+// insertion order, add() of a present key keeps its slot, O(1) add/remove/contains.
+class OrderedSet {
+public:
+    static constexpr int32_t kAbsent = -2;
+    void resize(i64 n) {
+        prev_.resize(static_cast<size_t>(n), kAbsent);
+        next_.resize(static_cast<size_t>(n), kAbsent);
+    }
+    i64 capacity() const { return static_cast<i64>(next_.size()); }
+    bool contains(i64 j) const {
+        return j >= 0 && j < capacity() && prev_[static_cast<size_t>(j)] != kAbsent;
+    }
+    void add(i64 j) {
+        if (contains(j)) return;
+        const auto u = static_cast<size_t>(j);
+        prev_[u] = tail_;
+        next_[u] = -1;
+        if (tail_ >= 0) next_[static_cast<size_t>(tail_)] = static_cast<int32_t>(j);
+        else head_ = static_cast<int32_t>(j);
+        tail_ = static_cast<int32_t>(j);
+        ++size_;
+    }
+    // dict.pop(j, None) / del: removes j if present; returns whether it was
+    bool remove(i64 j) {
+        if (!contains(j)) return false;
+        const auto u = static_cast<size_t>(j);
+        const int32_t p = prev_[u], n = next_[u];
+        if (p >= 0) next_[static_cast<size_t>(p)] = n;
+        else head_ = n;
+        if (n >= 0) prev_[static_cast<size_t>(n)] = p;
+        else tail_ = p;
+        prev_[u] = next_[u] = kAbsent;
+        --size_;
+        return true;
+    }
+    void clear() {
+        for (i64 j = head_; j >= 0;) {
+            const i64 n = next_[static_cast<size_t>(j)];
+            prev_[static_cast<size_t>(j)] = next_[static_cast<size_t>(j)] = kAbsent;
+            j = n;
+        }
+        head_ = tail_ = -1;
+        size_ = 0;
+    }
+    i64 size() const { return size_; }
+    bool empty() const { return size_ == 0; }
+    i64 first() const { return head_; }
+    i64 next(i64 j) const { return next_[static_cast<size_t>(j)]; }
+
+    class iterator {
+    public:
+        iterator(const OrderedSet* s, i64 j) : s_(s), j_(j) {}
+        i64 operator*() const { return j_; }
+        iterator& operator++() {
+            j_ = s_->next(j_);
+            return *this;
+        }
+        bool operator!=(const iterator& o) const { return j_ != o.j_; }
+        bool operator==(const iterator& o) const { return j_ == o.j_; }
+
+    private:
+        const OrderedSet* s_;
+        i64 j_;
+    };
+    iterator begin() const { return iterator(this, head_); }
+    iterator end() const { return iterator(this, -1); }
+    std::vector<i64> to_vector() const {
+        std::vector<i64> v;
+        v.reserve(static_cast<size_t>(size_));
+        for (i64 j : *this) v.push_back(j);
+        return v;
+    }
+
+private:
+    std::vector<int32_t> prev_, next_;
+    int32_t head_ = -1, tail_ = -1;
+    i64 size_ = 0;
+};
+
+// ---------------------------------------------------------------- configuration
+// state.py SchedulerConfig
+struct Config {
+    double rescale_pause_s = 30.0;
+    double checkpoint_interval_s = 1800.0;
+    double restart_cost_s = 60.0;
+    i64 loan_reserve_servers = 1;
+    double loan_cooldown_s = 600.0;
+    double starvation_bound_s = 4 * 3600.0;
+    int reclaim_policy = RECLAIM_ARYL;
+    i64 seed = 0;
+    bool mix_gpu_types = false;
+};
+
+// ---------------------------------------------------------------- speed model
+// speed.py SpeedModel, for a state whose model is not trivial (Python: speeds is
+// not None).  Types are the state's GPU type indexes, plus one slot
+// (ref_type) for the reference type when no server has it.  Measured speeds
+// come as look-up tables built by the Python model (the same floats):
+// lut[family][type][r] = relative_speed * S(r replicas), r = w * g, lut[.][.][0] = 0.
+struct SpeedModel {
+    std::vector<double> factor;  // per type (1.0 unless given)
+    i64 ref_type = 0;            // the reference GPU type's index
+    std::vector<std::vector<std::vector<double>>> lut;  // [family][type] -> by replicas
+
+    // SpeedModel.throughput
+    double throughput(i64 family, double alpha, i64 type, i64 w, i64 g) const {
+        if (family < 0) {
+            const double t = w > 0 ? static_cast<double>(w) / (1.0 + alpha * static_cast<double>(w - 1))
+                                   : 0.0;
+            const double f = factor[static_cast<size_t>(type)];
+            return f == 1.0 ? t : f * t;
+        }
+        const i64 r = w * g;
+        if (r <= 0) return 0.0;
+        const auto& row = lut[static_cast<size_t>(family)][static_cast<size_t>(type)];
+        if (r >= static_cast<i64>(row.size()))
+            throw std::out_of_range("speed model: replica count beyond the measured table built");
+        return row[static_cast<size_t>(r)];
+    }
+};
+
+// T(w) of one job (state.py throughput_1)
+inline double throughput_1(i64 w, double alpha) {
+    return static_cast<double>(w) / (1.0 + alpha * static_cast<double>(w - 1));
+}
+
+// ---------------------------------------------------------------- queue indexes
+// state.py qidx / sorted_queue: the queued jobs sorted by (key, job).  Keys are
+// functions of fields that do not change while a job waits, so a key is
+// recomputed (bit-identical) at dequeue instead of stored.
+enum QueueKey : int { Q_ARRIVAL = 0, Q_WAIT_ORIGIN = 1, Q_SJF_RIGID = 2, Q_SJF_ELASTIC = 3,
+                      Q_LAS = 4, N_QUEUE_KEYS = 5 };
+using QueueEntry = std::pair<double, i64>;
+
+// Allocator of single nodes that recycles them through a per-thread free list
+// (a queue index inserts and erases a node per enqueue / start: no malloc then).
+template <class T>
+struct NodeAllocator {
+    using value_type = T;
+    NodeAllocator() noexcept = default;
+    template <class U>
+    NodeAllocator(const NodeAllocator<U>&) noexcept {}
+    struct FreeList {
+        std::vector<void*> v;
+        ~FreeList() {
+            for (void* p : v) ::operator delete(p);
+        }
+    };
+    static FreeList& free_list() {
+        thread_local FreeList fl;
+        return fl;
+    }
+    T* allocate(std::size_t n) {
+        if (n == 1) {
+            FreeList& fl = free_list();
+            if (!fl.v.empty()) {
+                void* p = fl.v.back();
+                fl.v.pop_back();
+                return static_cast<T*>(p);
+            }
+        }
+        return static_cast<T*>(::operator new(n * sizeof(T)));
+    }
+    void deallocate(T* p, std::size_t n) noexcept {
+        if (n == 1) {
+            try {
+                free_list().v.push_back(p);
+                return;
+            } catch (...) {
+            }
+        }
+        ::operator delete(p);
+    }
+};
+template <class T, class U>
+bool operator==(const NodeAllocator<T>&, const NodeAllocator<U>&) noexcept { return true; }
+template <class T, class U>
+bool operator!=(const NodeAllocator<T>&, const NodeAllocator<U>&) noexcept { return false; }
+
+using QueueSet = std::set<QueueEntry, std::less<QueueEntry>, NodeAllocator<QueueEntry>>;
+
+// The queued jobs sorted by (key, job): a sorted vector when built (one pass
+// that only reads it allocates no node), turned into a balanced tree on the first
+// insertion or removal (the simulator keeps it up to date by enqueue / start).
+// Iterate it with a range-for: entries (key, job) ascending.
+class QueueIndex {
+public:
+    class iterator {
+    public:
+        iterator(const QueueEntry* p, QueueSet::const_iterator it, bool flat)
+            : p_(p), it_(it), flat_(flat) {}
+        const QueueEntry& operator*() const { return flat_ ? *p_ : *it_; }
+        const QueueEntry* operator->() const { return &**this; }
+        iterator& operator++() {
+            if (flat_) ++p_;
+            else ++it_;
+            return *this;
+        }
+        bool operator!=(const iterator& o) const { return flat_ ? p_ != o.p_ : it_ != o.it_; }
+        bool operator==(const iterator& o) const { return !(*this != o); }
+
+    private:
+        const QueueEntry* p_;
+        QueueSet::const_iterator it_;
+        bool flat_;
+    };
+    iterator begin() const {
+        return flat_ ? iterator(flat_v_.data(), set_.end(), true) : iterator(nullptr, set_.begin(), false);
+    }
+    iterator end() const {
+        return flat_ ? iterator(flat_v_.data() + flat_v_.size(), set_.end(), true)
+                     : iterator(nullptr, set_.end(), false);
+    }
+    size_t size() const { return flat_ ? flat_v_.size() : set_.size(); }
+    bool empty() const { return size() == 0; }
+    void clear() {
+        flat_v_.clear();
+        set_.clear();
+        flat_ = true;
+    }
+    // Replace the content by `sorted` (ascending, unique).
+    void assign_sorted(std::vector<QueueEntry>& sorted) {
+        set_.clear();
+        flat_v_.swap(sorted);
+        flat_ = true;
+    }
+    void insert(const QueueEntry& e) {
+        to_tree();
+        set_.insert(e);
+    }
+    void erase(const QueueEntry& e) {
+        to_tree();
+        set_.erase(e);
+    }
+    bool operator==(const QueueIndex& o) const {
+        if (size() != o.size()) return false;
+        auto a = begin(), b = o.begin();
+        for (; a != end(); ++a, ++b)
+            if (*a != *b) return false;
+        return true;
+    }
+    bool operator!=(const QueueIndex& o) const { return !(*this == o); }
+
+private:
+    void to_tree() {
+        if (!flat_) return;
+        set_.clear();
+        for (const auto& e : flat_v_) set_.emplace_hint(set_.end(), e);
+        flat_v_.clear();
+        flat_ = false;
+    }
+    std::vector<QueueEntry> flat_v_;
+    QueueSet set_;
+    bool flat_ = true;
+};
+
+// ---------------------------------------------------------------- the state
+// state.py ClusterState
+struct State {
+    double now_s = 0.0;
+    Config config;
+    bool has_speeds = false;  // Python: speeds is not None
+    SpeedModel speeds;
+
+    // GPU types, in server order
+    std::vector<std::string> gpu_types;
+    std::vector<std::vector<i64>> servers_by_type;   // every server of a type, ascending
+    std::vector<std::vector<i64>> training_by_type;  // training servers of a type
+
+    // servers
+    std::vector<i64> server_type;  // index into gpu_types
+    std::vector<i64> server_gpus;
+    std::vector<int8_t> server_status;
+    std::vector<double> server_reclaimed_s;
+    std::vector<i64> training_servers;
+    i64 training_gpus = 0;
+    std::vector<i64> free;
+    std::vector<Placement> jobs_on;  // per server: (job, workers), insertion order
+    i64 n_loaned = 0;
+    i64 loaned_gpus = 0;
+    i64 n_pools = 0;
+    std::vector<i64> server_pool_idx;
+    std::vector<i64> busy_by_pool;
+    std::vector<i64> loaned_gpus_by_pool;
+    double last_reclaim_s = -kInf;
+    // inference side
+    i64 servers_needed = 0;
+    double reclaim_deadline_s = kInf;
+
+    // jobs (static)
+    std::vector<double> arrival_s;
+    std::vector<i64> gpus_per_worker, min_workers, max_workers, ref_workers;
+    std::vector<uint8_t> elastic;
+    std::vector<double> alpha;
+    std::vector<i64> family;  // model family index, -1 = None
+    std::vector<double> ref_throughput;
+    // jobs (dynamic)
+    std::vector<int8_t> status;
+    std::vector<i64> workers;
+    std::vector<Placement> placement;  // empty = None
+    std::vector<double> remaining_s, progress_at_s, speed, checkpoint_remaining_s,
+        next_checkpoint_s;
+    std::vector<uint8_t> restarted;
+    std::vector<double> queued_since_s, waited_s, attained_gpu_s, attained_at_s;
+    OrderedSet queued, running;
+    std::vector<i64> run_seq;  // position in start order (for "sorted by running rank")
+    i64 next_run_seq = 0;
+    // derived
+    i64 busy = 0, base_busy = 0, busy_loaned = 0;
+    std::vector<i64> ex_srv;          // GPUs of extra workers per server
+    std::vector<Placement> ex_job;    // extra part per job (empty = not in Python's ex_job)
+    i64 n_ex_job = 0;                 // len(ex_job)
+    OrderedSet below, elastic_running;
+    // queue indexes (built on first use; LAS thresholds of the built index)
+    // (mutable: a cache of the state's own content, built by a const pass)
+    mutable QueueIndex qidx[N_QUEUE_KEYS];
+    mutable bool qidx_built[N_QUEUE_KEYS] = {false, false, false, false, false};
+    mutable std::vector<double> las_thresholds;
+    // the elastic phase's memo (free GPUs left, servers on loan or offered)
+    i64 memo_left = -1, memo_loaned = -1;
+
+    // ------------------------------------------------------------ building
+    i64 n_servers() const { return static_cast<i64>(server_gpus.size()); }
+    i64 n_jobs() const { return static_cast<i64>(arrival_s.size()); }
+    i64 n_training() const { return static_cast<i64>(training_servers.size()); }
+    i64 n_types() const { return static_cast<i64>(gpu_types.size()); }
+
+    // state.py add_server (validated by the caller): pool index and type index given;
+    // pools and types are numbered in order of first server.
+    i64 add_server(bool training, i64 gpus, i64 pool_idx, i64 type_idx, int8_t st,
+                   double reclaimed_s) {
+        const i64 i = n_servers();
+        if (pool_idx >= n_pools) n_pools = pool_idx + 1;
+        if (busy_by_pool.size() < static_cast<size_t>(n_pools))
+            busy_by_pool.resize(static_cast<size_t>(n_pools), 0);
+        if (loaned_gpus_by_pool.size() < static_cast<size_t>(n_pools))
+            loaned_gpus_by_pool.resize(static_cast<size_t>(n_pools), 0);
+        server_pool_idx.push_back(pool_idx);
+        const auto nt = static_cast<size_t>(type_idx + 1);
+        if (servers_by_type.size() < nt) servers_by_type.resize(nt);
+        if (training_by_type.size() < nt) training_by_type.resize(nt);
+        if (gpu_types.size() < nt) gpu_types.resize(nt);
+        server_type.push_back(type_idx);
+        servers_by_type[static_cast<size_t>(type_idx)].push_back(i);
+        if (training) training_by_type[static_cast<size_t>(type_idx)].push_back(i);
+        server_gpus.push_back(gpus);
+        server_status.push_back(st);
+        server_reclaimed_s.push_back(reclaimed_s);
+        if (reclaimed_s > last_reclaim_s) last_reclaim_s = reclaimed_s;
+        if (st == TRAINING) {
+            training_servers.push_back(i);
+            training_gpus += gpus;
+        }
+        free.push_back((st == TRAINING || st == LOANED) ? gpus : 0);
+        jobs_on.emplace_back();
+        ex_srv.push_back(0);
+        if (st == LOANED) {
+            ++n_loaned;
+            loaned_gpus += gpus;
+            loaned_gpus_by_pool[static_cast<size_t>(pool_idx)] += gpus;
+        }
+        return i;
+    }
+
+    // Room for n jobs (every per-job vector); jobs are then set with set_job.
+    void reserve_jobs(i64 n) {
+        const auto u = static_cast<size_t>(n);
+        arrival_s.resize(u, 0.0);
+        gpus_per_worker.resize(u, 1);
+        min_workers.resize(u, 1);
+        max_workers.resize(u, 1);
+        ref_workers.resize(u, 1);
+        elastic.resize(u, 0);
+        alpha.resize(u, 0.0);
+        family.resize(u, -1);
+        ref_throughput.resize(u, 1.0);
+        status.resize(u, PENDING);
+        workers.resize(u, 0);
+        placement.resize(u);
+        remaining_s.resize(u, 0.0);
+        progress_at_s.resize(u, 0.0);
+        speed.resize(u, 0.0);
+        checkpoint_remaining_s.resize(u, 0.0);
+        next_checkpoint_s.resize(u, kInf);
+        restarted.resize(u, 0);
+        queued_since_s.resize(u, 0.0);
+        waited_s.resize(u, 0.0);
+        attained_gpu_s.resize(u, 0.0);
+        attained_at_s.resize(u, 0.0);
+        run_seq.resize(u, -1);
+        ex_job.resize(u);
+        queued.resize(n);
+        running.resize(n);
+        below.resize(n);
+        elastic_running.resize(n);
+    }
+
+    // state.py add_job / add_jobs (validated by the caller): a PENDING job.
+    void set_job(i64 j, double arrival, i64 g, i64 ref, double remaining, i64 mn, i64 mx,
+                 bool el, double a, i64 fam) {
+        const auto u = static_cast<size_t>(j);
+        arrival_s[u] = arrival;
+        gpus_per_worker[u] = g;
+        min_workers[u] = mn;
+        max_workers[u] = mx;
+        ref_workers[u] = ref;
+        elastic[u] = el ? 1 : 0;
+        alpha[u] = a;
+        family[u] = fam;
+        ref_throughput[u] = ref_throughput_of(fam, a, ref, g);
+        status[u] = PENDING;
+        workers[u] = 0;
+        placement[u].clear();
+        remaining_s[u] = remaining;
+        progress_at_s[u] = 0.0;
+        speed[u] = 0.0;
+        checkpoint_remaining_s[u] = remaining;
+        next_checkpoint_s[u] = kInf;
+        restarted[u] = 0;
+        queued_since_s[u] = arrival;
+        waited_s[u] = 0.0;
+        attained_gpu_s[u] = 0.0;
+        attained_at_s[u] = 0.0;
+    }
+
+    // ------------------------------------------------------------ job model
+    // state.py _ref_throughput
+    double ref_throughput_of(i64 fam, double a, i64 ref, i64 g) const {
+        if (!has_speeds) return throughput_1(ref, a);
+        return speeds.throughput(fam, a, speeds.ref_type, ref, g);
+    }
+    // state.py throughput_on
+    double throughput_on(i64 j, i64 type, i64 w) const {
+        const auto u = static_cast<size_t>(j);
+        const double a = alpha[u];
+        if (!has_speeds)
+            return w > 0 ? static_cast<double>(w) / (1.0 + a * static_cast<double>(w - 1)) : 0.0;
+        return speeds.throughput(family[u], a, type, w, gpus_per_worker[u]);
+    }
+    // state.py speed_at
+    double speed_at(i64 j, i64 w, const Placement& place) const {
+        const auto u = static_cast<size_t>(j);
+        if (!has_speeds) {
+            if (w == ref_workers[u]) return 1.0;
+            const double a = alpha[u];
+            return (static_cast<double>(w) / (1.0 + a * static_cast<double>(w - 1))) /
+                   ref_throughput[u];
+        }
+        if (place.empty())
+            throw InvalidInput("speed_at: a placement is needed on a typed cluster");
+        // min over the placement's types (a set in Python; min is order-free)
+        double best = 0.0;
+        bool first = true;
+        i64 seen_mask_small = 0;  // types < 64 seen; larger ones recomputed (harmless)
+        for (const auto& e : place) {
+            const i64 t = server_type[static_cast<size_t>(e.first)];
+            if (t < 64) {
+                if (seen_mask_small & (i64(1) << t)) continue;
+                seen_mask_small |= i64(1) << t;
+            }
+            const double v = throughput_on(j, t, w);
+            if (first || v < best) best = v;
+            first = false;
+        }
+        return best / ref_throughput[u];
+    }
+    bool multi_type() const { return gpu_types.size() > 1; }
+
+    // state.py type_order: types by the job's throughput on w workers there, fastest
+    // first (ties: type index = order of the types' first servers).
+    std::vector<i64> type_order(i64 j, i64 w, const std::vector<i64>& types) const {
+        std::vector<std::pair<double, i64>> keyed;
+        keyed.reserve(types.size());
+        for (i64 t : types) keyed.emplace_back(-throughput_on(j, t, w), t);
+        std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
+            if (a.first < b.first) return true;
+            if (b.first < a.first) return false;
+            return a.second < b.second;
+        });
+        std::vector<i64> out;
+        out.reserve(types.size());
+        for (const auto& k : keyed) out.push_back(k.second);
+        return out;
+    }
+
+    // state.py remaining_at
+    double remaining_at(i64 j, double now) const {
+        const auto u = static_cast<size_t>(j);
+        double r = remaining_s[u];
+        if (status[u] == RUNNING) {
+            const double lt = progress_at_s[u];
+            if (now > lt) {
+                r = r - (now - lt) * speed[u];
+                r = r > 0.0 ? r : 0.0;
+            }
+        }
+        return r;
+    }
+    // state.py remaining_work
+    double remaining_work(i64 j, double now) const {
+        return remaining_at(j, now) * ref_throughput[static_cast<size_t>(j)];
+    }
+    // state.py attained_at
+    double attained_at(i64 j, double now) const {
+        const auto u = static_cast<size_t>(j);
+        double g = attained_gpu_s[u];
+        if (status[u] == RUNNING)
+            g += static_cast<double>(workers[u] * gpus_per_worker[u]) * (now - attained_at_s[u]);
+        return g;
+    }
+    // state.py queue_age_s
+    double queue_age_s(i64 j, double now) const {
+        const auto u = static_cast<size_t>(j);
+        return waited_s[u] + (now - queued_since_s[u]);
+    }
+    // state.py advance
+    void advance(i64 j, double now) {
+        const auto u = static_cast<size_t>(j);
+        const double lt = progress_at_s[u];
+        if (now > lt) {
+            const double sp = speed[u];
+            double r = remaining_s[u];
+            const double nc = next_checkpoint_s[u];
+            if (now >= nc) {
+                const double iv = config.checkpoint_interval_s;
+                const double c = nc + std::floor((now - nc) / iv) * iv;
+                checkpoint_remaining_s[u] = py_max(0.0, r - (c - lt) * sp);
+                next_checkpoint_s[u] = c + iv;
+            }
+            r -= (now - lt) * sp;
+            r = r > 0.0 ? r : 0.0;
+            remaining_s[u] = r;
+            progress_at_s[u] = now;
+        }
+    }
+    // state.py close_attained
+    void close_attained(i64 j, double now) {
+        const auto u = static_cast<size_t>(j);
+        attained_gpu_s[u] +=
+            static_cast<double>(workers[u] * gpus_per_worker[u]) * (now - attained_at_s[u]);
+        attained_at_s[u] = now;
+    }
+
+    // ------------------------------------------------------------ queue indexes
+    // The key of job j in index `which` (fifo arrival_key, sjf wait_origin_key,
+    // sjf_key_rigid, sjf_key_elastic, tiresias level).
+    double queue_key(int which, i64 j) const {
+        const auto u = static_cast<size_t>(j);
+        switch (which) {
+            case Q_ARRIVAL:
+                return arrival_s[u];
+            case Q_WAIT_ORIGIN:
+                return queued_since_s[u] - waited_s[u];
+            case Q_SJF_RIGID:
+            case Q_SJF_ELASTIC: {
+                const i64 w = (which == Q_SJF_ELASTIC && elastic[u]) ? min_workers[u]
+                                                                      : ref_workers[u];
+                const double a = alpha[u];
+                return remaining_s[u] * ref_throughput[u] * (1.0 + a * static_cast<double>(w - 1)) /
+                       static_cast<double>(w);
+            }
+            default: {  // bisect.bisect_right(thresholds, attained_gpu_s)
+                const double x = attained_gpu_s[u];
+                const auto it = std::upper_bound(las_thresholds.begin(), las_thresholds.end(), x);
+                return static_cast<double>(it - las_thresholds.begin());
+            }
+        }
+    }
+    // state.py sorted_queue: built on first use, then kept by enqueue / start.
+    // Q_LAS: `thresholds` (sorted ascending) select the index; other thresholds rebuild it.
+    const QueueIndex& sorted_queue(int which,
+                                   const std::vector<double>* thresholds = nullptr) const {
+        if (which == Q_LAS && thresholds && (!qidx_built[Q_LAS] || *thresholds != las_thresholds)) {
+            las_thresholds = *thresholds;
+            qidx_built[Q_LAS] = false;
+        }
+        if (!qidx_built[which]) {
+            std::vector<QueueEntry> buf;
+            buf.reserve(static_cast<size_t>(queued.size()));
+            for (i64 j : queued) buf.emplace_back(queue_key(which, j), j);
+            std::sort(buf.begin(), buf.end());
+            qidx[which].assign_sorted(buf);
+            qidx_built[which] = true;
+        }
+        return qidx[which];
+    }
+    void drop_queue_indexes() {
+        for (int k = 0; k < N_QUEUE_KEYS; ++k) {
+            qidx[k].clear();
+            qidx_built[k] = false;
+        }
+    }
+
+    // ------------------------------------------------------------ mutators
+    // state.py _place
+    i64 place_job(i64 j, const Placement& place) {
+        const auto u = static_cast<size_t>(j);
+        const i64 g = gpus_per_worker[u];
+        const i64 nt = n_training();
+        i64 w = 0;
+        for (const auto& e : place) {
+            const i64 s = e.first, k = e.second;
+            const auto su = static_cast<size_t>(s);
+            free[su] -= k * g;
+            place_add(jobs_on[su], j, k);
+            w += k;
+            busy_by_pool[static_cast<size_t>(server_pool_idx[su])] += k * g;
+            if (s >= nt) busy_loaned += k * g;
+        }
+        busy += w * g;
+        placement[u] = place;
+        workers[u] = w;
+        track_extras(j);
+        return w;
+    }
+    // state.py _unplace
+    void unplace_job(i64 j) {
+        const auto u = static_cast<size_t>(j);
+        Placement& place = placement[u];
+        if (place.empty()) return;
+        const i64 g = gpus_per_worker[u];
+        const i64 nt = n_training();
+        for (const auto& e : place) {
+            const i64 s = e.first, k = e.second;
+            const auto su = static_cast<size_t>(s);
+            free[su] += k * g;
+            Placement& on = jobs_on[su];
+            for (size_t q = 0; q < on.size(); ++q)
+                if (on[q].first == j) {
+                    on.erase(on.begin() + static_cast<std::ptrdiff_t>(q));
+                    break;
+                }
+            busy_by_pool[static_cast<size_t>(server_pool_idx[su])] -= k * g;
+            if (s >= nt) busy_loaned -= k * g;
+        }
+        busy -= workers[u] * g;
+        Placement().swap(place);  // free the memory of a finished job
+        workers[u] = 0;
+        track_extras(j);
+    }
+    // state.py _track_extras
+    void track_extras(i64 j) {
+        const auto u = static_cast<size_t>(j);
+        const i64 g = gpus_per_worker[u];
+        Placement& old = ex_job[u];
+        if (!old.empty()) {
+            for (const auto& e : old) ex_srv[static_cast<size_t>(e.first)] -= e.second * g;
+            old.clear();
+            --n_ex_job;
+        }
+        const Placement& place = placement[u];
+        if (place.empty() || !elastic[u]) {
+            if (place.empty()) Placement().swap(old);
+            below.remove(j);
+            return;
+        }
+        const i64 w = workers[u], mn = min_workers[u];
+        if (w > mn) {
+            split_placement(place, mn, nullptr, &old);
+            for (const auto& e : old) ex_srv[static_cast<size_t>(e.first)] += e.second * g;
+            if (!old.empty()) ++n_ex_job;
+        }
+        if (w < max_workers[u] && max_workers[u] > mn) below.add(j);
+        else below.remove(j);
+    }
+    // state.py enqueue
+    void enqueue(i64 j, double now) {
+        const auto u = static_cast<size_t>(j);
+        status[u] = QUEUED;
+        queued.add(j);
+        queued_since_s[u] = now;
+        for (int k = 0; k < N_QUEUE_KEYS; ++k)
+            if (qidx_built[k]) qidx[k].insert(QueueEntry(queue_key(k, j), j));
+    }
+    // state.py _dequeue
+    void dequeue(i64 j) {
+        queued.remove(j);
+        for (int k = 0; k < N_QUEUE_KEYS; ++k)
+            if (qidx_built[k]) qidx[k].erase(QueueEntry(queue_key(k, j), j));
+    }
+    // state.py start
+    i64 start(i64 j, const Placement& place, double now) {
+        const auto u = static_cast<size_t>(j);
+        dequeue(j);
+        const i64 w = place_job(j, place);
+        status[u] = RUNNING;
+        running.add(j);
+        run_seq[u] = next_run_seq++;
+        if (elastic[u] && max_workers[u] > min_workers[u]) elastic_running.add(j);
+        base_busy += min_workers[u] * gpus_per_worker[u];
+        waited_s[u] += now - queued_since_s[u];
+        attained_at_s[u] = now;
+        speed[u] = speed_at(j, w, placement[u]);
+        const double lt = now + (restarted[u] ? config.restart_cost_s : 0.0);
+        progress_at_s[u] = lt;
+        checkpoint_remaining_s[u] = remaining_s[u];
+        next_checkpoint_s[u] = lt + config.checkpoint_interval_s;
+        return w;
+    }
+    // state.py unplace_for_resize
+    i64 unplace_for_resize(i64 j, double now) {
+        advance(j, now);
+        close_attained(j, now);
+        const i64 w = workers[static_cast<size_t>(j)];
+        unplace_job(j);
+        return w;
+    }
+    // state.py place_resized
+    i64 place_resized(i64 j, const Placement& place, double now) {
+        const auto u = static_cast<size_t>(j);
+        const i64 w = place_job(j, place);
+        speed[u] = speed_at(j, w, placement[u]);
+        const double lt = py_max(progress_at_s[u], now + config.rescale_pause_s);
+        progress_at_s[u] = lt;
+        checkpoint_remaining_s[u] = remaining_s[u];
+        next_checkpoint_s[u] = lt + config.checkpoint_interval_s;
+        return w;
+    }
+    // state.py preempt
+    void preempt(i64 j, double now) {
+        const auto u = static_cast<size_t>(j);
+        advance(j, now);
+        close_attained(j, now);
+        unplace_job(j);
+        running.remove(j);
+        elastic_running.remove(j);
+        base_busy -= min_workers[u] * gpus_per_worker[u];
+        remaining_s[u] = checkpoint_remaining_s[u];
+        progress_at_s[u] = now;
+        next_checkpoint_s[u] = kInf;
+        restarted[u] = 1;
+        speed[u] = 0.0;
+        enqueue(j, now);
+    }
+    // state.py finish
+    void finish(i64 j, double now) {
+        const auto u = static_cast<size_t>(j);
+        advance(j, now);
+        remaining_s[u] = 0.0;
+        close_attained(j, now);
+        unplace_job(j);
+        running.remove(j);
+        elastic_running.remove(j);
+        base_busy -= min_workers[u] * gpus_per_worker[u];
+        status[u] = DONE;
+    }
+    // state.py lend
+    void lend(i64 s) {
+        const auto su = static_cast<size_t>(s);
+        if (server_status[su] != IDLE)
+            throw InvalidInput("servers[" + std::to_string(s) +
+                               "]: only an idle inference server can be lent");
+        server_status[su] = LOANED;
+        const i64 gpus = server_gpus[su];
+        free[su] = gpus;
+        ++n_loaned;
+        loaned_gpus += gpus;
+        loaned_gpus_by_pool[static_cast<size_t>(server_pool_idx[su])] += gpus;
+    }
+    // state.py give_back
+    void give_back(i64 s, bool reclaimed, double now) {
+        const auto su = static_cast<size_t>(s);
+        if (server_status[su] != LOANED || !jobs_on[su].empty())
+            throw InvalidInput("servers[" + std::to_string(s) +
+                               "]: only an empty loaned server can be returned");
+        server_status[su] = IDLE;
+        free[su] = 0;
+        --n_loaned;
+        const i64 gpus = server_gpus[su];
+        loaned_gpus -= gpus;
+        loaned_gpus_by_pool[static_cast<size_t>(server_pool_idx[su])] -= gpus;
+        if (reclaimed) {
+            server_reclaimed_s[su] = now;
+            if (now > last_reclaim_s) last_reclaim_s = now;
+        }
+    }
+    // state.py set_serving
+    void set_serving() {
+        i64 left = servers_needed;
+        for (i64 s = n_training(); s < n_servers(); ++s) {
+            int8_t& st = server_status[static_cast<size_t>(s)];
+            if (st == LOANED) continue;
+            if (left > 0) {
+                st = SERVING;
+                --left;
+            } else {
+                st = IDLE;
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ views
+    // state.py loaned_servers
+    std::vector<i64> loaned_servers() const {
+        std::vector<i64> out;
+        for (i64 s = n_training(); s < n_servers(); ++s)
+            if (server_status[static_cast<size_t>(s)] == LOANED) out.push_back(s);
+        return out;
+    }
+    i64 not_loaned() const { return n_servers() - n_training() - n_loaned; }
+    i64 reclaim_deficit() const { return py_max(i64(0), servers_needed - not_loaned()); }
+
+    // ------------------------------------------------------------ indexes
+    // state.py rebuild_indexes: free, jobs_on, extras, busy counters and loans from
+    // the placements of the running jobs (running order), independently of the
+    // incremental code.  Placements must already be set (placement, workers).
+    void rebuild_indexes() {
+        const i64 n = n_servers();
+        const i64 nt = n_training();
+        for (i64 s = 0; s < n; ++s) {
+            const auto su = static_cast<size_t>(s);
+            const int8_t st = server_status[su];
+            free[su] = (st == TRAINING || st == LOANED) ? server_gpus[su] : 0;
+            jobs_on[su].clear();
+            ex_srv[su] = 0;
+        }
+        for (auto& e : ex_job) e.clear();
+        n_ex_job = 0;
+        below.clear();
+        elastic_running.clear();
+        busy = base_busy = busy_loaned = 0;
+        std::fill(busy_by_pool.begin(), busy_by_pool.end(), 0);
+        for (i64 j : running) {
+            const auto u = static_cast<size_t>(j);
+            const Placement& place = placement[u];
+            if (place.empty())
+                throw InvalidInput("jobs[" + std::to_string(j) + "]: running with no placement");
+            const i64 g = gpus_per_worker[u];
+            i64 w = 0;
+            for (const auto& e : place) {
+                const auto su = static_cast<size_t>(e.first);
+                free[su] -= e.second * g;
+                jobs_on[su].emplace_back(j, e.second);
+                w += e.second;
+                busy_by_pool[static_cast<size_t>(server_pool_idx[su])] += e.second * g;
+                if (e.first >= nt) busy_loaned += e.second * g;
+            }
+            if (w != workers[u])
+                throw InvalidInput("jobs[" + std::to_string(j) + "]: workers " +
+                                   std::to_string(workers[u]) + " != placement " +
+                                   std::to_string(w));
+            busy += w * g;
+            const i64 mn = min_workers[u];
+            base_busy += mn * g;
+            if (elastic[u] && max_workers[u] > mn) {
+                elastic_running.add(j);
+                if (w < max_workers[u]) below.add(j);
+            }
+            if (elastic[u] && w > mn) {
+                split_placement(place, mn, nullptr, &ex_job[u]);
+                for (const auto& e : ex_job[u]) ex_srv[static_cast<size_t>(e.first)] += e.second * g;
+                ++n_ex_job;
+            }
+        }
+        n_loaned = loaned_gpus = 0;
+        std::fill(loaned_gpus_by_pool.begin(), loaned_gpus_by_pool.end(), 0);
+        last_reclaim_s = -kInf;
+        for (i64 s = 0; s < n; ++s) {
+            const auto su = static_cast<size_t>(s);
+            if (server_status[su] == LOANED) {
+                ++n_loaned;
+                loaned_gpus_by_pool[static_cast<size_t>(server_pool_idx[su])] += server_gpus[su];
+            }
+            if (server_reclaimed_s[su] > last_reclaim_s) last_reclaim_s = server_reclaimed_s[su];
+        }
+        for (i64 x : loaned_gpus_by_pool) loaned_gpus += x;
+    }
+
+    // state.py check_indexes: "" if every derived index equals an independent
+    // recomputation, else the name of the first that drifted.  O(servers + placements).
+    std::string check_indexes() const {
+        State r;  // recomputation on a copy of the primary fields only
+        r.server_gpus = server_gpus;
+        r.server_status = server_status;
+        r.server_reclaimed_s = server_reclaimed_s;
+        r.server_pool_idx = server_pool_idx;
+        r.training_servers = training_servers;
+        r.n_pools = n_pools;
+        r.busy_by_pool.assign(static_cast<size_t>(n_pools), 0);
+        r.loaned_gpus_by_pool.assign(static_cast<size_t>(n_pools), 0);
+        r.free.assign(server_gpus.size(), 0);
+        r.jobs_on.assign(server_gpus.size(), Placement());
+        r.ex_srv.assign(server_gpus.size(), 0);
+        r.gpus_per_worker = gpus_per_worker;
+        r.min_workers = min_workers;
+        r.max_workers = max_workers;
+        r.elastic = elastic;
+        r.workers = workers;
+        r.placement = placement;
+        r.ex_job.assign(static_cast<size_t>(n_jobs()), Placement());
+        r.below.resize(n_jobs());
+        r.elastic_running.resize(n_jobs());
+        r.running.resize(n_jobs());
+        for (i64 j : running) r.running.add(j);
+        try {
+            r.rebuild_indexes();
+        } catch (const InvalidInput& e) {
+            return e.what();
+        }
+        if (r.free != free) return "free GPUs per server drifted";
+        for (size_t s = 0; s < jobs_on.size(); ++s)
+            if (!place_equal(r.jobs_on[s], jobs_on[s])) return "jobs per server drifted";
+        if (r.ex_srv != ex_srv) return "extra GPUs per server drifted";
+        if (r.n_ex_job != n_ex_job) return "extra workers per job drifted";
+        for (size_t j = 0; j < ex_job.size(); ++j)
+            if (!place_equal(r.ex_job[j], ex_job[j])) return "extra workers per job drifted";
+        if (r.below.size() != below.size()) return "jobs below their maximum drifted";
+        for (i64 j : below)
+            if (!r.below.contains(j)) return "jobs below their maximum drifted";
+        if (r.elastic_running.to_vector() != elastic_running.to_vector())
+            return "running elastic jobs (start order) drifted";
+        if (r.busy != busy) return "busy GPUs drifted";
+        if (r.base_busy != base_busy) return "base-worker GPUs drifted";
+        if (r.n_loaned != n_loaned) return "loaned servers drifted";
+        if (r.busy_loaned != busy_loaned) return "GPUs busy on loaned servers drifted";
+        if (r.busy_by_pool != busy_by_pool) return "busy GPUs per pool drifted";
+        if (r.loaned_gpus_by_pool != loaned_gpus_by_pool) return "loaned GPUs per pool drifted";
+        if (r.loaned_gpus != loaned_gpus) return "loaned GPUs drifted";
+        if (!(r.last_reclaim_s == last_reclaim_s)) return "last reclaim time drifted";
+        for (int k = 0; k < N_QUEUE_KEYS; ++k) {
+            if (!qidx_built[k]) continue;
+            std::vector<QueueEntry> buf;
+            for (i64 j : queued) buf.emplace_back(queue_key(k, j), j);
+            std::sort(buf.begin(), buf.end());
+            QueueIndex ref;
+            ref.assign_sorted(buf);
+            if (ref != qidx[k]) {
+                static const char* names[] = {"arrival", "wait-origin", "sjf-rigid",
+                                              "sjf-elastic", "las"};
+                return std::string("queue index '") + names[k] + "' drifted";
+            }
+        }
+        return "";
+    }
+};
+
+}  // namespace sched
+}  // namespace aryl

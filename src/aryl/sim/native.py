@@ -1,0 +1,332 @@
+"""The compiled simulator engine (``SimConfig(engine="native")``).
+
+:class:`NativeEngine` runs a whole replay in C++ (``aryl._core._sched``:
+``sim_engine.hpp``, the event loop; ``sched_pass.hpp``, the scheduling pass;
+both twins of :mod:`aryl.sim.engine` and :mod:`aryl.scheduling`, bit-identical
+to them) and then offers the attributes :func:`aryl.sim.metrics.build_result`
+reads, as the Python :class:`~aryl.sim.engine.Engine` does, so both engines
+give the same :class:`~aryl.sim.SimResult`.
+
+Memory: the job table's columns go to C++ as arrays; the C++ state keeps
+fixed-width vectors per job (no Python object per job or per event); the event
+log and the time series come back as columns.
+
+The loop runs in chunks of 2,048 iterations (the Python engine's progress
+period), so the progress callback sees the same calls and Ctrl-C stops a run
+between chunks.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from aryl.cluster import ClusterSpec
+from aryl.errors import InvalidInputError
+from aryl.scheduling import ClusterState, make_policy
+from aryl.scheduling.native import config_prep, policy_prep, reclaim_hook, speeds_prep
+from aryl.scheduling.speed import SpeedModel
+from aryl.scheduling.state import IDLE, INFEASIBLE, SERVING
+from aryl.sim.config import SimConfig, check_timeseries_size
+from aryl.sim.jobs import JobTable
+from aryl.sim.metrics import EVENT_NAMES
+
+log = logging.getLogger("aryl.sim.engine")  # the Python engine's logger: same messages
+
+__all__ = ["EVENT_NAMES", "NativeEngine", "native_available", "uses_native"]
+
+
+_CHUNK = 2048  # loop iterations between progress calls (engine.py)
+
+
+class _StateView:
+    """What :func:`build_result` reads of the final cluster state: the servers (a
+    :class:`ClusterState` without jobs) and the per-job columns as arrays."""
+
+    def __init__(self, servers: ClusterState, cols: dict[str, np.ndarray]) -> None:
+        self._servers = servers
+        self.status = cols["status"]
+        self.waited_s = cols["waited_s"]
+        self.queued_since_s = cols["queued_since_s"]
+        self.attained_gpu_s = cols["attained_gpu_s"]
+        self.remaining_s = cols["remaining_s"]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._servers, name)
+
+
+class NativeEngine:
+    """One replay in C++; the same constructor as :class:`aryl.sim.engine.Engine`.
+
+    Raises
+    ------
+    InvalidInputError
+        As the Python engine: a start after the first arrival, a horizon before
+        the clock start, a time series too long, a bad job column, families
+        without a speed model.
+    """
+
+    def __init__(
+        self,
+        table: JobTable,
+        policy: str,
+        config: SimConfig,
+        inference: Any,
+        progress: Callable[[int, int, float], None] | None = None,
+        policy_options: dict[str, Any] | None = None,
+        cluster: ClusterSpec | None = None,
+        speeds: SpeedModel | None = None,
+        families: list[str | None] | None = None,
+    ) -> None:
+        from aryl.sim.engine import scheduler_config
+
+        self.table = table
+        self.config = config
+        self.policy_name = policy
+        self.policy = make_policy(policy, dict(policy_options or {}))
+        pol = self.policy
+        n = table.n_jobs
+        spec = cluster if cluster is not None else ClusterSpec.from_counts(
+            config.n_training_servers, config.n_inference_servers, config.gpus_per_server, "V100"
+        )
+        self.cluster = spec
+        self.n_train = spec.n_training_servers
+        self.n_inf = spec.n_inference_servers
+        self.inference = inference if (inference is not None and self.n_inf > 0) else None
+        scfg = scheduler_config(config)
+        # the servers, as the Python engine adds them (a state without jobs)
+        st = ClusterState(config=scfg, speeds=speeds)
+        inf_status = SERVING if self.inference is not None else IDLE
+        counters = {"training": 0, "inference": 0}
+        for pool in spec.server_pools():
+            role = pool.role
+            i = counters[role]
+            counters[role] += 1
+            st.add_server(f"{'t' if role == 'training' else 'i'}{i}", role=role,
+                          gpus=pool.gpus_per_server, pool=pool.name, gpu_type=pool.gpu_type,
+                          status=None if role == "training" else inf_status)
+        self._servers = st
+        sizes_t = {p.gpus_per_server for p in spec.training_pools}
+        sizes_i = {p.gpus_per_server for p in spec.inference_pools}
+        self.train_S = sizes_t.pop() if len(sizes_t) == 1 else None
+        self.inf_S = sizes_i.pop() if len(sizes_i) == 1 else None
+        S = max((p.gpus_per_server for p in spec.training_pools), default=config.gpus_per_server)
+        self.gpus_per_server = S
+        slots: dict[str, list[tuple[int, int]]] = {}
+        for p in spec.training_pools:
+            slots.setdefault(p.gpu_type, []).append((p.n_servers, p.gpus_per_server))
+        # jobs: the checks of ClusterState.add_jobs, on the arrays
+        sub = np.ascontiguousarray(table.submit_time_s, dtype=np.float64)
+        gpw = np.ascontiguousarray(table.gpus_per_worker, dtype=np.int64)
+        ref = np.ascontiguousarray(table.traced_workers, dtype=np.int64)
+        mn = np.ascontiguousarray(table.min_workers, dtype=np.int64)
+        mx = np.ascontiguousarray(table.max_workers, dtype=np.int64)
+        el = np.ascontiguousarray(table.elastic, dtype=bool)
+        al = np.ascontiguousarray(table.alpha, dtype=np.float64)
+        dur = np.ascontiguousarray(table.duration_s, dtype=np.float64)
+        st.check_job_columns(table.job_id, arrival_s=sub, gpus_per_worker=gpw, ref_workers=ref,
+                             remaining_s=dur, min_workers=mn, max_workers=mx, elastic=el,
+                             alpha=al)
+
+        def replicas(f: str) -> int:
+            sel = np.asarray([x == f for x in families or []], dtype=bool)
+            w = np.maximum(np.maximum(mx, ref), mn)[sel] * gpw[sel]
+            return int(w.max()) if w.size else 1
+
+        speed_d, fam_idx = speeds_prep(st.speeds, st.gpu_types, families, replicas)
+        family = (np.asarray(fam_idx, dtype=np.int64) if fam_idx
+                  else np.full(n, -1, dtype=np.int64))
+        # clock
+        t0 = config.start_time_s
+        if t0 is None:
+            t0 = float(sub[0]) if n else 0.0
+        if n and t0 > float(sub[0]):
+            raise InvalidInputError("start_time_s: must not be after the first arrival")
+        if config.horizon_s is not None and config.horizon_s < t0:
+            raise InvalidInputError(
+                f"horizon_s: {config.horizon_s:g} s is before the clock start {t0:g} s "
+                "(start_time_s, by default the first arrival): nothing would be simulated"
+            )
+        self.t0 = float(t0)
+        last = float(sub[-1]) if n else self.t0
+        if config.horizon_s is not None:
+            last = min(last, config.horizon_s)
+        check_timeseries_size(last - self.t0, config.timeseries_step_s)
+        inf = self.inference
+        tindex = {t: i for i, t in enumerate(st.gpu_types)}
+        spec_d: dict[str, Any] = {
+            "config": config_prep(scfg),
+            "server_training": np.asarray([s < len(st.training_servers)
+                                           for s in range(st.n_servers)], dtype=np.uint8),
+            "server_gpus": np.asarray(st.server_gpus, dtype=np.int64),
+            "server_pool_idx": np.asarray(st.server_pool_idx, dtype=np.int64),
+            "server_type": np.asarray([tindex[t] for t in st.server_gpu_type], dtype=np.int64),
+            "server_status": np.asarray(st.server_status, dtype=np.int8),
+            "gpu_types": list(st.gpu_types),
+            "n_pools": len(st.pool_names),
+            "speeds": speed_d,
+            "arrival_s": sub, "gpus_per_worker": gpw, "ref_workers": ref, "remaining_s": dur,
+            "min_workers": mn, "max_workers": mx, "elastic": el.astype(np.uint8), "alpha": al,
+            "family": family,
+            "policy": policy_prep(pol),
+            "t0": self.t0,
+            "horizon_s": config.horizon_s,
+            "tick_s": float(config.tick_s) if pol.uses_tick else 0.0,
+            "reclaim_grace_s": float(config.reclaim_grace_s),
+            "timeseries_step_s": float(config.timeseries_step_s),
+            "record_events": bool(config.record_events),
+            "check": bool(config.check),
+            "n_inf": int(self.n_inf),
+            "inf_offsets_s": None if inf is None else np.asarray(inf.offsets_s, dtype=np.float64),
+            "inf_servers_needed": (None if inf is None
+                                   else np.asarray(inf.servers_needed, dtype=np.int64)),
+            "inf_period_s": math.inf if inf is None else float(inf.period_s),
+            "slots": list(slots.values()),
+            "duration_s": dur,
+            "reclaim_hook": (None if scfg.reclaim_policy == "aryl"
+                             else reclaim_hook(scfg.backend)),
+            "record_requests": False,
+        }
+        self._spec = spec_d
+        self.progress = progress
+        self.reclaim_log: list[Any] | None = None
+        self.now = self.t0
+        self.events: Any = None
+        self._ev: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._pools: tuple[Any, Any, Any, int] | None = None
+
+    # --------------------------------------------------------------- run
+    def run(self) -> None:
+        """Run the replay to the end (or the horizon) in C++."""
+        from aryl._core import _sched
+
+        spec = self._spec
+        spec["record_requests"] = self.reclaim_log is not None
+        core = _sched.new_engine(spec)
+        self._spec = {}
+        del spec  # the C++ engine has its own copies: no second set of job columns
+        n = self.table.n_jobs
+        chunk = _CHUNK if self.progress is not None else 64 * _CHUNK
+        while not core.run(chunk):
+            if self.progress is not None:
+                self.progress(n - core.n_open, n, core.now)
+        if self.progress is not None:
+            self.progress(n - core.n_open, n, core.now)
+        self._collect(core)
+        del core  # its results were moved out; the rest goes now
+
+    def _collect(self, core: Any) -> None:
+        r = core.results()
+        self.now = float(core.now)
+        st = _StateView(self._servers, r)
+        self.state = st
+        self.n_infeasible = int(core.n_infeasible)
+        if self.n_infeasible:
+            bad = np.flatnonzero(r["status"] == INFEASIBLE)
+            jid = self.table.job_id
+            if log.isEnabledFor(logging.DEBUG):
+                for j in bad.tolist():
+                    log.debug(
+                        "job %s (%d workers x %d GPUs) can never fit the training cluster "
+                        "(%d servers x %d GPUs, whole workers per server); reported as infeasible",
+                        jid[j], int(self._base_of(j)), int(self.table.gpus_per_worker[j]),
+                        self.n_train, self.gpus_per_server,
+                    )
+            first = [str(jid[j]) for j in bad[:5].tolist()]
+            log.warning(
+                "%d job(s) can never fit the training cluster (%d servers x %d GPUs); "
+                "reported as infeasible (status 'infeasible' in the jobs table), e.g. %s",
+                self.n_infeasible, self.n_train, self.gpus_per_server, ", ".join(first),
+            )
+        c = core.counters
+        self.busy_int = c["busy_int"]
+        self.busy_loaned_int = c["busy_loaned_int"]
+        self.loan_gpu_int = c["loan_gpu_int"]
+        self.cap_int = c["cap_int"]
+        self.loan_int = c["loan_int"]
+        self.serving_int = c["serving_int"]
+        self.n_loans = c["n_loans"]
+        self.n_loan_returns = c["n_loan_returns"]
+        self.n_reclaims = c["n_reclaims"]
+        self.n_reclaim_preempt = c["n_reclaim_preempt"]
+        self.reclaim_deadline_misses = c["reclaim_deadline_misses"]
+        self.busy_pool_int = list(r["busy_pool_int"])
+        self.loan_pool_int = list(r["loan_pool_int"])
+        self.first_start = r["first_start"]
+        self.finish_t = r["finish_t"]
+        self.n_preempt = r["n_preempt"]
+        self.n_scale_in = r["n_scale_in"]
+        self.n_scale_out = r["n_scale_out"]
+        self.n_move = r["n_move"]
+        self.ts = r["ts"]
+        self._pools = (r["pool_ptr"], r["pool_idx"], r["pool_gpu_s"], int(r["n_pools"]))
+        self.sched_time_s = float(core.sched_time_s)
+        self.n_decisions = int(core.n_decisions)
+        self.n_arrived = int(core.n_arrived)
+        self.submit = self.table.submit_time_s
+        self._ev = (r["ev_time"], r["ev_job"], r["ev_what"], r["ev_workers"])
+        # as the Python engine's list: None when not recorded, empty-like when none
+        self.events = True if (self.config.record_events and len(r["ev_time"])) else None
+        if self.reclaim_log is not None:
+            from aryl.reclaiming import ReclaimRequest
+
+            for d in r["reclaim_requests"]:
+                d = dict(d)
+                d["job_elastic"] = np.asarray(d["job_elastic"], dtype=bool)
+                d["job_preemptible"] = np.asarray(d["job_preemptible"], dtype=bool)
+                self.reclaim_log.append(ReclaimRequest(**d))
+
+    def _base_of(self, j: int) -> int:
+        t = self.table
+        if self.policy.elastic and bool(t.elastic[j]):
+            return int(t.min_workers[j])
+        return int(t.traced_workers[j])
+
+    # ------------------------------------------------------- result views
+    def event_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The event log: time (float64), job index (int64, -1 for server events),
+        event code (int8, :data:`EVENT_NAMES`), workers or server index (int64).
+
+        Handed over once (the engine keeps no reference: the result's event frame
+        is the only copy that stays)."""
+        ev, self._ev = self._ev, None
+        if ev is None:
+            raise RuntimeError("event_columns: the event log was already handed over")
+        return ev
+
+    def pool_split(self, done_work: np.ndarray) -> tuple[list[float], np.ndarray]:
+        """Useful work per pool and each job's main pool index (-1: none), in C++
+        with the arithmetic of :meth:`aryl.sim.engine.Engine.pool_split`."""
+        from aryl._core import _sched
+
+        if self._pools is None:
+            raise RuntimeError("pool_split: the replay has not run")
+        ptr, pool, value, n_pools = self._pools
+        useful, main = _sched.pool_split(ptr, pool, value, n_pools,
+                                         np.ascontiguousarray(done_work, dtype=np.float64))
+        return list(useful), main
+
+
+def native_available() -> bool:
+    """Whether the compiled engine module is importable."""
+    try:
+        from aryl._core import _sched  # noqa: F401
+    except ImportError:  # pragma: no cover - build without it
+        return False
+    return True
+
+
+def uses_native(config: SimConfig, policy: str) -> bool:
+    """Whether :func:`aryl.sim.simulate` runs ``policy`` with the compiled engine:
+    ``engine="native"``, the compiled kernels (``backend="native"``; the
+    reference kernels are Python) and a policy the compiled pass has."""
+    if config.engine != "native" or config.backend != "native" or not native_available():
+        return False
+    from aryl.scheduling.native import native_policy
+
+    return native_policy(make_policy(policy))
+

@@ -1,0 +1,227 @@
+"""The C++ building blocks of the ``aryl`` pass against their Python twins, bit for bit.
+
+``sched_aryl.hpp`` ports the JCT-reduction tables of ``aryl.scheduling.kernels``
+(numpy), the solver glue (``solve_extras``: MCKP, greedy, the unconstrained
+choice, caps), ``ArylPass.slot_caps`` and the extra-worker placement
+(``place_extras`` with ``keep`` / ``keep_exact``, ``fill_extras``).  Each is
+called through a test hook of ``aryl._core._sched`` on random inputs and must
+return exactly what the Python function returns: the same float64 bit patterns
+(NaN where NaN), the same integers, the same placements in the same insertion
+order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aryl._core import _sched as native
+from aryl.scheduling.aryl import ArylPass
+from aryl.scheduling.kernels import _table, extras_table_from_throughput, solve_extras
+
+I64 = np.int64
+
+
+def same_floats(a: np.ndarray, b: np.ndarray) -> bool:
+    """Same shape, NaN at the same cells and the same bit pattern everywhere else."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        return False
+    na, nb = np.isnan(a), np.isnan(b)
+    if not np.array_equal(na, nb):
+        return False
+    return bool(np.array_equal(a[~na].view(I64), b[~nb].view(I64)))
+
+
+@st.composite
+def job_rows(draw: st.DrawFn, n_max: int = 6) -> dict[str, np.ndarray]:
+    """Candidates of one elastic phase: the running ones first, then jobs starting now."""
+    n = draw(st.integers(0, n_max))
+    n_run = draw(st.integers(0, n))
+    base = np.array([draw(st.integers(1, 4)) for _ in range(n)], dtype=I64)
+    mx = base + np.array([draw(st.integers(1, 5)) for _ in range(n)], dtype=I64)
+    cur = np.array([draw(st.integers(int(base[i]), int(mx[i]))) if i < n_run else int(base[i])
+                    for i in range(n)], dtype=I64)
+    rem = np.array([draw(st.one_of(st.just(0.0), st.floats(1e-3, 1e7))) for _ in range(n)])
+    alpha = np.array([draw(st.one_of(st.just(0.0), st.floats(0.0, 1.0))) for _ in range(n)])
+    g = np.array([draw(st.sampled_from([1, 2, 4, 8])) for _ in range(n)], dtype=I64)
+    p = draw(st.sampled_from([0.0, 30.0, 7.25]))
+    pause = np.zeros(n)
+    pause[:n_run] = p
+    return dict(rem=rem, cur=cur, base=base, mx=mx, g=g, alpha=alpha, pause=pause)
+
+
+@settings(max_examples=300, deadline=None)
+@given(r=job_rows())
+def test_extras_table_is_the_numpy_table(r: dict[str, np.ndarray]) -> None:
+    v_py, w_py = _table(r["rem"], r["cur"], r["base"], r["mx"], r["g"], r["alpha"], r["pause"])
+    v_c, w_c = native._aryl_extras_table(r["rem"], r["cur"], r["base"], r["mx"], r["g"],
+                                         r["alpha"], r["pause"])
+    assert same_floats(v_c, v_py)
+    assert np.array_equal(w_c, w_py)
+    assert w_c.shape == w_py.shape
+
+
+@settings(max_examples=300, deadline=None)
+@given(r=job_rows(), data=st.data())
+def test_table_from_throughput_is_the_numpy_table(r: dict[str, np.ndarray], data: Any) -> None:
+    n = len(r["rem"])
+    extra = r["mx"] - r["base"]
+    n_cols = int(extra.max()) + 1 if n else 1
+    tput = np.full((n, n_cols), np.nan)
+    for i in range(n):
+        tput[i, : extra[i] + 1] = [data.draw(st.floats(0.05, 64.0)) for _ in range(extra[i] + 1)]
+    v_py, w_py = extras_table_from_throughput(r["rem"], r["cur"], r["base"], r["mx"], r["g"],
+                                              tput, r["pause"])
+    v_c, w_c = native._aryl_extras_table_from_throughput(
+        r["rem"], r["cur"], r["base"], r["mx"], r["g"], tput, r["pause"])
+    assert same_floats(v_c, v_py)
+    assert np.array_equal(w_c, w_py)
+    assert w_c.shape == w_py.shape
+
+
+@st.composite
+def tables(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A random table: values with NaN (absent), <= 0, ties; weights k * g; caps."""
+    n = draw(st.integers(0, 7))
+    k = draw(st.integers(0, 5))
+    cell = st.one_of(st.just(np.nan), st.sampled_from([-3.0, 0.0, 1.0, 2.0, 4.0]),
+                     st.floats(-10.0, 100.0))
+    values = np.array([[draw(cell) for _ in range(k)] for _ in range(n)],
+                      dtype=np.float64).reshape(n, k)
+    g = np.array([draw(st.sampled_from([1, 2, 4])) for _ in range(n)], dtype=I64)
+    weights = np.arange(1, k + 1, dtype=I64)[None, :] * g[:, None]
+    caps = np.array([draw(st.integers(0, k)) for _ in range(n)], dtype=I64)
+    return values, weights.reshape(n, k), caps
+
+
+@settings(max_examples=400, deadline=None)
+@given(t=tables(), capacity=st.integers(0, 40), solver=st.sampled_from(["mckp", "greedy"]),
+       unconstrained=st.booleans(), use_caps=st.booleans())
+def test_solve_extras_gives_the_python_choice(
+    t: tuple[np.ndarray, np.ndarray, np.ndarray], capacity: int, solver: str,
+    unconstrained: bool, use_caps: bool,
+) -> None:
+    values, weights, caps = t
+    before = values.copy()
+    py = solve_extras(values, weights, capacity, backend="native", solver=solver,
+                      unconstrained_only=unconstrained, max_extra=caps if use_caps else None)
+    c = native._aryl_solve_extras(values, weights, capacity, solver, unconstrained,
+                                  caps if use_caps else None)
+    assert same_floats(values, before)  # the table is not modified
+    if py is None:
+        assert c is None
+    else:
+        assert c is not None
+        assert c.tolist() == py.tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(free=st.lists(st.integers(0, 16), max_size=8),
+       jobs=st.lists(st.tuples(st.sampled_from([1, 2, 3, 4, 8]), st.integers(0, 6)), max_size=6))
+def test_slot_caps(free: list[int], jobs: list[tuple[int, int]]) -> None:
+    g = np.array([x for x, _ in jobs], dtype=I64)
+    max_extra = np.array([m for _, m in jobs], dtype=I64)
+    py = ArylPass.slot_caps(free, g, max_extra)
+    assert native._aryl_slot_caps(free, g.tolist(), max_extra.tolist()) == py.tolist()
+
+
+@st.composite
+def extras_scenario(draw: st.DrawFn) -> dict[str, Any]:
+    """Servers in up to three groups, candidates (running ones with extras, then new ones),
+    the free GPUs without the extras, and a choice ``k`` of extra workers."""
+    n_srv = draw(st.integers(1, 6))
+    servers = list(range(n_srv))
+    cut = sorted(draw(st.lists(st.integers(0, n_srv), min_size=2, max_size=2)))
+    parts = [servers[: cut[0]], servers[cut[0]: cut[1]], servers[cut[1]:]]
+    order = draw(st.permutations([0, 1, 2]))
+    groups = [parts[i] for i in order if parts[i]]
+    n = draw(st.integers(1, 5))
+    n_run = draw(st.integers(0, n))
+    cand = draw(st.lists(st.integers(0, 50), min_size=n, max_size=n, unique=True))
+    g = [draw(st.sampled_from([1, 2, 4])) for _ in range(n)]
+    free_wo = [draw(st.integers(0, 8)) for _ in range(n_srv)]
+    extras_now: dict[int, dict[int, int]] = {}
+    ext = [0] * n
+    for i in range(n_run):
+        srv = sorted(draw(st.sets(st.sampled_from(servers), max_size=3)))
+        place = {s: draw(st.integers(1, 3)) for s in srv}
+        if place:
+            extras_now[cand[i]] = place
+            ext[i] = sum(place.values())
+    free = list(free_wo)
+    for i in range(n_run):
+        for s, c in extras_now.get(cand[i], {}).items():
+            free[s] += c * g[i]
+    max_extra = [ext[i] + draw(st.integers(0, 4)) for i in range(n)]
+    k = [draw(st.integers(0, max_extra[i])) for i in range(n)]
+    return dict(groups=groups, cand=cand, g=g, n_run=n_run, free_wo=free_wo, free=free,
+                extras_now=extras_now, ext=ext, k=k, max_extra=max_extra)
+
+
+def py_pass(groups: list[list[int]]) -> ArylPass:
+    p = ArylPass.__new__(ArylPass)
+    p.groups_extra = groups
+    return p
+
+
+def py_placed(placed: tuple[dict[int, dict[int, int]], list[int], dict[int, int]]) -> Any:
+    new_extra, touched, short = placed
+    return ({j: list(e.items()) for j, e in new_extra.items() if e}, list(touched),
+            list(short.items()))
+
+
+def c_placed(placed: tuple[dict[int, list[tuple[int, int]]], list[int], list[tuple[int, int]]],
+             ) -> Any:
+    new_extra, touched, short = placed
+    return ({j: [tuple(x) for x in e] for j, e in new_extra.items()}, list(touched),
+            [tuple(x) for x in short])
+
+
+@settings(max_examples=500, deadline=None)
+@given(sc=extras_scenario(), exact=st.booleans())
+def test_place_extras_places_like_python(sc: dict[str, Any], exact: bool) -> None:
+    """Same free GPUs after, same extras per job in the same order, same touched and short."""
+    cand, g, ext, k = sc["cand"], sc["g"], sc["ext"], sc["k"]
+    free_wo = sc["free_wo"] if exact else None
+    free_py = list(sc["free"])
+    placed_py = py_pass(sc["groups"]).place_extras(
+        free_py, free_wo, cand, sc["extras_now"], np.array(k, dtype=I64),
+        np.array(ext, dtype=I64), np.array(cand, dtype=I64), np.array(g, dtype=I64), sc["n_run"])
+    free_c, placed_c = native._aryl_place_extras(
+        list(sc["free"]), free_wo, cand, sc["extras_now"], k, ext, g, sc["n_run"], sc["groups"])
+    assert free_c == free_py
+    assert c_placed(placed_c) == py_placed(placed_py)
+
+
+@settings(max_examples=300, deadline=None)
+@given(sc=extras_scenario(), exact=st.booleans(), data=st.data())
+def test_fill_extras_fills_like_python(sc: dict[str, Any], exact: bool, data: Any) -> None:
+    """place_extras then the fill rounds: same k, free GPUs and placement."""
+    cand, g, ext, k, mx = sc["cand"], sc["g"], sc["ext"], sc["k"], sc["max_extra"]
+    n = len(cand)
+    width = max(mx) if n else 0
+    cell = st.one_of(st.just(np.nan), st.floats(-5.0, 50.0), st.sampled_from([1.0, 2.0]))
+    values = np.array([[data.draw(cell) if c < mx[i] else np.nan for c in range(width)]
+                       for i in range(n)], dtype=np.float64).reshape(n, width)
+    weights = np.arange(1, width + 1, dtype=I64)[None, :] * np.array(g, dtype=I64)[:, None]
+    free_wo = sc["free_wo"] if exact else None
+    p = py_pass(sc["groups"])
+    args = (sc["extras_now"],)
+    ka, exa, ca, ga = (np.array(x, dtype=I64) for x in (k, ext, cand, g))
+    free = list(sc["free"])
+    free0 = list(free)
+    placed = p.place_extras(free, free_wo, cand, *args, ka, exa, ca, ga, sc["n_run"])
+    k_py, placed_py = ArylPass.fill_extras(
+        values, ka, np.array(mx, dtype=I64), g, free, free0, placed,
+        lambda kv: p.place_extras(free, free_wo, cand, *args, kv, exa, ca, ga, sc["n_run"]))
+    k_c, free_c, placed_c = native._aryl_fill_extras(
+        values, weights.reshape(n, width), k, mx, list(sc["free"]), free_wo, cand,
+        sc["extras_now"], ext, g, sc["n_run"], sc["groups"])
+    assert list(k_c) == k_py.tolist()
+    assert free_c == free
+    assert c_placed(placed_c) == py_placed(placed_py)
