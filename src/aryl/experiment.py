@@ -5,13 +5,20 @@ One call, :func:`run_paper`, regenerates every table and figure of
 path is given):
 
 * **headline** — ``fifo`` vs ``aryl`` per trace: mean/p95 queuing delay,
-  mean/p95 JCT, cluster usage, preemptions per 1,000 jobs, and the ratios in
-  the paper's form (fifo / aryl for delays, aryl / fifo - 1 for usage) beside
-  the paper's own figures;
+  mean/p95 JCT, cluster usage and goodput, preemptions per 1,000 jobs, and the
+  ratios in the paper's form (fifo / aryl for delays, aryl / fifo - 1 for
+  usage) beside the paper's own figures;
+* **baselines** — aryl against strict ``fifo`` and ``fifo-backfill`` (EASY);
 * **ablations** — ``aryl-no-loan``, ``aryl-no-elastic``, ``aryl`` with each
-  reclaim policy, and the peers ``sjf``, ``tiresias``, ``elastic-greedy``;
+  reclaim policy, and the peers ``sjf`` (with and without its starvation
+  bound), ``tiresias``, ``elastic-greedy``;
 * **sensitivity** — elastic fraction, inference cluster size, peak inference
   utilisation, checkpoint interval, rescale pause, training cluster size;
+* **designed experiments** — multi-GPU elastic workers (exact MCKP against the
+  marginal-gain greedy, :func:`knapsack_table`), the reclaim choice with more
+  loanable servers and costlier preemptions (:func:`reclaim_choice_table`),
+  heterogeneous GPUs (:func:`hetero_table`, :func:`hetero_pools_table`) and
+  the loaned GPU's speed (:func:`loaned_speed_table`);
 * **reclaim quality** — the cost greedy against the exact optimum on small
   reclaim instances cut from the replay's own reclaim requests.
 
@@ -328,8 +335,12 @@ def _params(runs: pd.DataFrame) -> list[str]:
 
 
 def _stat(rows: pd.DataFrame, col: str) -> tuple[float, float]:
-    """Mean over the rows (one per seed) of ``col`` and its 95% half-width."""
+    """Mean over the rows (one per seed) of ``col`` and its 95% half-width (NaN when
+    the runs lack the measure: a dataset written before it existed)."""
     from aryl.sweep.stats import mean_ci
+
+    if col not in rows:
+        return math.nan, math.nan
 
     m, h, _ = mean_ci(rows[col].to_numpy(dtype=np.float64))
     return m, h
@@ -339,8 +350,12 @@ def _paired(
     x: pd.DataFrame, y: pd.DataFrame, col: str,
     fn: Callable[[float | None, float | None], float | None] = _ratio,
 ) -> tuple[float, float]:
-    """Mean and 95% half-width over seeds of ``fn(x's col, y's col)`` for the same seed."""
+    """Mean and 95% half-width over seeds of ``fn(x's col, y's col)`` for the same seed
+    (NaN when either side lacks the measure)."""
     from aryl.sweep.stats import mean_ci
+
+    if col not in x or col not in y:
+        return math.nan, math.nan
 
     if "seed" not in x or "seed" not in y:  # one run per scenario (hand-made frames)
         x, y = x.assign(seed=0), y.assign(seed=0)
@@ -1078,7 +1093,10 @@ def run_paper(
     -------
     dict of DataFrame
         ``runs`` (one row per spec entry and seed), ``headline``,
-        ``ablations``, ``sensitivity``, ``reclaim``.
+        ``ablations``, ``sensitivity``, ``reclaim``, and those of
+        :data:`EXTRA_TABLES` that the spec has the sections for
+        (``baselines``, ``knapsack``, ``reclaim_choice``, ``hetero``,
+        ``hetero_pools``, ``loaned_speed``).
 
     Raises
     ------
@@ -1172,6 +1190,9 @@ def run_paper(
             "seeds": sorted({int(s) for s in runs["seed"]}),
             "confidence": 0.95,
             "elapsed_s": time.perf_counter() - t0,
+            # the replays' own wall time, summed over runs (whether run now or reused)
+            "replays_s": float(runs.drop_duplicates("key")["run_s"].sum())
+            if "run_s" in runs else None,
             "target_queuing_delay_s": TARGET_QUEUING_DELAY_S,
             "inference_ratio": INFERENCE_RATIO,
             "paper": PAPER_FIGURES,
