@@ -134,16 +134,16 @@ def _frame() -> pd.DataFrame:
     def pools(v100: tuple[float, float], t4_alloc: tuple[float, float],
               t4_avail: tuple[float, float]) -> dict[str, tuple[float, float]]:
         return {"pool_v100_usage": v100, "pool_v100_goodput": (0.5, 0.5),
-                "pool_v100_n_jobs_main": (60, 70), "pool_v100_mean_jct_s": (100.0, 200.0),
+                "pool_v100_jobs": (60, 70), "pool_v100_mean_jct_s": (100.0, 200.0),
                 "pool_a100_usage": (0.8, 0.8), "pool_a100_goodput": (1.1, 1.2),
-                "pool_a100_n_jobs_main": (40, 30), "pool_a100_mean_jct_s": (50.0, 50.0),
+                "pool_a100_jobs": (40, 30), "pool_a100_mean_jct_s": (50.0, 50.0),
                 "pool_t4_gpu_s_allocated": t4_alloc, "pool_t4_gpu_s_available": t4_avail,
                 "pool_t4_useful_gpu_s": tuple(x / 2 for x in t4_alloc),
                 "pool_t4_usage": tuple(a / b if b else math.nan
                                        for a, b in zip(t4_alloc, t4_avail, strict=True)),
                 "pool_t4_goodput": tuple(a / 2 / b if b else math.nan
                                          for a, b in zip(t4_alloc, t4_avail, strict=True)),
-                "pool_t4_n_jobs_main": (0, 0), "pool_t4_mean_jct_s": (math.nan, math.nan)}
+                "pool_t4_jobs": (0, 0), "pool_t4_mean_jct_s": (math.nan, math.nan)}
 
     rows += _runs("hetero", "fifo", {"mean_queuing_delay_s": (2000.0, 4000.0),
                                      "mean_jct_s": (8000.0, 8000.0),

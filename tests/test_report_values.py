@@ -331,13 +331,13 @@ def test_a_sweep_run_flattens_its_pools(tmp_path: Path) -> None:
     assert r["pool_training_goodput"] == 1.0
     assert r["pool_training_gpu_s_available"] == 8000.0
     assert r["pool_training_useful_gpu_s"] == 8000.0
-    assert r["pool_training_n_jobs_main"] == 1
+    assert r["pool_training_jobs"] == 1
     assert r["pool_training_mean_jct_s"] == 1000.0
     assert r["pool_inference_n_servers"] == 1
     assert r["pool_inference_gpu_s_available"] == 0.0
     assert math.isnan(r["pool_inference_usage"])
     assert math.isnan(r["pool_inference_goodput"])
-    assert r["pool_inference_n_jobs_main"] == 0
+    assert r["pool_inference_jobs"] == 0
 
 
 def test_a_sweep_run_on_a_cluster_spec_uses_its_servers(tmp_path: Path) -> None:
@@ -368,9 +368,9 @@ def test_a_sweep_run_on_a_cluster_spec_uses_its_servers(tmp_path: Path) -> None:
     assert r["combined_usage"] == pytest.approx((8000 + 4 * serving_s) / 464000, rel=1e-12)
     assert (r["pool_v100_n_servers"], r["pool_a100_n_servers"], r["pool_t4_n_servers"]) == (
         30, 12, 32)
-    used = "v100" if r["pool_v100_n_jobs_main"] == 1 else "a100"
+    used = "v100" if r["pool_v100_jobs"] == 1 else "a100"
     other = "a100" if used == "v100" else "v100"
-    assert r[f"pool_{used}_n_jobs_main"] + r[f"pool_{other}_n_jobs_main"] == 1
+    assert r[f"pool_{used}_jobs"] + r[f"pool_{other}_jobs"] == 1
     assert r[f"pool_{used}_usage"] == pytest.approx(
         8000 / (1000 * r[f"pool_{used}_n_servers"] * 8), rel=1e-12)
     assert r[f"pool_{other}_usage"] == 0.0

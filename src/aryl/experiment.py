@@ -793,7 +793,7 @@ def hetero_pools_table(runs: pd.DataFrame) -> pd.DataFrame:
                                    "GPUs": pool.n_servers * pool.gpus_per_server}
             _put(row, "usage", _stat(sc, f"{pre}usage"))
             _put(row, "goodput", _stat(sc, f"{pre}goodput"))
-            _put(row, "jobs", _stat(sc, f"{pre}n_jobs_main"))
+            _put(row, "jobs", _stat(sc, f"{pre}jobs"))
             _put(row, "JCT", _stat(sc, f"{pre}mean_jct_s"))
             rows.append(row)
     return pd.DataFrame(rows)

@@ -31,7 +31,7 @@ __all__ = [
 TIMING_COLUMNS = ("replay_s", "run_s", "scheduler_time_s", "scheduler_ms_per_decision")
 
 #: Summary entries that are not measures.
-_NOT_MEASURES = {"config", "trace", "policy", "seed"}
+_NOT_MEASURES = {"config", "trace", "policy", "seed", "cluster"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,8 +70,9 @@ def measures_of(summary: dict[str, Any], config: Any) -> dict[str, Any]:
     under ``name`` becomes ``mean_name``, ``p95_name`` ...; ``None`` becomes
     NaN.  Each pool of ``summary["pools"]`` gives ``pool_<name>_<field>`` for its
     numeric fields (``pool_v100_usage``, ``pool_t4_goodput``,
-    ``pool_t4_gpu_s_available`` ...) and ``pool_<name>_<stat>_jct_s`` for the
-    JCT of the jobs whose main pool it is.  Two derived measures:
+    ``pool_t4_gpu_s_available``, ``pool_a100_jobs`` = the jobs whose main pool
+    it is ...) and ``pool_<name>_<stat>_jct_s`` for those jobs' JCT; the
+    cluster's ``training_gpus`` and ``inference_gpus``.  Two derived measures:
     ``combined_usage`` (training GPU-seconds allocated plus inference
     GPU-seconds serving, over both clusters' GPU-seconds; the GPU counts are
     the cluster's, ``summary["cluster"]``, and a serving server counts with
@@ -100,22 +101,27 @@ def measures_of(summary: dict[str, Any], config: Any) -> dict[str, Any]:
             out[k] = int(v)
         elif isinstance(v, int | float | np.integer | np.floating):
             out[k] = v.item() if isinstance(v, np.generic) else v
-    for pool in summary.get("pools") or []:
+    for pool in summary.get("pools") or []:  # per pool (the default shape has two)
         name = str(pool["pool"])
         for field, x in pool.items():
+            col = "jobs" if field == "n_jobs_main" else field
             if isinstance(x, dict):
                 for stat, y in x.items():
                     if y is None or (isinstance(y, int | float) and not isinstance(y, bool)):
-                        out[f"pool_{name}_{stat}_{field}"] = math.nan if y is None else y
+                        out[f"pool_{name}_{stat}_{col}"] = math.nan if y is None else y
             elif x is None and field not in ("pool", "role", "gpu_type"):
-                out[f"pool_{name}_{field}"] = math.nan
+                out[f"pool_{name}_{col}"] = math.nan
             elif isinstance(x, int | float) and not isinstance(x, bool):
-                out[f"pool_{name}_{field}"] = x
+                out[f"pool_{name}_{col}"] = x
     span = float(summary["makespan_s"])
-    cluster = summary.get("cluster") or {}
-    gps = config.gpus_per_server
-    train_gpus = int(cluster.get("training_gpus", config.n_training_servers * gps))
-    inf_gpus = int(cluster.get("inference_gpus", config.n_inference_servers * gps))
+    cl = summary.get("cluster")
+    if cl is not None:  # the servers the replay really had (a cluster spec's pools)
+        train_gpus, inf_gpus = int(cl["training_gpus"]), int(cl["inference_gpus"])
+        out["training_gpus"], out["inference_gpus"] = train_gpus, inf_gpus
+    else:
+        gps = config.gpus_per_server
+        train_gpus = config.n_training_servers * gps
+        inf_gpus = config.n_inference_servers * gps
     total_gpu_s = span * (train_gpus + inf_gpus)
     # inference_utilisation is serving server-seconds / (span x inference servers)
     serving_gpu_s = (summary["inference_utilisation"] or 0.0) * span * inf_gpus
@@ -246,14 +252,12 @@ def execute_run(run: Run, trace: Any) -> RunOutput:
     cfg = SimConfig(**dict(run.config))
     jobs = synthesize_elastic(trace, elastic_fraction=run.elastic_fraction, seed=run.seed,
                               elastic_worker_gpus=run.elastic_worker_gpus)
-    inference: Any = False
-    if run.inference == "bundled":
-        n_inf = cfg.n_inference_servers
-        if cfg.cluster is not None:  # the cluster spec's inference servers
-            from aryl.sim.setup import resolve_cluster
+    from aryl.sim.setup import resolve_cluster
 
-            n_inf = resolve_cluster(cfg).n_inference_servers
-        inference = default_inference(n_inf, run.seed, peak_utilisation=run.peak_utilisation)
+    inference: Any = False
+    if run.inference == "bundled":  # scaled to the cluster's (a spec's) inference servers
+        inference = default_inference(resolve_cluster(cfg).n_inference_servers, run.seed,
+                                      peak_utilisation=run.peak_utilisation)
     t0 = time.perf_counter()
     res = simulate(
         jobs,
