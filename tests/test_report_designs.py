@@ -193,6 +193,7 @@ def test_baselines_pair_aryl_with_both_fifos() -> None:
     assert row["fifo/aryl JCT"] == 1.875
     assert row["backfill/aryl JCT"] == pytest.approx(5 / 3, rel=1e-15)
     assert (row["fifo qd"], row["backfill qd"], row["aryl qd"]) == (3000.0, 1000.0, 375.0)
+    assert (row["backfill goodput"], row["aryl goodput"]) == (0.5, 0.575)
     assert row["backfill usage"] == 0.6
     assert row["aryl usage"] == pytest.approx(0.65, rel=1e-15)
 

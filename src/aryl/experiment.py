@@ -505,6 +505,8 @@ def baselines_table(runs: pd.DataFrame) -> pd.DataFrame:
             _put(row, f"fifo/backfill {label}", _paired(f, b, col))
         _put(row, "backfill usage", _stat(b, "cluster_usage"))
         _put(row, "aryl usage", _stat(a, "cluster_usage"))
+        _put(row, "backfill goodput", _stat(b, "goodput"))
+        _put(row, "aryl goodput", _stat(a, "goodput"))
         rows.append(row)
     return pd.DataFrame(rows)
 
