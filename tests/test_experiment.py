@@ -69,7 +69,9 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 def test_quick_run_writes_every_artefact(quick_run: tuple[Path, str]) -> None:
     out, _ = quick_run
     for name in ("runs.csv", "headline.csv", "ablations.csv", "sensitivity.csv", "reclaim.csv",
-                 "results.md", "manifest.json", "cdf_delay_jct.png", "sensitivity.png"):
+                 "baselines.csv", "knapsack.csv", "reclaim_choice.csv", "hetero.csv",
+                 "hetero_pools.csv", "loaned_speed.csv", "results.md", "manifest.json",
+                 "cdf_delay_jct.png", "sensitivity.png", "loaned_speed.png"):
         assert (out / name).stat().st_size > 0, name
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["quick"] is True
@@ -243,6 +245,90 @@ def test_each_sweep_passes_through_the_headline_run(quick_run: tuple[Path, str])
     assert np.allclose(defaults["aryl qd"], head["mean_queuing_delay_s"].mean(), rtol=1e-12)
     ef = defaults[defaults["sweep"] == "elastic_fraction"].iloc[0]
     assert ef["value"] == 0.5
+
+
+def _by_seed(runs: pd.DataFrame, **params: object) -> pd.DataFrame:
+    """The runs with these parameter values (NaN for a missing one), one per seed."""
+    sel = np.ones(len(runs), dtype=bool)
+    for k, v in params.items():
+        col = runs[k]
+        sel &= col.isna().to_numpy() if v is None else (col == v).to_numpy()
+    return runs[sel].drop_duplicates("key").set_index("seed").sort_index()
+
+
+def _check(cell: float, half: float, values: list[float]) -> None:
+    mean, h = _mean_half(values)
+    assert cell == pytest.approx(mean, rel=1e-12)
+    assert half == pytest.approx(h, rel=1e-9, abs=1e-12)
+
+
+def test_added_tables_recomputed_from_runs(quick_run: tuple[Path, str]) -> None:
+    out, printed = quick_run
+    runs = pd.read_csv(out / "runs.csv")
+    default = dict(cluster=None, elastic_worker_gpus="one", restart_cost_s=60.0,
+                   starvation_bound_s=14400.0, loaned_gpu_speed=None, reclaim_policy="aryl",
+                   variant=None)
+    default.pop("variant")
+    fifo = _by_seed(runs, policy="fifo", section="headline", **default)
+    back = _by_seed(runs, policy="fifo-backfill", section="headline", **default)
+    aryl = _by_seed(runs, policy="aryl", section="headline", **default)
+    assert list(fifo.index) == list(back.index) == list(aryl.index) == [0, 1]
+    # goodput in the headline: aryl / fifo - 1 per seed
+    head = pd.read_csv(out / "headline.csv").iloc[0]
+    _check(head["goodput gain"], head["goodput gain ±"],
+           list(aryl["goodput"] / fifo["goodput"] - 1))
+    _check(head["aryl GPU-s / fifo's"], head["aryl GPU-s / fifo's ±"],
+           list(aryl["gpu_s_allocated"] / fifo["gpu_s_allocated"]))
+    # fifo-backfill is a baseline beside strict fifo
+    b = pd.read_csv(out / "baselines.csv").iloc[0]
+    _check(b["backfill/aryl JCT"], b["backfill/aryl JCT ±"],
+           list(back["mean_jct_s"] / aryl["mean_jct_s"]))
+    _check(b["fifo/backfill qd"], b["fifo/backfill qd ±"],
+           list(fifo["mean_queuing_delay_s"] / back["mean_queuing_delay_s"]))
+    # knapsack: split workers, aryl-no-loan against elastic-greedy per seed
+    knap = pd.read_csv(out / "knapsack.csv")
+    row = knap[(knap["workers"] == "split") & (knap["policy"] == "aryl-no-loan")].iloc[0]
+    kn = {k: v for k, v in default.items() if k != "elastic_worker_gpus"}
+    noloan = _by_seed(runs, policy="aryl-no-loan", elastic_worker_gpus="split", **kn)
+    greedy = _by_seed(runs, policy="elastic-greedy", elastic_worker_gpus="split", **kn)
+    _check(row["greedy/this JCT"], row["greedy/this JCT ±"],
+           list(greedy["mean_jct_s"] / noloan["mean_jct_s"]))
+    assert (noloan["elastic_worker_gpus"] == "split").all()
+    # reclaim choice, costly cell: random's JCT over the cost greedy's
+    rc = pd.read_csv(out / "reclaim_choice.csv")
+    row = rc[(rc["restart (s)"] == 600.0) & (rc["reclaim"] == "random")].iloc[0]
+    cost = {k: v for k, v in default.items() if k not in ("restart_cost_s", "reclaim_policy")}
+    rnd = _by_seed(runs, policy="aryl", reclaim_policy="random", restart_cost_s=600.0, **cost)
+    grd = _by_seed(runs, policy="aryl", reclaim_policy="aryl", restart_cost_s=600.0, **cost)
+    _check(row["JCT vs aryl"], row["JCT vs aryl ±"], list(rnd["mean_jct_s"] / grd["mean_jct_s"]))
+    assert (rnd["checkpoint_interval_s"] == 7200.0).all()
+    # heterogeneous: lyra's own fifo, per-pool usage, the loaned speed row
+    het = {k: v for k, v in default.items() if k != "cluster"}
+    lf = _by_seed(runs, policy="fifo", cluster="lyra", **het)
+    la = _by_seed(runs, policy="aryl", cluster="lyra", **het)
+    h = pd.read_csv(out / "hetero.csv")
+    row = h[(h["cluster"] == "lyra") & (h["policy"] == "aryl")].iloc[0]
+    _check(row["JCT ratio"], row["JCT ratio ±"], list(lf["mean_jct_s"] / la["mean_jct_s"]))
+    pools = pd.read_csv(out / "hetero_pools.csv")
+    row = pools[(pools["policy"] == "aryl") & (pools["pool"] == "a100")].iloc[0]
+    _check(row["usage"], row["usage ±"], list(la["pool_a100_usage"]))
+    assert row["GPUs"] == 96
+    sp = pd.read_csv(out / "loaned_speed.csv")
+    row = sp[sp["loaned speed"] == 0.4].iloc[0]
+    ls = {k: v for k, v in het.items() if k != "loaned_gpu_speed"}
+    a4 = _by_seed(runs, policy="aryl", cluster="lyra", loaned_gpu_speed=0.4, **ls)
+    _check(row["fifo/aryl JCT"], row["fifo/aryl JCT ±"], list(lf["mean_jct_s"] / a4["mean_jct_s"]))
+    # results.md and the terminal carry these tables
+    md = (out / "results.md").read_text()
+    from aryl.experiment import markdown_table
+
+    for name in ("baselines", "knapsack", "reclaim_choice", "hetero", "hetero_pools",
+                 "loaned_speed"):
+        table = pd.read_csv(out / f"{name}.csv", keep_default_na=False, na_values=[""])
+        assert markdown_table(table) in md, name
+    assert "Multi-GPU elastic workers: exact MCKP vs greedy" in printed
+    # a trace read from a file would be named by its file name in runs.csv, never its path
+    assert not runs["trace_source"].astype(str).str.contains("/").any()
 
 
 def test_bad_philly_table_names_the_row_and_writes_nothing(tmp_path: Path) -> None:

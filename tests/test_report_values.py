@@ -54,7 +54,7 @@ def _run(section: str, trace: str, policy: str, qd: float, jct: float, usage: fl
     r.update(section=section, trace=trace, policy=policy, variant=policy,
              mean_queuing_delay_s=qd, p95_queuing_delay_s=2 * qd, mean_jct_s=jct,
              p95_jct_s=2 * jct, cluster_usage=usage, combined_usage=usage / 2,
-             preemptions_per_1000_jobs=0.0)
+             goodput=usage, gpu_s_allocated=1000.0, preemptions_per_1000_jobs=0.0)
     r.update(kw)
     return r
 
@@ -227,40 +227,74 @@ def test_quick_plan_is_the_documented_plan() -> None:
     entries = [(dict(e.tags), runs[e.key]) for e in plan.entries]
     # every entry twice, seeds 0 and 1 (the seed varies fastest)
     assert [r.seed for _, r in entries] == [0, 1] * (len(entries) // 2)
+    shown = ("reclaim_policy", "checkpoint_interval_s", "rescale_pause_s", "restart_cost_s",
+             "starvation_bound_s", "cluster", "loaned_gpu_speed")
     got = [(t["section"], t.get("sweep", ""), r.policy, r.variant, r.elastic_fraction,
-            r.peak_utilisation, {k: v for k, v in r.config if k in ("reclaim_policy",
-                                                                     "checkpoint_interval_s",
-                                                                     "rescale_pause_s")},
+            r.elastic_worker_gpus, r.peak_utilisation,
+            {k: v for k, v in r.config if k in shown},
             dict(r.config)["n_training_servers"], dict(r.config)["n_inference_servers"])
            for t, r in entries if r.seed == 0]
     # itp-c10 is sized 4 + 4 (4 = MIN_INFERENCE_SERVERS > round(4 * 16/46))
     n, m = 4, 4
-    d = {"reclaim_policy": "aryl", "checkpoint_interval_s": 1800.0, "rescale_pause_s": 30.0}
+    d = {"reclaim_policy": "aryl", "checkpoint_interval_s": 1800.0, "rescale_pause_s": 30.0,
+         "restart_cost_s": 60.0, "starvation_bound_s": 14400.0, "cluster": None,
+         "loaned_gpu_speed": None}
+    costly = {**d, "restart_cost_s": 600.0, "checkpoint_interval_s": 7200.0}
+    lyra = {**d, "cluster": "lyra"}
+    # lyra gives its own counts: SimConfig's defaults stand in for them
+    ln, lm = 46, 16
     assert got == [
-        ("headline", "", "fifo", "fifo", 0.5, 0.9, d, n, m),
-        ("headline", "", "aryl", "aryl", 0.5, 0.9, d, n, m),
-        ("ablation", "", "aryl-no-loan", "aryl-no-loan", 0.5, 0.9, d, n, m),
-        ("ablation", "", "aryl-no-elastic", "aryl-no-elastic", 0.5, 0.9, d, n, m),
-        ("ablation", "", "sjf", "sjf", 0.5, 0.9, d, n, m),
-        ("ablation", "", "tiresias", "tiresias", 0.5, 0.9, d, n, m),
-        ("ablation", "", "elastic-greedy", "elastic-greedy", 0.5, 0.9, d, n, m),
-        ("ablation", "", "aryl", "aryl keep-idle-loans", 0.5, 0.9, d, n, m),
-        ("ablation", "", "aryl", "aryl", 0.5, 0.9, {**d, "reclaim_policy": "random"}, n, m),
-        ("sensitivity", "elastic_fraction", "aryl", "aryl", 0.0, 0.9, d, n, m),
+        ("headline", "", "fifo", "fifo", 0.5, "one", 0.9, d, n, m),
+        ("headline", "", "fifo-backfill", "fifo-backfill", 0.5, "one", 0.9, d, n, m),
+        ("headline", "", "aryl", "aryl", 0.5, "one", 0.9, d, n, m),
+        ("ablation", "", "aryl-no-loan", "aryl-no-loan", 0.5, "one", 0.9, d, n, m),
+        ("ablation", "", "aryl-no-elastic", "aryl-no-elastic", 0.5, "one", 0.9, d, n, m),
+        ("ablation", "", "sjf", "sjf", 0.5, "one", 0.9, d, n, m),
+        ("ablation", "", "tiresias", "tiresias", 0.5, "one", 0.9, d, n, m),
+        ("ablation", "", "elastic-greedy", "elastic-greedy", 0.5, "one", 0.9, d, n, m),
+        ("ablation", "", "sjf", "sjf", 0.5, "one", 0.9, {**d, "starvation_bound_s": 1e9}, n,
+         m),
+        ("ablation", "", "aryl", "aryl keep-idle-loans", 0.5, "one", 0.9, d, n, m),
+        ("ablation", "", "aryl", "aryl", 0.5, "one", 0.9, {**d, "reclaim_policy": "random"},
+         n, m),
+        ("sensitivity", "elastic_fraction", "aryl", "aryl", 0.0, "one", 0.9, d, n, m),
         # inference ratio 0.25: max(1, round(4 * 0.25)) = 1 inference server
-        ("sensitivity", "inference_ratio", "aryl", "aryl", 0.5, 0.9, d, n, 1),
-        ("sensitivity", "peak_utilisation", "aryl", "aryl", 0.5, 0.5, d, n, m),
-        ("sensitivity", "checkpoint_interval_s", "aryl", "aryl", 0.5, 0.9,
+        ("sensitivity", "inference_ratio", "aryl", "aryl", 0.5, "one", 0.9, d, n, 1),
+        ("sensitivity", "peak_utilisation", "aryl", "aryl", 0.5, "one", 0.5, d, n, m),
+        ("sensitivity", "checkpoint_interval_s", "aryl", "aryl", 0.5, "one", 0.9,
          {**d, "checkpoint_interval_s": 600.0}, n, m),
-        ("sensitivity", "rescale_pause_s", "aryl", "aryl", 0.5, 0.9,
+        ("sensitivity", "rescale_pause_s", "aryl", "aryl", 0.5, "one", 0.9,
          {**d, "rescale_pause_s": 0.0}, n, m),
         # load: round(4 * 0.75) = 3 training servers, fifo as its own baseline
-        ("sensitivity", "training_servers_x", "fifo", "fifo", 0.5, 0.9, d, 3, m),
-        ("sensitivity", "training_servers_x", "aryl", "aryl", 0.5, 0.9, d, 3, m),
+        ("sensitivity", "training_servers_x", "fifo", "fifo", 0.5, "one", 0.9, d, 3, m),
+        ("sensitivity", "training_servers_x", "aryl", "aryl", 0.5, "one", 0.9, d, 3, m),
+        # multi-GPU elastic workers
+        ("knapsack", "", "fifo", "fifo", 0.5, "split", 0.9, d, n, m),
+        ("knapsack", "", "aryl", "aryl", 0.5, "split", 0.9, d, n, m),
+        ("knapsack", "", "aryl-no-loan", "aryl-no-loan", 0.5, "split", 0.9, d, n, m),
+        ("knapsack", "", "elastic-greedy", "elastic-greedy", 0.5, "split", 0.9, d, n, m),
+        # reclaim choice: the default cell, then 4 inference servers (ratio 1) and costly
+        # preemptions
+        ("reclaim", "", "aryl", "aryl", 0.5, "one", 0.9, d, n, m),
+        ("reclaim", "", "aryl", "aryl", 0.5, "one", 0.9, {**d, "reclaim_policy": "random"},
+         n, m),
+        ("reclaim", "", "aryl", "aryl", 0.5, "one", 0.9, costly, n, 4),
+        ("reclaim", "", "aryl", "aryl", 0.5, "one", 0.9,
+         {**costly, "reclaim_policy": "random"}, n, 4),
+        ("hetero", "", "fifo", "fifo", 0.5, "one", 0.9, lyra, ln, lm),
+        ("hetero", "", "aryl-no-loan", "aryl-no-loan", 0.5, "one", 0.9, lyra, ln, lm),
+        ("hetero", "", "aryl", "aryl", 0.5, "one", 0.9, lyra, ln, lm),
+        ("hetero", "loaned_gpu_speed", "aryl", "aryl", 0.5, "one", 0.9,
+         {**lyra, "loaned_gpu_speed": 0.4}, ln, lm),
     ]
     labels = [r.label for t, r in entries if r.seed == 0]
-    assert labels[10] == "itp-c10 aryl inference_ratio=0.25 seed=0"
-    assert labels[7] == "itp-c10 aryl keep-idle-loans seed=0"
+    assert labels[12] == "itp-c10 aryl inference_ratio=0.25 seed=0"
+    assert labels[9] == "itp-c10 aryl keep-idle-loans seed=0"
+    assert labels[19] == "itp-c10 aryl elastic_worker_gpus=split seed=0"
+    # the default reclaim cell is the headline and ablation runs: the same keys
+    keys = [e.key for e in plan.entries if e.key in runs and runs[e.key].seed == 0]
+    assert keys[22] == keys[2]
+    assert keys[23] == keys[10]
 
 
 def test_results_markdown_carries_the_table_values() -> None:
@@ -271,7 +305,9 @@ def test_results_markdown_carries_the_table_values() -> None:
     md = render_markdown(tables, ["a.png"], quick=True)
     assert "Generated by `aryl experiment paper --quick`" in md
     assert "| t1 | 100 | 4+2 | 3,000 | 1,500 | 2.00 |" in md
-    assert "| 0.625 | 0.250 | 0.250 | 12.50 |" in md   # aryl usage, usage gain, all-GPU
+    # aryl usage, usage gain, all-GPU usage gain; fifo and aryl goodput, goodput gain
+    # (0.625 / 0.5 - 1), GPU-seconds ratio (1,000 / 1,000); preemptions
+    assert "| 0.625 | 0.250 | 0.250 | 0.500 | 0.625 | 0.250 | 1.00 | 12.50 |" in md
     assert "| t2 | 100 | 9+2 | 800 | 1,000 | 0.800 |" in md
     assert "| aryl (reclaim random) | random | 1,200 |" in md
     assert "| 3 | 0.250 |" in md  # an int stays an int in an all-numeric table
@@ -280,3 +316,63 @@ def test_results_markdown_carries_the_table_values() -> None:
     # the page names the command that made it: no Philly row, so no --philly
     assert "Generated by `aryl experiment paper`;" in full
     assert "--philly" not in full
+
+
+def test_a_sweep_run_flattens_its_pools(tmp_path: Path) -> None:
+    # One training server (8 GPUs), one inference server; fifo never loans.  One job of
+    # 8 GPUs for 1,000 s: the training pool is busy all the time (usage = goodput = 1),
+    # the inference pool is never on loan (its usage and goodput are undefined: NaN),
+    # and the job's main pool is the training pool (its JCT: 1,000 s).
+    path = tmp_path / "one.csv"
+    pd.DataFrame({"job_id": ["a"], "submit_time_s": [0.0], "duration_s": [1000.0],
+                  "gpus": [8]}).to_csv(path, index=False)
+    r, _, _ = _replay(path, "fifo", 1, 1)
+    assert r["pool_training_usage"] == 1.0
+    assert r["pool_training_goodput"] == 1.0
+    assert r["pool_training_gpu_s_available"] == 8000.0
+    assert r["pool_training_useful_gpu_s"] == 8000.0
+    assert r["pool_training_jobs"] == 1
+    assert r["pool_training_mean_jct_s"] == 1000.0
+    assert r["pool_inference_n_servers"] == 1
+    assert r["pool_inference_gpu_s_available"] == 0.0
+    assert math.isnan(r["pool_inference_usage"])
+    assert math.isnan(r["pool_inference_goodput"])
+    assert r["pool_inference_jobs"] == 0
+
+
+def test_a_sweep_run_on_a_cluster_spec_uses_its_servers(tmp_path: Path) -> None:
+    # fifo on the lyra preset with parametric speeds (every type as fast as a V100): pools
+    # v100 (30 x 8 = 240 GPUs), a100 (12 x 8 = 96), t4 (32 x 4 = 128 inference GPUs).
+    # One job of 8 GPUs for 1,000 s runs on one training pool: that pool's usage is
+    # 8,000 / (its GPUs x 1,000), the other's 0.  The inference demand is the bundled
+    # profile scaled to lyra's 32 inference servers (not SimConfig's 16), and the all-GPU
+    # usage counts lyra's GPUs: (8,000 + 4 x serving server-seconds) / ((336 + 128) x 1,000).
+    path = tmp_path / "one.csv"
+    pd.DataFrame({"job_id": ["a"], "submit_time_s": [0.0], "duration_s": [1000.0],
+                  "gpus": [8]}).to_csv(path, index=False)
+    plan = plan_sweep(parse_spec({"grid": {"trace": str(path), "policy": "fifo",
+                                           "cluster": "lyra", "speed_model": "parametric",
+                                           "n_training_servers": "auto",
+                                           "n_inference_servers": "auto"}}))
+    (run,) = plan.runs
+    r = pd.read_parquet(io.BytesIO(execute_run(run, plan.traces[run.trace_id]).row)) \
+        .iloc[0].to_dict()
+    from aryl.sim.adapters import default_inference
+
+    sched = default_inference(32, 0, peak_utilisation=0.9)
+    assert sched is not None
+    t = [*sched.offsets_s, math.inf]
+    serving_s = sum(v * max(0.0, min(t[i + 1], 1000.0) - t[i])
+                    for i, v in enumerate(sched.servers_needed) if t[i] < 1000.0)
+    assert r["inference_utilisation_with_loans"] == pytest.approx(serving_s / 32000, rel=1e-12)
+    assert r["combined_usage"] == pytest.approx((8000 + 4 * serving_s) / 464000, rel=1e-12)
+    assert (r["pool_v100_n_servers"], r["pool_a100_n_servers"], r["pool_t4_n_servers"]) == (
+        30, 12, 32)
+    used = "v100" if r["pool_v100_jobs"] == 1 else "a100"
+    other = "a100" if used == "v100" else "v100"
+    assert r[f"pool_{used}_jobs"] + r[f"pool_{other}_jobs"] == 1
+    assert r[f"pool_{used}_usage"] == pytest.approx(
+        8000 / (1000 * r[f"pool_{used}_n_servers"] * 8), rel=1e-12)
+    assert r[f"pool_{other}_usage"] == 0.0
+    assert r["cluster_usage"] == pytest.approx(8000 / 336000, rel=1e-12)
+    assert math.isnan(r["pool_t4_usage"])

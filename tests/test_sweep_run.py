@@ -237,7 +237,7 @@ def test_bundled_specs_are_valid_and_paper_has_five_seeds() -> None:
     paper = load_spec(bundled_spec("paper"))
     assert {r.seed for r in paper.requests} == {0, 1, 2, 3, 4}
     sections = {dict(r.tags)["section"] for r in paper.requests}
-    assert sections == {"headline", "ablation", "sensitivity"}
+    assert sections == {"headline", "ablation", "sensitivity", "knapsack", "reclaim", "hetero"}
     # every sweep tag names a parameter of its runs
     for r in paper.requests:
         sweep = dict(r.tags).get("sweep")

@@ -252,3 +252,130 @@ def test_the_documented_example_spec_parses(tmp_path: Path) -> None:
     assert spec.measures == {"gpu_hours": "gpu_s_allocated / 3600"}
     assert spec.baseline == "fifo"
     assert {r.trace.label for r in spec.requests} == {"itp-c07", "mine"}
+
+
+def test_elastic_worker_gpus_is_a_key_and_only_split_enters_the_identity(
+    tmp_path: Path,
+) -> None:
+    trace = tmp_path / "jobs.csv"
+    trace.write_text(TRACE_CSV)
+    base = {"trace": str(trace), "policy": "aryl", "n_training_servers": 2,
+            "n_inference_servers": 1}
+    one, split = plan_sweep(parse_spec({"grid": {**base, "elastic_worker_gpus": ["one",
+                                                                                 "split"]}})).runs
+    default = plan_sweep(parse_spec({"grid": base})).runs[0]
+    # "one" is the default: a spec that does not name the key reuses the same runs
+    assert one.key == default.key
+    assert (one.elastic_worker_gpus, split.elastic_worker_gpus) == ("one", "split")
+    assert split.key != one.key
+    # the identity of a split run is the documented one plus the rule
+    config = dataclasses.asdict(SimConfig(n_training_servers=2, n_inference_servers=1,
+                                          record_events=False))
+    file_sha = hashlib.sha256(TRACE_CSV.encode()).hexdigest()
+    identity = {
+        "aryl": aryl.__version__, "code": code_digest(),
+        "trace": {"preset": None, "sha256": hashlib.sha256(file_sha.encode()).hexdigest(),
+                  "window": None},
+        "policy": "aryl", "policy_options": {}, "seed": 0, "elastic_fraction": 0.5,
+        "elastic_worker_gpus": "split", "peak_utilisation": 0.9, "inference": "bundled",
+        "config": config,
+    }
+    assert split.key == _key(identity)
+    assert split.params()["elastic_worker_gpus"] == "split"
+    assert "elastic_worker_gpus=split" in split.label
+    with pytest.raises(InvalidInputError,
+                       match=r"study\.toml: \[grid\]\.elastic_worker_gpus\[1\]: expected one "
+                             r"of \['one', 'split'\], got 'halves'"):
+        parse_spec({"grid": {**base, "elastic_worker_gpus": ["one", "halves"]}},
+                   origin="study.toml")
+
+
+def test_a_cluster_spec_gives_the_server_counts() -> None:
+    from aryl.cluster import cluster_preset
+
+    lyra = cluster_preset("lyra")
+    spec = parse_spec({"grid": {"trace": "itp-c10", "policy": "aryl",
+                                "n_training_servers": "auto", "n_inference_servers": "auto"},
+                       "run": [{"cluster": "lyra"}]})
+    plan = plan_sweep(spec)
+    home, het = (dict(r.config) for r in plan.runs)
+    # auto on the default shape sizes the cluster; with a cluster spec it means the spec's
+    # own counts (SimConfig keeps its defaults, which the spec replaces)
+    assert het["cluster"] == "lyra"
+    assert (het["n_training_servers"], het["n_inference_servers"]) == (
+        SimConfig.n_training_servers, SimConfig.n_inference_servers)
+    assert home["cluster"] is None
+    assert (lyra.n_training_servers, lyra.n_inference_servers) == (42, 32)
+    for key, value in (("training_servers_x", 1.1), ("inference_ratio", 0.5)):
+        bad = parse_spec({"grid": {"trace": "itp-c10", "policy": "aryl", "cluster": "lyra",
+                                   key: value}}, origin="study.toml")
+        with pytest.raises(InvalidInputError,
+                           match=rf"study\.toml: \[grid\]\.{key}: cannot be used with "
+                                 r"cluster 'lyra'"):
+            plan_sweep(bad)
+
+
+def test_the_paper_spec_loads_with_its_designed_experiments() -> None:
+    from aryl.sweep import bundled_spec
+
+    spec = load_spec(bundled_spec("paper"))
+
+    def cfg(r: object, k: str) -> object:  # a request names only the fields its table set
+        return dict(r.config).get(k, getattr(SimConfig, k))  # type: ignore[attr-defined]
+
+    by: dict[tuple[str, str], list] = {}
+    for r in spec.requests:
+        tags = dict(r.tags)
+        by.setdefault((tags["section"], tags.get("sweep", "")), []).append(r)
+    seeds = [0, 1, 2, 3, 4]
+    # headline: 3 traces x (fifo, fifo-backfill, aryl) x 5 seeds
+    head = by["headline", ""]
+    assert len(head) == 3 * 3 * 5
+    assert sorted({r.policy for r in head}) == ["aryl", "fifo", "fifo-backfill"]
+    # sjf with and without its starvation bound
+    sjf = [cfg(r, "starvation_bound_s") for r in by["ablation", ""] if r.policy == "sjf"]
+    assert sorted(set(sjf)) == [SimConfig.starvation_bound_s, 1e9]
+    # knapsack: split workers, half and all jobs elastic, 4 policies, 5 seeds
+    knap = by["knapsack", ""]
+    assert {(r.elastic_worker_gpus, r.elastic_fraction) for r in knap} == {
+        ("split", 0.5), ("split", 1.0)}
+    assert sorted({r.policy for r in knap}) == ["aryl", "aryl-no-loan", "elastic-greedy",
+                                                "fifo"]
+    assert len(knap) == 2 * 4 * 5
+    # reclaim: 4 cells x 4 reclaim policies, aryl only
+    rec = by["reclaim", ""]
+    cells = {(r.inference_ratio, dict(r.config).get("n_inference_servers"),
+              cfg(r, "restart_cost_s"), cfg(r, "checkpoint_interval_s")) for r in rec}
+    assert cells == {(None, "auto", 60.0, 1800.0), (1.0, None, 60.0, 1800.0),
+                     (None, "auto", 600.0, 7200.0), (1.0, None, 600.0, 7200.0)}
+    assert sorted({cfg(r, "reclaim_policy") for r in rec}) == [
+        "aryl", "fewest-jobs", "most-idle", "random"]
+    assert {r.policy for r in rec} == {"aryl"}
+    assert len(rec) == 4 * 4 * 5
+    # heterogeneous: fifo, aryl-no-loan, aryl on lyra; aryl at 5 loaned speeds
+    het = by["hetero", ""]
+    assert sorted({r.policy for r in het}) == ["aryl", "aryl-no-loan", "fifo"]
+    assert {cfg(r, "cluster") for r in het} == {"lyra"}
+    speed = by["hetero", "loaned_gpu_speed"]
+    assert sorted({cfg(r, "loaned_gpu_speed") for r in speed}) == [0.2, 0.4, 0.6, 0.8, 1.0]
+    assert {r.policy for r in speed} == {"aryl"}
+    assert all(sorted({r.seed for r in rs}) == seeds for rs in by.values())
+    assert all(r.trace.label == "itp-c07" for k, rs in by.items() if k[0] != "headline"
+               for r in rs)
+
+
+def test_a_cluster_file_is_keyed_by_its_content(tmp_path: Path) -> None:
+    from aryl.cluster import cluster_preset
+
+    f = tmp_path / "c.toml"
+    f.write_text(cluster_preset("lyra").to_toml())
+    spec = parse_spec({"grid": {"trace": "itp-c10", "policy": "fifo", "cluster": str(f)}})
+    key = plan_sweep(spec).runs[0].key
+    assert plan_sweep(spec).runs[0].key == key
+    f.write_text(f.read_text().replace("n_servers = 12", "n_servers = 13"))
+    assert plan_sweep(spec).runs[0].key != key
+    missing = parse_spec({"grid": {"trace": "itp-c10", "policy": "fifo",
+                                   "cluster": str(tmp_path / "none.toml")}}, origin="s.toml")
+    with pytest.raises(InvalidInputError, match=r"s\.toml: \[grid\]\.cluster: .* is neither a "
+                                                r"preset \(default, lyra\) nor a file"):
+        plan_sweep(missing)

@@ -5,13 +5,20 @@ One call, :func:`run_paper`, regenerates every table and figure of
 path is given):
 
 * **headline** — ``fifo`` vs ``aryl`` per trace: mean/p95 queuing delay,
-  mean/p95 JCT, cluster usage, preemptions per 1,000 jobs, and the ratios in
-  the paper's form (fifo / aryl for delays, aryl / fifo - 1 for usage) beside
-  the paper's own figures;
+  mean/p95 JCT, cluster usage and goodput, preemptions per 1,000 jobs, and the
+  ratios in the paper's form (fifo / aryl for delays, aryl / fifo - 1 for
+  usage) beside the paper's own figures;
+* **baselines** — aryl against strict ``fifo`` and ``fifo-backfill`` (EASY);
 * **ablations** — ``aryl-no-loan``, ``aryl-no-elastic``, ``aryl`` with each
-  reclaim policy, and the peers ``sjf``, ``tiresias``, ``elastic-greedy``;
+  reclaim policy, and the peers ``sjf`` (with and without its starvation
+  bound), ``tiresias``, ``elastic-greedy``;
 * **sensitivity** — elastic fraction, inference cluster size, peak inference
   utilisation, checkpoint interval, rescale pause, training cluster size;
+* **designed experiments** — multi-GPU elastic workers (exact MCKP against the
+  marginal-gain greedy, :func:`knapsack_table`), the reclaim choice with more
+  loanable servers and costlier preemptions (:func:`reclaim_choice_table`),
+  heterogeneous GPUs (:func:`hetero_table`, :func:`hetero_pools_table`) and
+  the loaned GPU's speed (:func:`loaned_speed_table`);
 * **reclaim quality** — the cost greedy against the exact optimum on small
   reclaim instances cut from the replay's own reclaim requests.
 
@@ -328,8 +335,12 @@ def _params(runs: pd.DataFrame) -> list[str]:
 
 
 def _stat(rows: pd.DataFrame, col: str) -> tuple[float, float]:
-    """Mean over the rows (one per seed) of ``col`` and its 95% half-width."""
+    """Mean over the rows (one per seed) of ``col`` and its 95% half-width (NaN when
+    the runs lack the measure: a dataset written before it existed)."""
     from aryl.sweep.stats import mean_ci
+
+    if col not in rows:
+        return math.nan, math.nan
 
     m, h, _ = mean_ci(rows[col].to_numpy(dtype=np.float64))
     return m, h
@@ -339,8 +350,12 @@ def _paired(
     x: pd.DataFrame, y: pd.DataFrame, col: str,
     fn: Callable[[float | None, float | None], float | None] = _ratio,
 ) -> tuple[float, float]:
-    """Mean and 95% half-width over seeds of ``fn(x's col, y's col)`` for the same seed."""
+    """Mean and 95% half-width over seeds of ``fn(x's col, y's col)`` for the same seed
+    (NaN when either side lacks the measure)."""
     from aryl.sweep.stats import mean_ci
+
+    if col not in x or col not in y:
+        return math.nan, math.nan
 
     if "seed" not in x or "seed" not in y:  # one run per scenario (hand-made frames)
         x, y = x.assign(seed=0), y.assign(seed=0)
@@ -359,6 +374,10 @@ def headline_table(runs: pd.DataFrame) -> pd.DataFrame:
 
     Means over seeds with 95% half-widths in the ``±`` columns; ``qd ratio`` and
     ``JCT ratio`` are fifo / aryl and the gains aryl / fifo - 1, per seed.
+    ``usage`` counts the training GPU-seconds allocated (``cluster_usage``),
+    ``goodput`` the useful work, traced duration x traced GPUs of the progress
+    made, over the same available GPU-seconds (``aryl.sim`` summary); ``aryl
+    GPU-s / fifo's`` is the ratio of GPU-seconds allocated, per seed.
     """
     rows = []
     for tr, grp in runs[runs["section"] == "headline"].groupby("trace", sort=False):
@@ -380,6 +399,10 @@ def headline_table(runs: pd.DataFrame) -> pd.DataFrame:
         _put(row, "aryl usage", _stat(a, "cluster_usage"))
         _put(row, "usage gain", _paired(a, f, "cluster_usage", _gain))
         _put(row, "all-GPU usage gain", _paired(a, f, "combined_usage", _gain))
+        _put(row, "fifo goodput", _stat(f, "goodput"))
+        _put(row, "aryl goodput", _stat(a, "goodput"))
+        _put(row, "goodput gain", _paired(a, f, "goodput", _gain))
+        _put(row, "aryl GPU-s / fifo's", _paired(a, f, "gpu_s_allocated"))
         _put(row, "preempt/1k jobs", _stat(a, "preemptions_per_1000_jobs"))
         rows.append(row)
     rows.append(
@@ -396,38 +419,127 @@ def headline_table(runs: pd.DataFrame) -> pd.DataFrame:
     order = ["trace", "jobs", "servers"]
     for name in ("fifo qd", "aryl qd", "qd ratio", "fifo p95 qd", "aryl p95 qd", "fifo JCT",
                  "aryl JCT", "JCT ratio", "fifo p95 JCT", "aryl p95 JCT", "fifo usage",
-                 "aryl usage", "usage gain", "all-GPU usage gain", "preempt/1k jobs"):
+                 "aryl usage", "usage gain", "all-GPU usage gain", "fifo goodput",
+                 "aryl goodput", "goodput gain", "aryl GPU-s / fifo's", "preempt/1k jobs"):
         order += [name, f"{name} ±"]
     return table[[c for c in order if c in table.columns]]
+
+
+#: A starvation bound at least this long is never reached on the bundled traces
+#: (they span months, ~1e7 s): the row is labelled "no starvation bound".
+NO_STARVATION_BOUND_S = 1e8
+
+
+def _label(r0: pd.Series) -> str:
+    """A scenario's name in the tables: its variant, then what differs from the defaults
+    that the tables do not show in a column of their own."""
+    from aryl.sim import SimConfig
+
+    loans = r0["policy"] in ("aryl", "aryl-no-elastic")
+    label = str(r0["variant"])
+    notes = []
+    if loans and r0.get("reclaim_policy", "aryl") != "aryl":
+        notes.append(f"reclaim {r0['reclaim_policy']}")
+    bound = r0.get("starvation_bound_s", SimConfig.starvation_bound_s)
+    if not pd.isna(bound) and float(bound) != SimConfig.starvation_bound_s:
+        notes.append("no starvation bound" if float(bound) >= NO_STARVATION_BOUND_S
+                     else f"starvation bound {_fmt(float(bound))} s")
+    return label + (f" ({', '.join(notes)})" if notes else "")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal parameter values, missing (None / NaN) equal to missing."""
+    na, nb = a is None or (isinstance(a, float) and math.isnan(a)), \
+        b is None or (isinstance(b, float) and math.isnan(b))
+    if na or nb:
+        return na and nb
+    return bool(a == b)
+
+
+def _select(runs: pd.DataFrame, ref: pd.Series, **changes: Any) -> pd.DataFrame:
+    """The runs (one per seed, by key) whose parameters are ``ref``'s but for ``changes``.
+
+    ``ref`` is a run row; ``changes`` maps parameter columns to the values wanted
+    instead (``policy`` also sets ``variant`` to the bare policy name unless
+    given).  A run that two sections asked for appears once.  O(runs x params).
+    """
+    params = _params(runs)
+    if "policy" in changes and "variant" not in changes:
+        changes = {**changes, "variant": changes["policy"]}
+    mask = np.ones(len(runs), dtype=bool)
+    for c in params:
+        want = changes[c] if c in changes else ref.get(c)
+        col = runs[c].tolist()
+        mask &= np.fromiter((_same(v, want) for v in col), dtype=bool, count=len(col))
+    out = runs[mask].drop_duplicates("key")
+    return out.sort_values("seed", kind="stable") if "seed" in out else out
+
+
+def _main_ref(runs: pd.DataFrame) -> tuple[str, pd.DataFrame]:
+    """The main trace (the headline's first) and its headline runs."""
+    main = runs[runs["section"] == "headline"].iloc[0]["trace"]
+    return main, runs[(runs["section"] == "headline") & (runs["trace"] == main)]
+
+
+def baselines_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """aryl against both baselines per trace: strict ``fifo`` and ``fifo-backfill``.
+
+    Means over seeds with ``±`` half-widths; ``X/aryl`` columns are the per-seed
+    ratios of mean queuing delay or JCT (X's over aryl's), averaged over seeds.
+    A trace without ``fifo-backfill`` runs is left out.
+    """
+    rows = []
+    for tr, grp in runs[runs["section"] == "headline"].groupby("trace", sort=False):
+        f = grp[grp["policy"] == "fifo"].drop_duplicates("key")
+        b = grp[grp["policy"] == "fifo-backfill"].drop_duplicates("key")
+        a = grp[grp["policy"] == "aryl"].drop_duplicates("key")
+        if not (len(f) and len(b) and len(a)):
+            continue
+        row: dict[str, Any] = {"trace": tr}
+        for label, col in (("qd", "mean_queuing_delay_s"), ("JCT", "mean_jct_s")):
+            _put(row, f"fifo {label}", _stat(f, col))
+            _put(row, f"backfill {label}", _stat(b, col))
+            _put(row, f"aryl {label}", _stat(a, col))
+            _put(row, f"fifo/aryl {label}", _paired(f, a, col))
+            _put(row, f"backfill/aryl {label}", _paired(b, a, col))
+            _put(row, f"fifo/backfill {label}", _paired(f, b, col))
+        _put(row, "backfill usage", _stat(b, "cluster_usage"))
+        _put(row, "aryl usage", _stat(a, "cluster_usage"))
+        _put(row, "backfill goodput", _stat(b, "goodput"))
+        _put(row, "aryl goodput", _stat(a, "goodput"))
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def ablation_table(runs: pd.DataFrame) -> pd.DataFrame:
     """The ablations and peers on the main trace, with ratios against its fifo runs.
 
-    One row per scenario (``fifo`` and ``aryl`` of the headline, then each
-    ablation), means over seeds with ``±`` half-widths; ratios fifo / run paired
-    by seed.
+    One row per scenario (``fifo``, ``fifo-backfill`` and ``aryl`` of the
+    headline, then each ablation), means over seeds with ``±`` half-widths;
+    ratios fifo / run paired by seed, and ``fifo-backfill`` / run when the
+    headline has ``fifo-backfill`` runs.  ``usage`` counts GPU-seconds allocated,
+    ``goodput`` useful work, both over the GPU-seconds available.
     """
-    main = runs[runs["section"] == "headline"].iloc[0]["trace"]
-    head = runs[(runs["section"] == "headline") & (runs["trace"] == main)]
+    _, head = _main_ref(runs)
     fifo = head[head["policy"] == "fifo"]
+    backfill = head[head["policy"] == "fifo-backfill"]
     params = _params(runs)
     scenarios = _groups(head, params) + _groups(runs[runs["section"] == "ablation"], params)
     rows = []
     for sc in scenarios:
         r0 = sc.iloc[0]
         loans = r0["policy"] in ("aryl", "aryl-no-elastic")
-        label = str(r0["variant"])
-        if loans and r0["reclaim_policy"] != "aryl":
-            label += f" (reclaim {r0['reclaim_policy']})"
-        row: dict[str, Any] = {"policy": label,
+        row: dict[str, Any] = {"policy": _label(r0),
                                "reclaim": r0["reclaim_policy"] if loans else "–"}
         for name, col in (("qd", "mean_queuing_delay_s"), ("p95 qd", "p95_queuing_delay_s"),
                           ("JCT", "mean_jct_s"), ("p95 JCT", "p95_jct_s")):
             _put(row, name, _stat(sc, col))
         _put(row, "qd ratio", _paired(fifo, sc, "mean_queuing_delay_s"))
         _put(row, "JCT ratio", _paired(fifo, sc, "mean_jct_s"))
-        for name, col in (("usage", "cluster_usage"),
+        if len(backfill):
+            _put(row, "backfill/this qd", _paired(backfill, sc, "mean_queuing_delay_s"))
+            _put(row, "backfill/this JCT", _paired(backfill, sc, "mean_jct_s"))
+        for name, col in (("usage", "cluster_usage"), ("goodput", "goodput"),
                           ("preempt/1k jobs", "preemptions_per_1000_jobs"),
                           ("scale-ins", "n_scale_in"), ("scale-outs", "n_scale_out"),
                           ("loans", "n_loans"), ("reclaims", "n_reclaims")):
@@ -485,6 +597,7 @@ def sensitivity_table(runs: pd.DataFrame) -> pd.DataFrame:
             _put(row, "qd ratio", _paired(f, sc, "mean_queuing_delay_s"))
             _put(row, "JCT ratio", _paired(f, sc, "mean_jct_s"))
             _put(row, "usage", _stat(sc, "cluster_usage"))
+            _put(row, "goodput", _stat(sc, "goodput"))
             _put(row, "preempt/1k jobs", _stat(sc, "preemptions_per_1000_jobs"))
             _put(row, "mean loaned", _stat(sc, "mean_loaned_servers"))
             rows.append(row)
@@ -496,6 +609,256 @@ def sensitivity_table(runs: pd.DataFrame) -> pd.DataFrame:
             kind="stable",
         ).reset_index(drop=True)
     return table
+
+
+#: The tables of the designed experiments, by CSV name (empty when the spec has no
+#: such section, and then not written).
+EXTRA_TABLES: dict[str, Callable[[pd.DataFrame], pd.DataFrame]] = {}
+
+#: Policies of the knapsack table, in row order.
+KNAPSACK_POLICIES = ("fifo", "aryl", "aryl-no-loan", "elastic-greedy")
+#: Reclaim policies of the reclaim-choice table, in row order.
+RECLAIM_POLICIES = ("aryl", "random", "fewest-jobs", "most-idle")
+#: Policies of the heterogeneous table, in row order.
+HETERO_POLICIES = ("fifo", "aryl-no-loan", "aryl")
+
+
+def knapsack_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """The exact MCKP against the marginal-gain greedy, one- and multi-GPU workers.
+
+    Rows: the main trace's headline and ablation runs (one-GPU workers, the
+    headline's elastic fraction), then each (worker rule, elastic fraction) of
+    the ``knapsack`` section; in each, ``fifo``, ``aryl``, ``aryl-no-loan``,
+    ``elastic-greedy`` (those present).  Ratios are paired by seed within the
+    same worker rule and elastic fraction: ``qd ratio`` / ``JCT ratio`` =
+    fifo / this, ``greedy/this`` = elastic-greedy / this (above 1: this beats
+    the greedy; none for fifo, which does not scale).  Empty without a
+    ``knapsack`` section.
+    """
+    knap = runs[runs["section"] == "knapsack"]
+    if not len(knap):
+        return pd.DataFrame()
+    _, head = _main_ref(runs)
+    ref = head[head["policy"] == "aryl"].iloc[0]
+    cells = [(str(ref["elastic_worker_gpus"]), float(ref["elastic_fraction"]))]
+    for w, ef in zip(knap["elastic_worker_gpus"], knap["elastic_fraction"], strict=True):
+        if (str(w), float(ef)) not in cells:
+            cells.append((str(w), float(ef)))
+    rows = []
+    for w, ef in cells:
+        cell = {p: _select(runs, ref, policy=p, elastic_worker_gpus=w, elastic_fraction=ef)
+                for p in KNAPSACK_POLICIES}
+        fifo, greedy = cell["fifo"], cell["elastic-greedy"]
+        for p, sc in cell.items():
+            if not len(sc):
+                continue
+            row: dict[str, Any] = {"workers": w, "elastic": ef, "policy": p}
+            _put(row, "qd", _stat(sc, "mean_queuing_delay_s"))
+            _put(row, "JCT", _stat(sc, "mean_jct_s"))
+            _put(row, "qd ratio", _paired(fifo, sc, "mean_queuing_delay_s"))
+            _put(row, "JCT ratio", _paired(fifo, sc, "mean_jct_s"))
+            scales = p != "fifo"  # fifo does not scale: no solver to compare
+            _put(row, "greedy/this qd", _paired(greedy, sc, "mean_queuing_delay_s")
+                 if scales else (math.nan, math.nan))
+            _put(row, "greedy/this JCT", _paired(greedy, sc, "mean_jct_s")
+                 if scales else (math.nan, math.nan))
+            _put(row, "usage", _stat(sc, "cluster_usage"))
+            _put(row, "goodput", _stat(sc, "goodput"))
+            _put(row, "scale-outs", _stat(sc, "n_scale_out"))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def reclaim_choice_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """The reclaim choices under more loanable servers and costlier preemptions.
+
+    One row per cell of the ``reclaim`` section (inference servers, restart
+    cost, checkpoint interval) and reclaim policy, ``aryl`` runs of the main
+    trace.  ``X vs aryl`` = this / the cost greedy's (``aryl``) in the same
+    cell, per seed, averaged (above 1: more preemptions, longer delays than the
+    cost greedy).  Empty without a ``reclaim`` section.
+    """
+    sec = runs[runs["section"] == "reclaim"]
+    if not len(sec):
+        return pd.DataFrame()
+    _, head = _main_ref(runs)
+    ref = head[head["policy"] == "aryl"].iloc[0]
+    keys = ("inference_ratio", "n_inference_servers", "restart_cost_s", "checkpoint_interval_s")
+    cells: list[dict[str, Any]] = []
+    for r in sec.itertuples(index=False):
+        c = {k: getattr(r, k) for k in keys}
+        if not any(all(_same(c[k], d[k]) for k in keys) for d in cells):
+            cells.append(c)
+    rows = []
+    for c in cells:
+        base = _select(runs, ref, reclaim_policy="aryl", **c)
+        for rp in RECLAIM_POLICIES:
+            sc = _select(runs, ref, reclaim_policy=rp, **c)
+            if not len(sc):
+                continue
+            row: dict[str, Any] = {
+                "servers": f"{sc.iloc[0]['n_training_servers']}+{c['n_inference_servers']}",
+                "restart (s)": float(c["restart_cost_s"]),
+                "checkpoint (s)": float(c["checkpoint_interval_s"]),
+                "reclaim": rp,
+            }
+            _put(row, "preempt/1k jobs", _stat(sc, "preemptions_per_1000_jobs"))
+            _put(row, "preempt vs aryl", _paired(sc, base, "n_preemptions"))
+            _put(row, "qd", _stat(sc, "mean_queuing_delay_s"))
+            _put(row, "qd vs aryl", _paired(sc, base, "mean_queuing_delay_s"))
+            _put(row, "JCT", _stat(sc, "mean_jct_s"))
+            _put(row, "JCT vs aryl", _paired(sc, base, "mean_jct_s"))
+            _put(row, "goodput", _stat(sc, "goodput"))
+            _put(row, "usage", _stat(sc, "cluster_usage"))
+            _put(row, "reclaims", _stat(sc, "n_reclaims"))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _hetero_runs(runs: pd.DataFrame) -> tuple[pd.Series | None, pd.DataFrame]:
+    """The reference run of the ``hetero`` section (its aryl, else first run) and the section."""
+    het = runs[runs["section"] == "hetero"]
+    plain = het[het["sweep"] == ""]
+    if not len(plain):
+        return None, het
+    arylr = plain[plain["policy"] == "aryl"]
+    return (arylr if len(arylr) else plain).iloc[0], het
+
+
+def hetero_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """fifo, aryl-no-loan and aryl on the default cluster and on each cluster of the
+    ``hetero`` section, with ratios against the same cluster's fifo (paired by seed).
+
+    ``no-loan/this`` = aryl-no-loan / this (aryl's rows only).  ``usage`` counts GPU-seconds
+    allocated over available ones whatever the GPU type; ``goodput`` counts
+    useful work in reference-GPU (V100) seconds over the same GPU-seconds, so on
+    a cluster with faster GPUs than the reference it can exceed usage.  Empty
+    without a ``hetero`` section.
+    """
+    ref, _het = _hetero_runs(runs)
+    if ref is None:
+        return pd.DataFrame()
+    _, head = _main_ref(runs)
+    home = head[head["policy"] == "aryl"].iloc[0]
+    rows = []
+    for name, base in (("default", home), (str(ref["cluster"]), ref)):
+        cell = {p: _select(runs, base, policy=p) for p in HETERO_POLICIES}
+        fifo, noloan = cell["fifo"], cell["aryl-no-loan"]
+        for p, sc in cell.items():
+            if not len(sc):
+                continue
+            row: dict[str, Any] = {"cluster": name, "policy": p}
+            _put(row, "qd", _stat(sc, "mean_queuing_delay_s"))
+            _put(row, "JCT", _stat(sc, "mean_jct_s"))
+            _put(row, "qd ratio", _paired(fifo, sc, "mean_queuing_delay_s"))
+            _put(row, "JCT ratio", _paired(fifo, sc, "mean_jct_s"))
+            loans = p == "aryl"  # the loaning policy against its no-loan ablation
+            _put(row, "no-loan/this qd", _paired(noloan, sc, "mean_queuing_delay_s")
+                 if loans else (math.nan, math.nan))
+            _put(row, "no-loan/this JCT", _paired(noloan, sc, "mean_jct_s")
+                 if loans else (math.nan, math.nan))
+            _put(row, "usage", _stat(sc, "cluster_usage"))
+            _put(row, "goodput", _stat(sc, "goodput"))
+            _put(row, "mean loaned", _stat(sc, "mean_loaned_servers"))
+            _put(row, "preempt/1k jobs", _stat(sc, "preemptions_per_1000_jobs"))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def hetero_pools_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per-pool usage, goodput and JCT of the ``hetero`` section's plain runs.
+
+    One row per policy and pool of the cluster (spec order: training pools, then
+    inference); ``usage`` and ``goodput`` over the pool's GPU-seconds available
+    (an inference pool's only while on loan: "–" when never loaned), ``jobs`` =
+    jobs whose main pool it is (most GPU-seconds there), ``JCT`` their mean.
+    Empty without a ``hetero`` section.
+    """
+    from aryl.sim import SimConfig
+    from aryl.sim.setup import resolve_cluster
+
+    ref, _ = _hetero_runs(runs)
+    if ref is None:
+        return pd.DataFrame()
+    spec = resolve_cluster(SimConfig(cluster=str(ref["cluster"])))
+    rows = []
+    for p in HETERO_POLICIES:
+        sc = _select(runs, ref, policy=p)
+        if not len(sc):
+            continue
+        for pool in spec.pools:
+            pre = f"pool_{pool.name}_"
+            if f"{pre}usage" not in sc:
+                continue
+            row: dict[str, Any] = {"policy": p, "pool": pool.name, "GPU": pool.gpu_type,
+                                   "role": pool.role,
+                                   "GPUs": pool.n_servers * pool.gpus_per_server}
+            _put(row, "usage", _stat(sc, f"{pre}usage"))
+            _put(row, "goodput", _stat(sc, f"{pre}goodput"))
+            _put(row, "jobs", _stat(sc, f"{pre}jobs"))
+            _put(row, "JCT", _stat(sc, f"{pre}mean_jct_s"))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def loaned_speed_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """aryl on the ``hetero`` cluster as the loaned GPU's relative speed varies.
+
+    One row per ``loaned_gpu_speed`` of the ``hetero`` section's sweep, then
+    the measured model's own speeds (``measured`` True, speed "–").  Ratios
+    paired by seed against the section's fifo and aryl-no-loan runs (which
+    never run on a loaned server, so one set of runs serves every speed):
+    ``fifo/aryl`` and ``no-loan/aryl`` for mean queuing delay and JCT (above 1:
+    aryl is faster).  ``loaned usage`` / ``loaned goodput``: the inference
+    pools' GPU-seconds allocated / useful work over their GPU-seconds on loan.
+    Empty without the sweep.
+    """
+    ref, het = _hetero_runs(runs)
+    sweep = het[het["sweep"] == "loaned_gpu_speed"]
+    if ref is None or not len(sweep):
+        return pd.DataFrame()
+    from aryl.sim import SimConfig
+    from aryl.sim.setup import resolve_cluster
+
+    spec = resolve_cluster(SimConfig(cluster=str(ref["cluster"])))
+    inf = [p.name for p in spec.pools if p.role == "inference"]
+    fifo = _select(runs, ref, policy="fifo")
+    noloan = _select(runs, ref, policy="aryl-no-loan")
+    speeds = sorted({float(v) for v in sweep["loaned_gpu_speed"]})
+    points = [(v, False) for v in speeds] + [(math.nan, True)]
+    rows = []
+    for v, measured in points:
+        sc = _select(runs, ref, policy="aryl", loaned_gpu_speed=None if measured else v)
+        if not len(sc):
+            continue
+        row: dict[str, Any] = {"loaned speed": v, "measured": measured}
+        _put(row, "qd", _stat(sc, "mean_queuing_delay_s"))
+        _put(row, "JCT", _stat(sc, "mean_jct_s"))
+        _put(row, "fifo/aryl qd", _paired(fifo, sc, "mean_queuing_delay_s"))
+        _put(row, "fifo/aryl JCT", _paired(fifo, sc, "mean_jct_s"))
+        _put(row, "no-loan/aryl qd", _paired(noloan, sc, "mean_queuing_delay_s"))
+        _put(row, "no-loan/aryl JCT", _paired(noloan, sc, "mean_jct_s"))
+        _put(row, "mean loaned", _stat(sc, "mean_loaned_servers"))
+        alloc = sc[[f"pool_{n}_gpu_s_allocated" for n in inf]].sum(axis=1)
+        useful = sc[[f"pool_{n}_useful_gpu_s" for n in inf]].sum(axis=1)
+        avail = sc[[f"pool_{n}_gpu_s_available" for n in inf]].sum(axis=1)
+        sc = sc.assign(_lu=np.where(avail > 0, alloc / avail.where(avail > 0, 1.0), np.nan),
+                       _lg=np.where(avail > 0, useful / avail.where(avail > 0, 1.0), np.nan))
+        _put(row, "loaned usage", _stat(sc, "_lu"))
+        _put(row, "loaned goodput", _stat(sc, "_lg"))
+        _put(row, "preempt/1k jobs", _stat(sc, "preemptions_per_1000_jobs"))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+EXTRA_TABLES.update(
+    baselines=baselines_table,
+    knapsack=knapsack_table,
+    reclaim_choice=reclaim_choice_table,
+    hetero=hetero_table,
+    hetero_pools=hetero_pools_table,
+    loaned_speed=loaned_speed_table,
+)
 
 
 def markdown_table(df: pd.DataFrame) -> str:
@@ -560,7 +923,8 @@ def _log_yerr(d: pd.DataFrame, col: str) -> np.ndarray | None:
     return np.vstack([np.minimum(h, 0.99 * np.abs(v)), h])
 
 
-def _figures(rows: list[dict[str, Any]], sens: pd.DataFrame, out: Path) -> list[str]:
+def _figures(rows: list[dict[str, Any]], sens: pd.DataFrame, out: Path,
+             speed: pd.DataFrame | None = None) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -628,6 +992,22 @@ def _figures(rows: list[dict[str, Any]], sens: pd.DataFrame, out: Path) -> list[
         _png(fig, out / "sensitivity.png")
         plt.close(fig)
         names.append("sensitivity.png")
+    if speed is not None and len(speed) and (~speed["measured"]).any():
+        d = speed[~speed["measured"]]
+        fig, ax = plt.subplots(figsize=(5.5, 3.4))
+        for col, fmt, name in (("fifo/aryl JCT", "o-", "JCT, fifo / aryl"),
+                               ("no-loan/aryl JCT", "s-", "JCT, aryl-no-loan / aryl"),
+                               ("no-loan/aryl qd", "^--", "queuing delay, aryl-no-loan / aryl")):
+            ax.errorbar(d["loaned speed"], d[col], yerr=_log_yerr(d, col), fmt=fmt, capsize=3,
+                        label=name)
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_xlabel("loaned GPU speed (relative to a V100, every model family)")
+        ax.set_ylabel("ratio (above 1: aryl faster)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        _png(fig, out / "loaned_speed.png")
+        plt.close(fig)
+        names.append("loaned_speed.png")
     return names
 
 
@@ -715,7 +1095,10 @@ def run_paper(
     -------
     dict of DataFrame
         ``runs`` (one row per spec entry and seed), ``headline``,
-        ``ablations``, ``sensitivity``, ``reclaim``.
+        ``ablations``, ``sensitivity``, ``reclaim``, and those of
+        :data:`EXTRA_TABLES` that the spec has the sections for
+        (``baselines``, ``knapsack``, ``reclaim_choice``, ``hetero``,
+        ``hetero_pools``, ``loaned_speed``).
 
     Raises
     ------
@@ -756,6 +1139,7 @@ def run_paper(
     headline = headline_table(runs)
     ablations = ablation_table(runs)
     sensitivity = sensitivity_table(runs)
+    extra = {name: fn(runs) for name, fn in EXTRA_TABLES.items()}
     head = runs[runs["section"] == "headline"]
     main = head[head["trace"] == head.iloc[0]["trace"]].sort_values("seed").iloc[0]
     say("reclaim quality: greedy vs exact")
@@ -787,13 +1171,16 @@ def run_paper(
         "ablations": ablations,
         "sensitivity": sensitivity,
         "reclaim": rq_summary,
+        **{k: v for k, v in extra.items() if len(v)},
     }
     say("writing results")
     series = _series(data, runs)
     with atomic_directory(out) as tmp:
         for name, df in tables.items():
+            if name == "runs":
+                df = public_runs(df)
             atomic_write_dataframe(df, tmp / f"{name}.csv")
-        figures = _figures(series, sensitivity, tmp)
+        figures = _figures(series, sensitivity, tmp, tables.get("loaned_speed"))
         command = paper_command(quick=quick, philly=philly is not None, config=config,
                                 policy_options=policy_options)
         manifest = {
@@ -805,6 +1192,9 @@ def run_paper(
             "seeds": sorted({int(s) for s in runs["seed"]}),
             "confidence": 0.95,
             "elapsed_s": time.perf_counter() - t0,
+            # the replays' own wall time, summed over runs (whether run now or reused)
+            "replays_s": float(runs.drop_duplicates("key")["run_s"].sum())
+            if "run_s" in runs else None,
             "target_queuing_delay_s": TARGET_QUEUING_DELAY_S,
             "inference_ratio": INFERENCE_RATIO,
             "paper": PAPER_FIGURES,
@@ -819,6 +1209,18 @@ def run_paper(
     if not keep:
         shutil.rmtree(data, ignore_errors=True)
     return tables
+
+
+def public_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` as written to ``runs.csv``: a trace read from a file is named by the
+    file's name, not its path on this machine (``trace_source``)."""
+    if "trace_source" not in runs:
+        return runs
+    from aryl.traces import PRESETS
+
+    names = [s if (s in PRESETS or not isinstance(s, str)) else Path(s).name
+             for s in runs["trace_source"]]
+    return runs.assign(trace_source=names)
 
 
 def paper_command(
@@ -890,10 +1292,12 @@ def render_markdown(
         "",
         "Times in seconds; `qd` = mean queuing delay (first start - arrival), `JCT` = mean "
         "job completion time. Ratios in the paper's form: fifo / aryl for delays; "
-        "aryl / fifo - 1 for usage. `usage` = training GPU-seconds allocated / training "
-        "GPU-seconds available (loaned servers count while on loan); `all-GPU usage gain` "
-        "counts both clusters' GPUs (serving counts as used). `servers` = training + "
-        "inference 8-GPU servers.",
+        "aryl / fifo - 1 for usage and goodput. `usage` = training GPU-seconds allocated / "
+        "training GPU-seconds available (loaned servers count while on loan); `all-GPU "
+        "usage gain` counts both clusters' GPUs (serving counts as used). `goodput` = useful "
+        "work (traced duration x traced GPUs of the progress kept) / the same GPU-seconds "
+        "available; `aryl GPU-s / fifo's` = GPU-seconds allocated to the same jobs, aryl over "
+        "fifo. `servers` = training + inference 8-GPU servers.",
         "",
         markdown_table(h),
         "",
@@ -904,15 +1308,52 @@ def render_markdown(
             "cluster usage up to +26.9% (+25%).",
             "",
         ]
+    lines += [USAGE_NOTE, ""]
+    sections: list[tuple[str, str, str]] = [
+        ("baselines", "Two baselines: strict fifo and fifo with EASY backfilling",
+         "Means over seeds; `X/aryl` = X's mean over aryl's, per seed. `fifo-backfill` "
+         "(`backfill`) reserves the earliest start for the job at the head of the queue and "
+         "lets later jobs start only if they do not delay it; neither loans nor scales."),
+        ("ablations", "Ablations and peers (main trace)",
+         "`qd ratio`, `JCT ratio` = fifo / this; `backfill/this` = fifo-backfill / this. "
+         "`sjf` has the starvation bound on (4 h: a job waiting longer blocks backfill) "
+         "unless the row says otherwise."),
+        ("sensitivity", "Sensitivity (aryl; ratios against fifo on the same training cluster)",
+         ""),
+        ("knapsack", "Where the knapsack could matter: multi-GPU elastic workers",
+         "`workers` = `one` (every elastic worker one GPU) or `split` (the traced GPUs "
+         "split into at least two whole workers of 8, 4 or 2 GPUs, docs/model.md), so the "
+         "MCKP's items weigh 1 to 8 GPUs; `elastic` = share of jobs elastic. "
+         "`greedy/this` = elastic-greedy over this, per seed: `aryl-no-loan` and "
+         "`elastic-greedy` differ only in the solver (exact MCKP or marginal-gain greedy)."),
+        ("reclaim_choice", "Reclaim choice under pressure (aryl, main trace)",
+         "Each cell: training + inference servers, restart cost and checkpoint interval; "
+         "`X vs aryl` = this / the cost greedy (`aryl`) in the same cell, per seed."),
+        ("hetero", "Heterogeneous GPUs",
+         "`default`: the headline's homogeneous cluster; otherwise the named preset "
+         "(docs/cluster.md) with measured speeds. `qd ratio`, `JCT ratio` = the same "
+         "cluster's fifo / this; `no-loan/this` = aryl-no-loan / this. Goodput counts "
+         "useful work in V100-seconds, so faster GPUs can push it above usage."),
+        ("hetero_pools", "Heterogeneous GPUs: per pool",
+         "Usage and goodput over each pool's GPU-seconds available (an inference pool's "
+         "only while on loan: `–` when never loaned); `jobs` = jobs whose main pool it is "
+         "(most GPU-seconds there), `JCT` their mean."),
+        ("loaned_speed", "The loaned GPU's speed",
+         "aryl on the heterogeneous cluster with every model family's speed on the loaned "
+         "(inference) GPUs set to `loaned speed` x a V100's; the `measured` row keeps the "
+         "measured speeds. Ratios per seed against the same cluster's fifo and "
+         "aryl-no-loan runs (they never use a loaned server). `loaned usage`, `loaned "
+         "goodput`: over the inference pool's GPU-seconds on loan."),
+    ]
+    for name, title, note in sections:
+        df = tables.get(name)
+        if df is None or not len(df):
+            continue
+        lines += [f"## {title}", ""]
+        if note:
+            lines += [note, ""]
+        lines += [markdown_table(df), ""]
     lines += [
-        "## Ablations and peers (main trace)",
-        "",
-        markdown_table(tables["ablations"]),
-        "",
-        "## Sensitivity (aryl; ratios against fifo on the same training cluster)",
-        "",
-        markdown_table(tables["sensitivity"]),
-        "",
         "## Reclaim quality: cost greedy vs exact optimum",
         "",
         "Small instances (at most 8 loaned servers) cut from the reclaim requests of the "
@@ -926,3 +1367,16 @@ def render_markdown(
         lines += [f"![{f}]({f})" for f in figures]
         lines.append("")
     return "\n".join(lines)
+
+
+#: What a usage gain can and cannot mean (results.md, under the headline table).
+USAGE_NOTE = (
+    "**Usage is not goodput.** Usage counts GPU-seconds *allocated*, and an elastic job "
+    "scaled out at sub-linear throughput (`T(w) = w / (1 + alpha (w - 1))`) holds more "
+    "GPU-seconds for the same work, as does work lost to a preemption; goodput counts only "
+    "the useful work. A usage gain such as the paper's +26.9% can mean that more of the "
+    "cluster was handed to jobs (idle GPUs put to work, loaned servers filled); it cannot, "
+    "on its own, mean that 26.9% more training was done, nor that jobs finish 26.9% sooner: "
+    "that needs goodput or JCT. Under strict fifo on one GPU type the two coincide (every job "
+    "runs at its traced size and loses nothing)."
+)

@@ -70,7 +70,14 @@ class InputOptions:
     elastic_fraction : float
         Share of the jobs made elastic (0 to 1, exact count, seeded by ``seed``):
         an elastic job runs between half and twice its traced GPUs, one GPU per
-        worker; the others keep their traced size (docs/model.md).
+        worker unless ``elastic_worker_gpus`` says otherwise; the others keep
+        their traced size (docs/model.md).
+    elastic_worker_gpus : str
+        GPUs per worker of an elastic job: ``one`` (every worker one GPU) or
+        ``split`` (the traced GPUs split into at least two whole workers of 8, 4
+        or 2 GPUs: the largest that divides them, so 4 -> 2 x 2, 8 -> 2 x 4,
+        16 -> 2 x 8, and 1 or 2 GPUs stay one-GPU workers), so that the MCKP's
+        extra workers weigh 1, 2, 4 or 8 GPUs (docs/model.md).
     alpha_low, alpha_high : float
         Each job's throughput parameter ``alpha`` is drawn uniformly from
         ``[alpha_low, alpha_high]`` (``T(w) = w / (1 + alpha (w - 1))``;
@@ -86,6 +93,7 @@ class InputOptions:
     """
 
     elastic_fraction: float = 0.5
+    elastic_worker_gpus: str = "one"
     alpha_low: float = 0.02
     alpha_high: float = 0.2
     inference: str = "bundled"
@@ -94,6 +102,12 @@ class InputOptions:
     def __post_init__(self) -> None:
         if not 0.0 <= self.elastic_fraction <= 1.0:
             raise InvalidInputError("elastic_fraction: must be in [0, 1]")
+        from aryl.traces.elastic import ELASTIC_WORKER_GPUS
+
+        if self.elastic_worker_gpus not in ELASTIC_WORKER_GPUS:
+            raise InvalidInputError(
+                f"elastic_worker_gpus: expected {' or '.join(map(repr, ELASTIC_WORKER_GPUS))}, "
+                f"got {self.elastic_worker_gpus!r}")
         if not 0.0 <= self.alpha_low <= 1.0:
             raise InvalidInputError("alpha_low: must be in [0, 1]")
         if not 0.0 <= self.alpha_high <= 1.0:

@@ -117,7 +117,7 @@ def paper(
     ray_address: str | None, data_dir: Path | None, spec: Path | None,
     reclaim_instances: int, config_file: str | None, sets: tuple[str, ...], show_config: bool,
 ) -> None:
-    """Headline table, ablations, sensitivity sweeps and reclaim quality.
+    """Headline, baselines, ablations, sensitivity sweeps, designed experiments, reclaim quality.
 
     Every table is printed here and written, with the figures, to OUT; the
     numbers in OUT/results.md are the ones printed.  The replays are the sweep
@@ -180,9 +180,16 @@ def paper(
         raise click.ClickException(str(exc)) from exc
     for name, title, transpose, keys in (
         ("headline", "Headline: fifo vs aryl (times in s; ratios in the paper's form)", True, 1),
+        ("baselines", "Baselines: strict fifo and fifo-backfill against aryl", True, 1),
         ("ablations", "Ablations and peers (main trace; ratios against fifo)", True, 1),
         ("sensitivity", "Sensitivity (aryl vs fifo on the same training cluster)", False, 2),
+        ("knapsack", "Multi-GPU elastic workers: exact MCKP vs greedy", False, 3),
+        ("reclaim_choice", "Reclaim choice under pressure (vs the cost greedy)", False, 4),
+        ("hetero", "Heterogeneous GPUs (ratios against the same cluster's fifo)", False, 2),
+        ("hetero_pools", "Heterogeneous GPUs: per pool", False, 2),
+        ("loaned_speed", "The loaned GPU's relative speed (aryl)", False, 2),
         ("reclaim", "Reclaim quality: cost greedy vs exact optimum", False, 0),
     ):
-        print_frame(console, title, tables[name], transpose=transpose, keys=keys)
+        if name in tables:
+            print_frame(console, title, tables[name], transpose=transpose, keys=keys)
     console.print(f"Wrote {out_dir / 'results.md'} (tables, figures, manifest) in {out_dir}/")

@@ -272,7 +272,8 @@ def _prepare(o: dict[str, Any], console: Console) -> tuple[Any, RunConfig, Any, 
         trace = synthesize_elastic(trace, elastic_fraction=inp.elastic_fraction,
                                    seed=rc.get("sim", "seed"), alpha_low=inp.alpha_low,
                                    alpha_high=inp.alpha_high,
-                                   gpus_per_server=rc.get("sim", "gpus_per_server"))
+                                   gpus_per_server=rc.get("sim", "gpus_per_server"),
+                                   elastic_worker_gpus=inp.elastic_worker_gpus)
     except InvalidInputError as exc:
         raise click.ClickException(f"elastic synthesis: {exc}") from exc
     jobs = trace.jobs
@@ -470,6 +471,8 @@ def _describe(trace: Any, cfg: Any, rc: RunConfig, o: dict[str, Any], policies: 
     elastic = _elastic_policies(policies)
     rigid = [p for p in policies if p not in elastic]
     share = f"{100 * inp.elastic_fraction:.0f}% of jobs elastic"
+    if inp.elastic_worker_gpus != "one":
+        share += f" ({inp.elastic_worker_gpus} workers)"
     if not elastic:
         jobs_text = f"every job at its traced size ({', '.join(rigid)} does not scale jobs)" \
             if len(rigid) == 1 else "every job at its traced size (no policy here scales jobs)"

@@ -68,9 +68,15 @@ def measures_of(summary: dict[str, Any], config: Any) -> dict[str, Any]:
     Every numeric scalar of :attr:`aryl.sim.SimResult.summary` (a new summary
     entry becomes a measure by itself); a statistics dict ``{"mean": ...}``
     under ``name`` becomes ``mean_name``, ``p95_name`` ...; ``None`` becomes
-    NaN.  Two derived measures: ``combined_usage`` (training GPU-seconds
-    allocated plus inference GPU-seconds serving, over both clusters'
-    GPU-seconds) and ``preemptions_per_1000_jobs``.
+    NaN.  Each pool of ``summary["pools"]`` gives ``pool_<name>_<field>`` for its
+    numeric fields (``pool_v100_usage``, ``pool_t4_goodput``,
+    ``pool_t4_gpu_s_available``, ``pool_a100_jobs`` = the jobs whose main pool
+    it is ...) and ``pool_<name>_<stat>_jct_s`` for those jobs' JCT; the
+    cluster's ``training_gpus`` and ``inference_gpus``.  Two derived measures:
+    ``combined_usage`` (training GPU-seconds allocated plus inference
+    GPU-seconds serving, over both clusters' GPU-seconds; the GPU counts are
+    the cluster's, ``summary["cluster"]``, and a serving server counts with
+    the inference servers' mean GPUs) and ``preemptions_per_1000_jobs``.
 
     Parameters
     ----------
@@ -95,21 +101,29 @@ def measures_of(summary: dict[str, Any], config: Any) -> dict[str, Any]:
             out[k] = int(v)
         elif isinstance(v, int | float | np.integer | np.floating):
             out[k] = v.item() if isinstance(v, np.generic) else v
-    for p in summary.get("pools") or []:  # per pool of a cluster spec
-        name = p["pool"]
-        for key, src in (("usage", p["usage"]), ("goodput", p["goodput"]),
-                         ("mean_jct_s", p["jct_s"]["mean"]), ("jobs", p["n_jobs_main"])):
-            out[f"pool_{name}_{key}"] = math.nan if src is None else src
+    for pool in summary.get("pools") or []:  # per pool (the default shape has two)
+        name = str(pool["pool"])
+        for field, x in pool.items():
+            col = "jobs" if field == "n_jobs_main" else field
+            if isinstance(x, dict):
+                for stat, y in x.items():
+                    if y is None or (isinstance(y, int | float) and not isinstance(y, bool)):
+                        out[f"pool_{name}_{stat}_{col}"] = math.nan if y is None else y
+            elif x is None and field not in ("pool", "role", "gpu_type"):
+                out[f"pool_{name}_{col}"] = math.nan
+            elif isinstance(x, int | float) and not isinstance(x, bool):
+                out[f"pool_{name}_{col}"] = x
     span = float(summary["makespan_s"])
     cl = summary.get("cluster")
     if cl is not None:  # the servers the replay really had (a cluster spec's pools)
-        train_gpus, inf_gpus = cl["training_gpus"], cl["inference_gpus"]
+        train_gpus, inf_gpus = int(cl["training_gpus"]), int(cl["inference_gpus"])
         out["training_gpus"], out["inference_gpus"] = train_gpus, inf_gpus
     else:
         gps = config.gpus_per_server
         train_gpus = config.n_training_servers * gps
         inf_gpus = config.n_inference_servers * gps
     total_gpu_s = span * (train_gpus + inf_gpus)
+    # inference_utilisation is serving server-seconds / (span x inference servers)
     serving_gpu_s = (summary["inference_utilisation"] or 0.0) * span * inf_gpus
     out["combined_usage"] = (
         (float(summary["gpu_s_allocated"]) + serving_gpu_s) / total_gpu_s
@@ -138,6 +152,7 @@ def param_columns() -> dict[str, Any]:
         "policy_options": pa.string(),
         "variant": pa.string(),
         "elastic_fraction": pa.float64(),
+        "elastic_worker_gpus": pa.string(),
         "peak_utilisation": pa.float64(),
         "inference": pa.string(),
         "training_servers_x": pa.float64(),
@@ -219,9 +234,10 @@ def execute_run(run: Run, trace: Any) -> RunOutput:
     Notes
     -----
     The trace gets its scaling columns from :func:`aryl.traces.synthesize_elastic`
-    with the run's elastic fraction and seed; the inference demand is the
-    bundled profile at the run's peak utilisation with the run's seed
-    (``inference = "none"``: no demand).  Deterministic.
+    with the run's elastic fraction, worker rule and seed; the inference demand
+    is the bundled profile, scaled to the cluster's inference servers (the
+    cluster spec's when ``cluster`` is set), at the run's peak utilisation
+    with the run's seed (``inference = "none"``: no demand).  Deterministic.
     """
     from aryl.sim import SimConfig, simulate
     from aryl.sim.adapters import default_inference
@@ -234,11 +250,12 @@ def execute_run(run: Run, trace: Any) -> RunOutput:
             "(install the same aryl version on every node)"
         )
     cfg = SimConfig(**dict(run.config))
-    jobs = synthesize_elastic(trace, elastic_fraction=run.elastic_fraction, seed=run.seed)
+    jobs = synthesize_elastic(trace, elastic_fraction=run.elastic_fraction, seed=run.seed,
+                              elastic_worker_gpus=run.elastic_worker_gpus)
     from aryl.sim.setup import resolve_cluster
 
     inference: Any = False
-    if run.inference == "bundled":
+    if run.inference == "bundled":  # scaled to the cluster's (a spec's) inference servers
         inference = default_inference(resolve_cluster(cfg).n_inference_servers, run.seed,
                                       peak_utilisation=run.peak_utilisation)
     t0 = time.perf_counter()

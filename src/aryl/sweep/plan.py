@@ -130,6 +130,7 @@ class Run:
     policy_options : tuple of (str, Any)
     seed : int
     elastic_fraction, peak_utilisation : float
+    elastic_worker_gpus : str
     inference : str
     training_servers_x : float
     inference_ratio : float or None
@@ -153,6 +154,7 @@ class Run:
     inference_ratio: float | None
     config: tuple[tuple[str, Any], ...]
     code: str
+    elastic_worker_gpus: str = "one"
 
     @property
     def variant(self) -> str:
@@ -169,6 +171,7 @@ class Run:
             "policy_options": canonical_json(dict(self.policy_options)),
             "variant": self.variant,
             "elastic_fraction": self.elastic_fraction,
+            "elastic_worker_gpus": self.elastic_worker_gpus,
             "peak_utilisation": self.peak_utilisation,
             "inference": self.inference,
             "training_servers_x": self.training_servers_x,
@@ -349,8 +352,12 @@ def plan_sweep(
     (auto or given) training count ``n``.  Then ``training_servers_x``
     scales the training count (``max(1, round(n * x))``), and
     ``inference_ratio`` (if set) gives ``round(n_train * r)`` inference servers
-    (at least 1 when ``r > 0``).  Python's ``round`` (half to even).
+    (at least 1 when ``r > 0``).  Python's ``round`` (half to even).  With a
+    ``cluster`` spec (preset or file), the spec gives the servers: ``auto``
+    stands for its own counts, and ``training_servers_x`` / ``inference_ratio``
+    are errors.
     """
+    from aryl.cluster import CLUSTER_PRESETS
     from aryl.errors import InvalidInputError
     from aryl.sim.config import SimConfig
     from aryl.sim.sizing import INFERENCE_RATIO, MIN_INFERENCE_SERVERS
@@ -373,6 +380,17 @@ def plan_sweep(
         gps = int(config.get("gpus_per_server", SimConfig.gpus_per_server))
         n_train = config.get("n_training_servers", SimConfig.n_training_servers)
         n_inf = config.get("n_inference_servers", SimConfig.n_inference_servers)
+        if config.get("cluster") is not None:
+            # a cluster spec gives the server counts: "auto" means its own
+            table = "[grid]" if req.group == 0 else f"[[run]] #{req.group}"
+            if req.training_servers_x != 1.0 or req.inference_ratio is not None:
+                key = "training_servers_x" if req.training_servers_x != 1.0 \
+                    else "inference_ratio"
+                raise InvalidInputError(
+                    f"{spec.origin}: {table}.{key}: cannot be used with cluster "
+                    f"{config['cluster']!r} (the cluster spec gives the server counts)")
+            n_train = SimConfig.n_training_servers if n_train == "auto" else n_train
+            n_inf = SimConfig.n_inference_servers if n_inf == "auto" else n_inf
         if n_train == "auto":
             if (tid, gps) not in sized_cache:
                 say(f"sizing the cluster for {req.trace.label}")
@@ -403,10 +421,24 @@ def plan_sweep(
             "policy_options": dict(req.policy_options),
             "seed": req.seed,
             "elastic_fraction": req.elastic_fraction,
+            **({"elastic_worker_gpus": req.elastic_worker_gpus}
+               if req.elastic_worker_gpus != "one" else {}),
             "peak_utilisation": req.peak_utilisation,
             "inference": req.inference,
             "config": dict(cfg_items),
         }
+        cluster = cfg.cluster
+        if cluster is not None and cluster.strip() not in CLUSTER_PRESETS:
+            # a cluster file is keyed by its content too, not only by its path
+            cp = Path(cluster)
+            if not cp.is_file():
+                table = "[grid]" if req.group == 0 else f"[[run]] #{req.group}"
+                raise InvalidInputError(
+                    f"{spec.origin}: {table}.cluster: {cluster!r} is neither a preset "
+                    f"({', '.join(sorted(CLUSTER_PRESETS))}) nor a file")
+            st = cp.stat()
+            identity["cluster_sha256"] = _file_digest(str(cp.resolve()), st.st_size,
+                                                      st.st_mtime_ns)
         key = hashlib.sha256(canonical_json(identity).encode()).hexdigest()[:KEY_HEX_DIGITS]
         entries.append(PlanEntry(key, req.group, req.tags))
         if key in runs:
@@ -420,6 +452,7 @@ def plan_sweep(
             policy_options=req.policy_options,
             seed=req.seed,
             elastic_fraction=req.elastic_fraction,
+            elastic_worker_gpus=req.elastic_worker_gpus,
             peak_utilisation=req.peak_utilisation,
             inference=req.inference,
             training_servers_x=req.training_servers_x,
@@ -435,6 +468,7 @@ def plan_sweep(
 def _label(req: RunRequest) -> str:
     parts = [req.trace.label, variant_label(req.policy, req.policy_options)]
     values = {**dict(req.config), "elastic_fraction": req.elastic_fraction,
+              "elastic_worker_gpus": req.elastic_worker_gpus,
               "peak_utilisation": req.peak_utilisation, "inference": req.inference,
               "training_servers_x": req.training_servers_x,
               "inference_ratio": req.inference_ratio}

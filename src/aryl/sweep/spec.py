@@ -75,6 +75,7 @@ AXES: dict[str, Any] = {
     "seed": 0,
     "policy_options": {},
     "elastic_fraction": 0.5,
+    "elastic_worker_gpus": "one",
     "peak_utilisation": 0.9,
     "inference": "bundled",
     "training_servers_x": 1.0,
@@ -132,6 +133,9 @@ class RunRequest:
     seed : int
     elastic_fraction : float
         Share of jobs made elastic by :func:`aryl.traces.synthesize_elastic`.
+    elastic_worker_gpus : {"one", "split"}
+        GPUs per worker of an elastic job
+        (:func:`aryl.traces.elastic.elastic_gpus_per_worker`).
     peak_utilisation : float
         Peak of the bundled inference profile, as a share of inference servers.
     inference : {"bundled", "none"}
@@ -159,6 +163,7 @@ class RunRequest:
     inference_ratio: float | None
     config: tuple[tuple[str, Any], ...]
     explicit: tuple[str, ...] = ()
+    elastic_worker_gpus: str = "one"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -467,6 +472,7 @@ def _expand(
                 policy_options=tuple(sorted(point["policy_options"].items())),
                 seed=point["seed"],
                 elastic_fraction=point["elastic_fraction"],
+                elastic_worker_gpus=point["elastic_worker_gpus"],
                 peak_utilisation=point["peak_utilisation"],
                 inference=point["inference"],
                 training_servers_x=point["training_servers_x"],
@@ -518,6 +524,13 @@ def _check_axis(
         return int(v)
     if key == "elastic_fraction":
         return _float_in(where, v, 0.0, 1.0)
+    if key == "elastic_worker_gpus":
+        from aryl.traces.elastic import ELASTIC_WORKER_GPUS
+
+        if v not in ELASTIC_WORKER_GPUS:
+            raise InvalidInputError(
+                f"{where}: expected one of {list(ELASTIC_WORKER_GPUS)}, got {v!r}")
+        return v
     if key == "peak_utilisation":
         return _float_in(where, v, 0.0, 1.0, lo_open=True)
     if key == "inference":
@@ -626,8 +639,12 @@ def parse_spec(
         if r.config in seen:
             continue
         seen.add(r.config)
-        cfg: dict[str, Any] = {k: (1 if v == "auto" and k in _AUTO_FIELDS else v)
-                               for k, v in r.config}
+        # "auto" stands for a size >= 1 here; with a cluster spec, for the spec's own counts
+        clustered = dict(r.config).get("cluster") is not None
+        cfg: dict[str, Any] = {
+            k: ((getattr(SimConfig, k) if clustered else 1)
+                if v == "auto" and k in _AUTO_FIELDS else v)
+            for k, v in r.config}
         try:
             SimConfig(**cfg)
         except InvalidInputError as exc:
