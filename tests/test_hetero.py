@@ -256,3 +256,34 @@ def test_per_type_knapsacks_are_the_joint_optimum(case: Any) -> None:
         if k:
             got += val[var.index((j, k))]
     assert got == pytest.approx(best, rel=1e-9, abs=1e-6)
+
+
+@pytest.mark.parametrize("engine", ["native", "python"])
+def test_a_worker_larger_than_one_types_servers_goes_to_the_other_type(
+    tmp_path: Path, engine: str
+) -> None:
+    # Training pools: "small" 2 servers of 4 GPUs (type FAST, first, so tried first on a
+    # speed tie) and "big" 1 server of 8 GPUs (V100).  One rigid job of one 8-GPU worker,
+    # 100 s: it fits no 4-GPU server, so it goes to the 8-GPU server at t=0 and ends at
+    # 100 (the reference type's speed; before the fix gang placement divided by zero).
+    spec = _spec(tmp_path, [("small", "training", 2, 4, "FAST"),
+                            ("big", "training", 1, 8, "V100"),
+                            ("i", "inference", 1, 8, "T4")])
+    rows = [dict(job_id="J", submit_time_s=0, duration_s=100, gpus=8, gpus_per_worker=8,
+                 min_workers=1, max_workers=1, elastic=False, alpha=0.0)]
+    for policy in ("fifo", "sjf", "tiresias", "fifo-backfill", "aryl"):
+        res = simulate(_jobs(rows), policy=policy, inference=False, config=SimConfig(
+            cluster=spec, speed_model="parametric", loaned_gpu_speed=0.5, engine=engine,
+            check=True))
+        j = res.jobs.set_index("job_id")
+        assert (j.loc["J", "first_start_s"], j.loc["J", "finish_s"]) == (0.0, 100.0), policy
+        assert j.loc["J", "main_pool"] == "big", policy
+
+
+def test_loaned_gpu_speed_needs_an_inference_type_of_its_own() -> None:
+    from aryl.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="loaned_gpu_speed: the inference servers are "
+                                                "of the reference GPU type"):
+        simulate(_jobs([dict(job_id="a", submit_time_s=0, duration_s=10, gpus=1)]),
+                 policy="aryl", config=SimConfig(loaned_gpu_speed=0.5))

@@ -39,6 +39,7 @@ inline bool gang_place(const std::vector<i64>& free, const Servers& servers, i64
                        i64 gpus_per_server, Placement& out) {
     out.clear();
     const i64 per_server = floordiv(gpus_per_server, g);
+    if (per_server == 0) return false;  // a worker larger than these servers fits none
     const i64 n_full = floordiv(workers, per_server);
     const i64 rest = floormod(workers, per_server);
     if (n_full == 0) {

@@ -49,6 +49,8 @@ def gang_place(
     servers' worth, then one best-fit server for the remaining workers.
     """
     per_server = gpus_per_server // g
+    if per_server == 0:  # a worker larger than these servers fits none of them
+        return None
     n_full, rest = divmod(workers, per_server)
     if n_full == 0:
         s = best_fit(free, servers, rest * g)

@@ -64,6 +64,13 @@ def speed_model(cfg: SimConfig, spec: ClusterSpec) -> SpeedModel:
     ``loaned_gpu_speed`` sets the inference pools' types to that relative speed.
     """
     inf_types = [p.gpu_type for p in spec.inference_pools]
+    ref_type = spec.training_pools[0].gpu_type if spec.training_pools else "V100"
+    if cfg.loaned_gpu_speed is not None and not [t for t in inf_types if t != ref_type]:
+        raise InvalidInputError(
+            "loaned_gpu_speed: the inference servers are of the reference GPU type "
+            f"({ref_type}), so their speed cannot differ; use a cluster spec whose "
+            "inference pool has its own GPU type (docs/cluster.md)"
+        )
     if speed_kind(cfg, spec) == "measured":
         from aryl.speeds import SpeedTable
 
