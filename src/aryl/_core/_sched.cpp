@@ -102,33 +102,7 @@ S::Policy make_policy(const py::dict& d) {
     return p;
 }
 
-// The hook for the comparison reclaim policies: fn(request dict, policy, seed) ->
-// (servers, preempted), run with the GIL held.
-S::ReclaimHook make_hook(py::object fn) {
-    if (fn.is_none()) return S::ReclaimHook();
-    auto holder = std::make_shared<py::object>(std::move(fn));
-    return [holder](const S::ReclaimRequestArrays& req, int policy, i64 seed,
-                    std::vector<i64>& servers, std::vector<i64>& preempted) {
-        py::gil_scoped_acquire gil;
-        py::dict d;
-        d["server_id"] = to_numpy(req.server_id);
-        d["server_gpus"] = to_numpy(req.server_gpus);
-        d["placement_job"] = to_numpy(req.placement_job);
-        d["placement_server"] = to_numpy(req.placement_server);
-        d["placement_workers"] = to_numpy(req.placement_workers);
-        d["job_id"] = to_numpy(req.job_id);
-        d["job_workers"] = to_numpy(req.job_workers);
-        d["job_gpus_per_worker"] = to_numpy(req.job_gpus_per_worker);
-        d["job_min_workers"] = to_numpy(req.job_min_workers);
-        d["job_elastic"] = to_numpy(req.job_elastic);
-        d["job_preemptible"] = to_numpy(req.job_preemptible);
-        d["n_servers"] = req.n_servers;
-        py::tuple out = (*holder)(d, policy, seed);
-        servers = out[0].cast<std::vector<i64>>();
-        preempted = out[1].cast<std::vector<i64>>();
-    };
-}
-
+// The reclaim request as a dict of numpy arrays (the hook's and reclaim_request's).
 py::dict request_dict(const S::ReclaimRequestArrays& req) {
     py::dict d;
     d["server_id"] = to_numpy(req.server_id);
@@ -144,6 +118,21 @@ py::dict request_dict(const S::ReclaimRequestArrays& req) {
     d["job_preemptible"] = to_numpy(req.job_preemptible);
     d["n_servers"] = req.n_servers;
     return d;
+}
+
+// The hook for the comparison reclaim policies: fn(request dict, policy, seed) ->
+// (servers, preempted), run with the GIL held.
+S::ReclaimHook make_hook(py::object fn) {
+    if (fn.is_none()) return S::ReclaimHook();
+    auto holder = std::make_shared<py::object>(std::move(fn));
+    return [holder](const S::ReclaimRequestArrays& req, int policy, i64 seed,
+                    std::vector<i64>& servers, std::vector<i64>& preempted) {
+        py::gil_scoped_acquire gil;
+        py::dict d = request_dict(req);
+        py::tuple out = (*holder)(d, policy, seed);
+        servers = out[0].cast<std::vector<i64>>();
+        preempted = out[1].cast<std::vector<i64>>();
+    };
 }
 
 // ------------------------------------------------------------- the engine

@@ -127,6 +127,55 @@ def scheduler_config(config: SimConfig) -> SchedulerConfig:
     )
 
 
+class ServerLayout:
+    """The servers of a replay, as both engines build them (a state without jobs).
+
+    Attributes
+    ----------
+    spec : ClusterSpec
+        The pools (``cluster``, or ``config``'s counts of V100 servers).
+    state : ClusterState
+        Training servers ``t0..``, inference servers ``i0..`` (serving when a demand
+        series drives them, else idle and loanable), no jobs.
+    train_S, inf_S : int or None
+        The GPUs per server of each role when uniform, else None.
+    gpus_per_server : int
+        The largest training server's GPUs (``config.gpus_per_server`` without any).
+    slots : dict[str, list[tuple[int, int]]]
+        Per training GPU type, ``(n_servers, gpus_per_server)`` of each pool
+        (the feasibility of a job's whole workers).
+    """
+
+    def __init__(self, config: SimConfig, cluster: ClusterSpec | None,
+                 speeds: SpeedModel | None, serving: bool) -> None:
+        spec = cluster if cluster is not None else ClusterSpec.from_counts(
+            config.n_training_servers, config.n_inference_servers, config.gpus_per_server, "V100"
+        )
+        self.spec = spec
+        st = ClusterState(config=scheduler_config(config), speeds=speeds)
+        inf_status = SERVING if serving else IDLE
+        counters = {"training": 0, "inference": 0}
+        for pool in spec.server_pools():
+            role = pool.role
+            i = counters[role]
+            counters[role] += 1
+            st.add_server(f"{'t' if role == 'training' else 'i'}{i}", role=role,
+                          gpus=pool.gpus_per_server, pool=pool.name, gpu_type=pool.gpu_type,
+                          status=None if role == "training" else inf_status)
+        self.state = st
+        # a uniform server size per role keeps the homogeneous accounting's arithmetic
+        sizes_t = {p.gpus_per_server for p in spec.training_pools}
+        sizes_i = {p.gpus_per_server for p in spec.inference_pools}
+        self.train_S: int | None = sizes_t.pop() if len(sizes_t) == 1 else None
+        self.inf_S: int | None = sizes_i.pop() if len(sizes_i) == 1 else None
+        self.gpus_per_server: int = max(
+            (p.gpus_per_server for p in spec.training_pools), default=config.gpus_per_server
+        )
+        self.slots: dict[str, list[tuple[int, int]]] = {}
+        for p in spec.training_pools:
+            self.slots.setdefault(p.gpu_type, []).append((p.n_servers, p.gpus_per_server))
+
+
 class Engine:
     """One replay: the cluster state, the event loop and the accounting of plans."""
 
@@ -147,36 +196,18 @@ class Engine:
         self.policy_name = policy
         self.policy = make_policy(policy, dict(policy_options or {}))
         n = table.n_jobs
-        spec = cluster if cluster is not None else ClusterSpec.from_counts(
-            config.n_training_servers, config.n_inference_servers, config.gpus_per_server, "V100"
-        )
-        self.cluster = spec
-        self.n_train = spec.n_training_servers
-        self.n_inf = spec.n_inference_servers
+        self.n_inf = (cluster.n_inference_servers if cluster is not None
+                      else config.n_inference_servers)
         self.inference = inference if (inference is not None and self.n_inf > 0) else None
         # without a demand series nothing is ever needed: every inference server is
         # idle (loanable), as documented for ``simulate(inference=False)``
-        st = ClusterState(config=scheduler_config(config), speeds=speeds)
-        inf_status = SERVING if self.inference is not None else IDLE
-        counters = {"training": 0, "inference": 0}
-        for pool in spec.server_pools():
-            role = pool.role
-            i = counters[role]
-            counters[role] += 1
-            st.add_server(f"{'t' if role == 'training' else 'i'}{i}", role=role,
-                          gpus=pool.gpus_per_server, pool=pool.name, gpu_type=pool.gpu_type,
-                          status=None if role == "training" else inf_status)
-        # a uniform server size per role keeps the homogeneous accounting's arithmetic
-        sizes_t = {p.gpus_per_server for p in spec.training_pools}
-        sizes_i = {p.gpus_per_server for p in spec.inference_pools}
-        self.train_S = sizes_t.pop() if len(sizes_t) == 1 else None
-        self.inf_S = sizes_i.pop() if len(sizes_i) == 1 else None
-        S = max((p.gpus_per_server for p in spec.training_pools), default=config.gpus_per_server)
-        self.gpus_per_server = S
-        # whole workers of g GPUs the training servers of each type hold (feasibility)
-        self._slots: dict[str, list[tuple[int, int]]] = {}
-        for p in spec.training_pools:
-            self._slots.setdefault(p.gpu_type, []).append((p.n_servers, p.gpus_per_server))
+        layout = ServerLayout(config, cluster, speeds, serving=self.inference is not None)
+        spec = self.cluster = layout.spec
+        self.n_train = spec.n_training_servers
+        st = layout.state
+        self.train_S, self.inf_S = layout.train_S, layout.inf_S
+        self.gpus_per_server = layout.gpus_per_server
+        self._slots = layout.slots
         ids = table.job_id.tolist()
         sub = table.submit_time_s.tolist()
         gpw = table.gpus_per_worker.tolist()

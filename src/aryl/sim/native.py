@@ -30,7 +30,7 @@ from aryl.errors import InvalidInputError
 from aryl.scheduling import ClusterState, make_policy
 from aryl.scheduling.native import config_prep, policy_prep, reclaim_hook, speeds_prep
 from aryl.scheduling.speed import SpeedModel
-from aryl.scheduling.state import IDLE, INFEASIBLE, SERVING
+from aryl.scheduling.state import INFEASIBLE
 from aryl.sim.config import SimConfig, check_timeseries_size
 from aryl.sim.jobs import JobTable
 from aryl.sim.metrics import EVENT_NAMES
@@ -82,7 +82,7 @@ class NativeEngine:
         speeds: SpeedModel | None = None,
         families: list[str | None] | None = None,
     ) -> None:
-        from aryl.sim.engine import scheduler_config
+        from aryl.sim.engine import ServerLayout
 
         self.table = table
         self.config = config
@@ -90,35 +90,17 @@ class NativeEngine:
         self.policy = make_policy(policy, dict(policy_options or {}))
         pol = self.policy
         n = table.n_jobs
-        spec = cluster if cluster is not None else ClusterSpec.from_counts(
-            config.n_training_servers, config.n_inference_servers, config.gpus_per_server, "V100"
-        )
-        self.cluster = spec
-        self.n_train = spec.n_training_servers
-        self.n_inf = spec.n_inference_servers
+        self.n_inf = (cluster.n_inference_servers if cluster is not None
+                      else config.n_inference_servers)
         self.inference = inference if (inference is not None and self.n_inf > 0) else None
-        scfg = scheduler_config(config)
         # the servers, as the Python engine adds them (a state without jobs)
-        st = ClusterState(config=scfg, speeds=speeds)
-        inf_status = SERVING if self.inference is not None else IDLE
-        counters = {"training": 0, "inference": 0}
-        for pool in spec.server_pools():
-            role = pool.role
-            i = counters[role]
-            counters[role] += 1
-            st.add_server(f"{'t' if role == 'training' else 'i'}{i}", role=role,
-                          gpus=pool.gpus_per_server, pool=pool.name, gpu_type=pool.gpu_type,
-                          status=None if role == "training" else inf_status)
-        self._servers = st
-        sizes_t = {p.gpus_per_server for p in spec.training_pools}
-        sizes_i = {p.gpus_per_server for p in spec.inference_pools}
-        self.train_S = sizes_t.pop() if len(sizes_t) == 1 else None
-        self.inf_S = sizes_i.pop() if len(sizes_i) == 1 else None
-        S = max((p.gpus_per_server for p in spec.training_pools), default=config.gpus_per_server)
-        self.gpus_per_server = S
-        slots: dict[str, list[tuple[int, int]]] = {}
-        for p in spec.training_pools:
-            slots.setdefault(p.gpu_type, []).append((p.n_servers, p.gpus_per_server))
+        layout = ServerLayout(config, cluster, speeds, serving=self.inference is not None)
+        spec = self.cluster = layout.spec
+        self.n_train = spec.n_training_servers
+        st = self._servers = layout.state
+        self.train_S, self.inf_S = layout.train_S, layout.inf_S
+        self.gpus_per_server = layout.gpus_per_server
+        slots = layout.slots
         # jobs: the checks of ClusterState.add_jobs, on the arrays
         sub = np.ascontiguousarray(table.submit_time_s, dtype=np.float64)
         gpw = np.ascontiguousarray(table.gpus_per_worker, dtype=np.int64)
@@ -159,7 +141,7 @@ class NativeEngine:
         inf = self.inference
         tindex = {t: i for i, t in enumerate(st.gpu_types)}
         spec_d: dict[str, Any] = {
-            "config": config_prep(scfg),
+            "config": config_prep(st.config),
             "server_training": np.asarray([s < len(st.training_servers)
                                            for s in range(st.n_servers)], dtype=np.uint8),
             "server_gpus": np.asarray(st.server_gpus, dtype=np.int64),
@@ -187,8 +169,8 @@ class NativeEngine:
             "inf_period_s": math.inf if inf is None else float(inf.period_s),
             "slots": list(slots.values()),
             "duration_s": dur,
-            "reclaim_hook": (None if scfg.reclaim_policy == "aryl"
-                             else reclaim_hook(scfg.backend)),
+            "reclaim_hook": (None if st.config.reclaim_policy == "aryl"
+                             else reclaim_hook(st.config.backend)),
             "record_requests": False,
         }
         self._spec = spec_d
