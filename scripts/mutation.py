@@ -77,6 +77,18 @@ _SIM_TESTS = (
     "tests/test_replay_cli_fixes.py",
     "tests/test_schedule_api.py",
     "tests/test_schedule_client.py",
+    "tests/test_hetero.py",
+    "tests/test_fifo_backfill.py",
+    "tests/test_sim_extras_placement.py",
+    "tests/test_sim_faults.py",
+    "tests/test_sizing.py",
+    "tests/test_input_validation.py",
+    "tests/test_cluster_spec.py",
+    "tests/test_speeds.py",
+    "tests/test_schedule_state.py",
+    "tests/test_schedule_jsonio.py",
+    "tests/test_schedule_policies.py",
+    "tests/test_sim_accounting.py",
 )
 
 #: module -> test files.  Groups are run in this order.
@@ -90,6 +102,11 @@ GROUPS: tuple[Group, ...] = (
     Group("experiment", ("src/aryl/experiment.py",),
           ("tests/test_experiment.py", "tests/test_report_values.py")),
 )
+
+#: Repository files the tests read (docs pages, README, scripts, bench): mutmut copies
+#: them next to its copy of tests/ (``mutants/``), where ``Path(__file__).parents[1]``
+#: of a test points.
+_ALSO_COPY = ("docs", "README.md", "scripts", "bench")
 
 #: Lines never mutated: debug logging (not behaviour; nothing reads it).
 DO_NOT_MUTATE_PATTERNS = (r"^\s*(log|logger)\.debug\(",)
@@ -119,10 +136,10 @@ def _prepare(group: Group, fresh: bool) -> Path:
     if fresh and wd.exists():
         shutil.rmtree(wd)
     wd.mkdir(parents=True, exist_ok=True)
-    for name in ("src", "tests"):
+    for name in ("src", "tests", *_ALSO_COPY):
         link = wd / name
-        if not link.exists():
-            link.symlink_to(ROOT / name, target_is_directory=True)
+        if not link.exists() and (ROOT / name).exists():
+            link.symlink_to(ROOT / name, target_is_directory=(ROOT / name).is_dir())
     tests = [t for t in group.tests if (ROOT / t).exists()]
     text = (ROOT / "pyproject.toml").read_text()
     cfg = [
@@ -134,6 +151,12 @@ def _prepare(group: Group, fresh: bool) -> Path:
         'pytest_add_cli_args = ["-p", "no:cacheprovider"]',
         f"do_not_mutate_patterns = {_toml_list(list(DO_NOT_MUTATE_PATTERNS))}",
         "use_git_change_detection = false",
+        # workers fork from a server that only collected the tests: forked from the
+        # process that ran them (mutmut's default), module caches filled by the clean
+        # run (the policy instances of aryl.scheduling.registry) would hide mutants
+        # of the code that fills them
+        'process_isolation = "forkserver"',
+        f"also_copy = {_toml_list([n for n in _ALSO_COPY if (ROOT / n).exists()])}",
         "",
     ]
     (wd / "pyproject.toml").write_text(text + "\n".join(cfg))

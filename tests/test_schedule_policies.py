@@ -1,0 +1,679 @@
+"""Policies of the scheduling pass on hand-made states (``aryl.schedule`` directly).
+
+Each scenario is a :class:`ClusterState` small enough to decide by hand; the
+expected plan and the arithmetic are in the comments.  Covered: the policy
+options and the registry's refusals; ``fifo`` and ``fifo-backfill`` (the EASY
+reservation: shadow time, extra GPUs, the tie at the shadow time, jobs started
+in the same pass); ``tiresias`` (levels, backfill, the preemption round);
+``sjf`` (the starvation bound as an option, the backfill memo of failed sizes);
+the loans around every policy (offers, the reserve, the cool-down, keeping
+idle loans); the placement helpers; the kernels' greedy, table and
+``unconstrained_only`` shortcut against brute force.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from aryl.errors import InvalidInputError
+from aryl.scheduling import ClusterState, Reason, SchedulePlan, SchedulerConfig, schedule
+from aryl.scheduling.kernels import (
+    extras_table,
+    jobs_in_start_order,
+    mckp_extras,
+    reclaim_request,
+    solve_extras,
+)
+from aryl.scheduling.placement import best_fit, bf_place, gang_place, gang_place_typed
+from aryl.scheduling.policy import PassContext, Policy
+from aryl.scheduling.registry import make_policy, policy_class
+from aryl.scheduling.sjf import sjf_key_elastic, sjf_key_rigid, wait_origin_key
+from aryl.scheduling.tiresias import TiresiasPolicy
+
+
+def message(fn: Any, *args: Any, **kwargs: Any) -> str:
+    with pytest.raises(InvalidInputError) as info:
+        fn(*args, **kwargs)
+    return str(info.value)
+
+
+# ------------------------------------------------------------------ options, registry
+
+def test_policy_options_are_checked() -> None:
+    assert message(make_policy, "fifo", {"speed": 1}) == (
+        "policy 'fifo': unknown option(s) ['speed']; known: ['return_idle_loans']")
+    assert message(make_policy, "aryl", {"return_idle_loans": 1}) == (
+        "policy 'aryl': option return_idle_loans must be true or false")
+    assert message(make_policy, "sjf", {"starvation_bound_s": -1}) == (
+        "policy 'sjf': option starvation_bound_s must be a number >= 0")
+    assert message(make_policy, "aryl", {"starvation_bound_s": True}) == (
+        "policy 'aryl': option starvation_bound_s must be a number >= 0")
+    assert message(make_policy, "sjf", {"starvation_bound_s": "1"}) == (
+        "policy 'sjf': option starvation_bound_s must be a number >= 0")
+    assert message(make_policy, "sjf", {"starvation_bound_s": math.nan}) == (
+        "policy 'sjf': option starvation_bound_s must be a number >= 0")
+    assert message(make_policy, "tiresias", {"las_thresholds_gpu_s": ["a"]}) == (
+        "policy 'tiresias': option las_thresholds_gpu_s must be a list of numbers")
+    assert message(make_policy, "tiresias", {"las_thresholds_gpu_s": 5}) == (
+        "policy 'tiresias': option las_thresholds_gpu_s must be a list of numbers")
+    assert message(make_policy, "sjf", {"las_thresholds_gpu_s": [1]}) == (
+        "policy 'sjf': unknown option(s) ['las_thresholds_gpu_s']; known: "
+        "['return_idle_loans', 'starvation_bound_s']")
+
+
+def test_policy_options_take_effect() -> None:
+    assert make_policy("aryl").return_idle_loans is True
+    assert make_policy("aryl", {"return_idle_loans": False}).return_idle_loans is False
+    assert make_policy("sjf").bound_option is None  # type: ignore[attr-defined]
+    assert make_policy("sjf", {"starvation_bound_s": 0}).bound_option == 0.0  # type: ignore[attr-defined]
+    assert make_policy("sjf", {"starvation_bound_s": 7}).bound_option == 7.0  # type: ignore[attr-defined]
+    t = make_policy("tiresias")
+    assert isinstance(t, TiresiasPolicy)
+    assert t.thresholds == [3600.0, 36000.0]
+    assert t.queue_name == "las:3600.0,36000.0"
+    t2 = make_policy("tiresias", {"las_thresholds_gpu_s": [50, 10]})
+    assert t2.thresholds == [10.0, 50.0]  # type: ignore[attr-defined]
+    assert t2.queue_name == "las:10.0,50.0"  # type: ignore[attr-defined]
+    # levels: the thresholds crossed (a value equal to a threshold has crossed it)
+    assert [t2.level(x) for x in (0.0, 9.9, 10.0, 49.0, 50.0, 1e9)] == [0, 0, 1, 1, 2, 2]  # type: ignore[attr-defined]
+    assert make_policy("sjf").queue_key[0] == "sjf-rigid"  # type: ignore[attr-defined]
+    assert make_policy("aryl").queue_key[0] == "sjf-elastic"  # type: ignore[attr-defined]
+    # instances are cached per (name, options); unhashable option values are not cached
+    assert make_policy("sjf", {"starvation_bound_s": 7}) is make_policy(
+        "sjf", {"starvation_bound_s": 7})
+    a = make_policy("tiresias", {"las_thresholds_gpu_s": [1, 2]})
+    assert a is not make_policy("tiresias", {"las_thresholds_gpu_s": [1, 2]})
+    assert a.thresholds == [1.0, 2.0]  # type: ignore[attr-defined]
+
+
+def test_the_registry_names_unknown_policies() -> None:
+    assert message(policy_class, "fif") == (
+        "policy: unknown policy 'fif' (did you mean 'fifo'?); choose from ['aryl', "
+        "'aryl-no-elastic', 'aryl-no-loan', 'elastic-greedy', 'fifo', 'fifo-backfill', 'sjf', "
+        "'tiresias']")
+    assert message(policy_class, "zzzz").startswith("policy: unknown policy 'zzzz'; choose from")
+    assert message(policy_class, ["fifo"]).startswith(  # type: ignore[arg-type]
+        "policy: unknown policy ['fifo'] (did you mean 'fifo'?); choose from")
+    assert policy_class("fifo-backfill").name == "fifo-backfill"
+
+
+def test_the_base_policy_decides_nothing_itself() -> None:
+    pol = Policy()
+    st = ClusterState()
+    st.add_server("t0", role="training", gpus=8)
+    j = st.add_job("e", arrival_s=0.0, gpus_per_worker=1, ref_workers=2, remaining_s=5.0,
+                   min_workers=1, max_workers=3, elastic=True)
+    assert pol.base_workers(st, j) == 2  # not elastic: the reference size
+    assert pol.scalable(st, j) is False
+    assert pol.wants_loan(st) is False  # nothing queued
+    st.enqueue(j, 0.0)
+    assert pol.wants_loan(st) is True
+    with pytest.raises(NotImplementedError):
+        pol.decide(st, PassContext(free=[8], loaned=[], offered=[], capacity_gpus=8),
+                   SchedulePlan(now_s=0.0))
+    aryl = make_policy("aryl")
+    assert aryl.base_workers(st, j) == 1
+    assert aryl.scalable(st, j) is True
+
+
+# ------------------------------------------------------------------ helpers
+
+def cluster(n_train: int = 1, n_inf: int = 0, gpus: int = 8, now: float = 0.0,
+            **cfg: Any) -> ClusterState:
+    cfg.setdefault("loan_reserve_servers", 0)
+    st = ClusterState(now_s=now, config=SchedulerConfig(**cfg))
+    for i in range(n_train):
+        st.add_server(f"t{i}", role="training", gpus=gpus)
+    for i in range(n_inf):
+        st.add_server(f"i{i}", role="inference", gpus=gpus, status="idle")
+    return st
+
+
+def job(st: ClusterState, name: str, *, t: float = 0.0, g: int = 1, w: int = 1,
+        rem: float = 100.0, mn: int | None = None, mx: int | None = None,
+        alpha: float = 0.05, queue: bool = True) -> int:
+    j = st.add_job(name, arrival_s=t, gpus_per_worker=g, ref_workers=w, remaining_s=rem,
+                   min_workers=mn, max_workers=mx, elastic=mn is not None and mn != mx,
+                   alpha=alpha)
+    if queue:
+        st.enqueue(j, t)
+    return j
+
+
+def run(st: ClusterState, name: str, place: dict[int, int], at: float = 0.0) -> None:
+    j = st.job_index([name])[0]
+    st.start(j, place, at)
+
+
+def starts(st: ClusterState, plan: SchedulePlan) -> list[tuple[str, dict[int, int], str]]:
+    return [(st.job_id[j], p, r.label) for j, p, r in plan.starts]
+
+
+# ------------------------------------------------------------------ fifo, fifo-backfill
+
+def test_fifo_head_blocks_and_sizes_count_gpus_per_worker() -> None:
+    st = cluster(n_train=2)
+    job(st, "A", t=0, g=2, w=3)  # 6 GPUs
+    job(st, "B", t=1, g=4, w=3)  # 12 GPUs
+    job(st, "C", t=2, g=1, w=1)  # 1 GPU, behind B
+    plan = schedule(st, policy="fifo")
+    # A: 3 workers of 2 GPUs fit one server: best fit, ties to the lower index: t0 (8 -> 2).
+    # B: 3 workers of 4 GPUs, 2 per server: one whole free server (t1) plus 1 worker on
+    # a server with >= 4 free GPUs: t0 has 2: B does not fit and blocks C (no backfill)
+    assert starts(st, plan) == [("A", {0: 3}, "fifo_head")]
+
+
+def test_fifo_stops_when_the_head_needs_more_gpus_than_are_free() -> None:
+    st = cluster(n_train=1)
+    job(st, "A", t=0, w=6)
+    job(st, "B", t=1, w=4)  # 6 + 4 > 8
+    job(st, "C", t=2, w=1)
+    assert starts(st, schedule(st, policy="fifo")) == [("A", {0: 6}, "fifo_head")]
+
+
+def test_backfill_ends_exactly_at_the_shadow_time() -> None:
+    # R: 4 GPUs, started at 0 with 110 s of work: ends at 110.  At t = 10, H (8 GPUs)
+    # waits for R: shadow 110, extra 8 - 8 = 0.  X (4 GPUs, 100 s) ends at
+    # 10 + 100 = 110 <= 110: backfilled.  Y (4 GPUs, 101 s) would end at 111 and there
+    # is no extra GPU: it waits (and X took the 4 free GPUs anyway).
+    st = cluster(n_train=1, now=10.0)
+    job(st, "R", t=0, w=4, rem=110.0)
+    run(st, "R", {0: 4}, at=0.0)
+    job(st, "H", t=1, w=8)
+    job(st, "X", t=2, w=4, rem=100.0)
+    plan = schedule(st, policy="fifo-backfill")
+    assert starts(st, plan) == [("X", {0: 4}, "backfill")]
+    # one second longer and X would delay H: not started
+    st2 = cluster(n_train=1, now=10.0)
+    job(st2, "R", t=0, w=4, rem=110.0)
+    run(st2, "R", {0: 4}, at=0.0)
+    job(st2, "H", t=1, w=8)
+    job(st2, "X", t=2, w=4, rem=100.5)
+    assert starts(st2, schedule(st2, policy="fifo-backfill")) == []
+
+
+def test_the_reservation_sums_running_jobs_in_end_order() -> None:
+    # Two 8-GPU servers, t = 0.  R1: 4 GPUs on t0, ends at 300; R2: 8 GPUs on t1,
+    # ends at 100 (speed 1).  Free: 4 (t0).  H needs 16: 4 free + R2's 8 at 100 = 12,
+    # + R1's 4 at 300 = 16: shadow 300, extra 0.  X (4 GPUs, 250 s) ends at 250 <= 300:
+    # backfilled.  (Summed in start order, R1 then R2, the need would be met at R2's
+    # entry and the shadow read as 100: X would wait.)
+    st = cluster(n_train=2)
+    job(st, "R1", w=4, rem=300.0)
+    job(st, "R2", w=8, rem=100.0)
+    run(st, "R1", {0: 4})
+    run(st, "R2", {1: 8})
+    job(st, "H", t=1, w=8, g=2)
+    job(st, "X", t=2, w=4, rem=250.0)
+    assert starts(st, schedule(st, policy="fifo-backfill")) == [("X", {0: 4}, "backfill")]
+
+
+def test_extra_gpus_at_the_shadow_time_admit_a_long_job() -> None:
+    # Two 8-GPU servers.  R1: 8 GPUs on t0 ends at 100; R2: 4 GPUs on t1 ends at 500.
+    # Free: 4 (t1).  H needs 8: 4 + R1's 8 at 100 = 12 >= 8: shadow 100, extra 4.
+    # L (4 GPUs, 1,000 s) ends after 100 but needs only the 4 extra GPUs: started
+    # (extra 0, no GPU free).  M (1 GPU) finds none free: waits.
+    st = cluster(n_train=2)
+    job(st, "R1", w=8, rem=100.0)
+    job(st, "R2", w=4, rem=500.0)
+    run(st, "R1", {0: 8})
+    run(st, "R2", {1: 4})
+    job(st, "H", t=1, w=8)
+    job(st, "L", t=2, w=4, rem=1000.0)
+    job(st, "M", t=3, w=1, rem=10.0)
+    assert starts(st, schedule(st, policy="fifo-backfill")) == [("L", {1: 4}, "backfill")]
+    # R2 of 5 GPUs instead: free 3 (t1); shadow 100, extra 3 + 8 - 8 = 3.  K (2 GPUs,
+    # 1,000 s) takes 2 extra GPUs (extra 1, free 1); K2 (2 GPUs) does not fit the 1
+    # free GPU; S (1 GPU, 50 s) ends at 50 <= 100: backfilled on the last GPU.
+    st = cluster(n_train=2)
+    job(st, "R1", w=8, rem=100.0)
+    job(st, "R2", w=5, rem=500.0)
+    run(st, "R1", {0: 8})
+    run(st, "R2", {1: 5})
+    job(st, "H", t=1, w=8)
+    job(st, "K", t=2, w=2, rem=1000.0)
+    job(st, "K2", t=3, w=2, rem=1000.0)
+    job(st, "S", t=4, w=1, rem=50.0)
+    assert starts(st, schedule(st, policy="fifo-backfill")) == [
+        ("K", {1: 2}, "backfill"), ("S", {1: 1}, "backfill")]
+
+
+def test_jobs_started_in_the_same_pass_count_in_the_reservation() -> None:
+    # One 8-GPU server, empty, t = 0.  A (4 GPUs, 50 s) starts (fifo head); H (8 GPUs)
+    # cannot: shadow = A's end 50, extra 4 + 4 - 8 = 0.  X (4 GPUs, 40 s) ends at 40 <= 50:
+    # backfilled.  Without A in the reservation there would be no shadow time at all.
+    st = cluster(n_train=1)
+    job(st, "A", t=0, w=4, rem=50.0)
+    job(st, "H", t=1, w=8)
+    job(st, "X", t=2, w=4, rem=40.0)
+    job(st, "Y", t=3, w=1, rem=60.0)  # no GPU left
+    assert starts(st, schedule(st, policy="fifo-backfill")) == [
+        ("A", {0: 4}, "fifo_head"), ("X", {0: 4}, "backfill")]
+
+
+def test_a_paused_running_job_ends_after_its_pause() -> None:
+    # R was preempted earlier and restarted at t = 0 with a 60 s restart cost: 100 s of
+    # work at speed 1 from 60, so it ends at 160, not 100.  H (8 GPUs) waits for it:
+    # shadow 160.  X (4 GPUs, 150 s) ends at 150 <= 160: backfilled (with a shadow of
+    # 100 it would not be).
+    st = cluster(n_train=1, restart_cost_s=60.0)
+    r = job(st, "R", w=4, rem=100.0)
+    st.restarted[r] = True
+    run(st, "R", {0: 4})
+    assert st.progress_at_s[r] == 60.0
+    job(st, "H", t=1, w=8)
+    job(st, "X", t=2, w=4, rem=150.0)
+    assert starts(st, schedule(st, policy="fifo-backfill")) == [("X", {0: 4}, "backfill")]
+
+
+def test_backfill_skips_a_job_too_big_for_now_and_takes_a_later_one() -> None:
+    # One server; R holds 6 GPUs until 100.  H (8) waits: shadow 100, extra 6 + 2 - 8 = 0.
+    # B (4 GPUs, 10 s) does not fit the 2 free GPUs: skipped (not the end of the scan);
+    # C (2 GPUs, 10 s) ends at 10: backfilled.
+    st = cluster(n_train=1)
+    job(st, "R", w=6, rem=100.0)
+    run(st, "R", {0: 6})
+    job(st, "H", t=1, w=8)
+    job(st, "B", t=2, w=4, rem=10.0)
+    job(st, "C", t=3, w=2, rem=10.0)
+    assert starts(st, schedule(st, policy="fifo-backfill")) == [("C", {0: 2}, "backfill")]
+
+
+# ------------------------------------------------------------------ sjf
+
+def test_sjf_keys_by_hand() -> None:
+    st = cluster()
+    a = job(st, "a", w=2, rem=100.0, alpha=0.5)  # rigid at 2
+    e = job(st, "e", w=4, rem=100.0, mn=1, mx=8, alpha=0.5)
+    # rigid: 100 s at its reference size
+    assert sjf_key_rigid(st, a) == pytest.approx(100.0, rel=1e-15)
+    # elastic at its base of 1 worker: work 100 x T(4) = 100 x 4 / 2.5 = 160; T(1) = 1
+    assert sjf_key_elastic(st, e) == pytest.approx(160.0, rel=1e-15)
+    assert sjf_key_rigid(st, e) == pytest.approx(100.0, rel=1e-15)
+    st.waited_s[a] = 30.0
+    st.queued_since_s[a] = 50.0
+    assert wait_origin_key(st, a) == 20.0
+
+
+def test_the_starvation_option_overrides_the_configured_bound() -> None:
+    # One server, t = 1,000; A holds nothing.  L (8 GPUs, 500 s) queued since 0,
+    # S (8 GPUs, 100 s) since 500.  Config bound 4 h: nobody starves, SJF takes S.
+    # Option bound 900 s: L has waited 1,000 >= 900, starving: L first.
+    st = cluster(n_train=1, now=1000.0)
+    job(st, "L", t=0, w=8, rem=500.0)
+    job(st, "S", t=500, w=8, rem=100.0)
+    assert starts(st, schedule(st, policy="sjf")) == [("S", {0: 8}, "sjf_order")]
+    plan = schedule(st, policy="sjf", options={"starvation_bound_s": 900})
+    assert starts(st, plan) == [("L", {0: 8}, "starvation_guard")]
+    # at exactly the bound (1,000 s waited) L is starving too
+    plan = schedule(st, policy="sjf", options={"starvation_bound_s": 1000.0})
+    assert starts(st, plan) == [("L", {0: 8}, "starvation_guard")]
+    plan = schedule(st, policy="sjf", options={"starvation_bound_s": 1000.5})
+    assert starts(st, plan) == [("S", {0: 8}, "sjf_order")]
+
+
+def test_a_starving_job_that_does_not_fit_blocks_backfill() -> None:
+    # One server; R holds 4 GPUs.  L (8 GPUs) waited 2,000 s >= bound 1,000: starving,
+    # does not fit, blocks: S (1 GPU, short) must not start.
+    st = cluster(n_train=1, now=2000.0, starvation_bound_s=1000.0)
+    job(st, "R", w=4, rem=5000.0)
+    run(st, "R", {0: 4})
+    job(st, "L", t=0, w=8, rem=500.0)
+    job(st, "S", t=1990, w=1, rem=1.0)
+    assert starts(st, schedule(st, policy="sjf")) == []
+    # a starving job that fits starts, then SJF order fills the rest (first = sjf_order)
+    st = cluster(n_train=1, now=2000.0, starvation_bound_s=1000.0)
+    job(st, "L", t=0, w=4, rem=500.0)
+    job(st, "B", t=1995, w=8, rem=5.0)  # shortest, does not fit after L
+    job(st, "S", t=1990, w=2, rem=10.0)
+    assert starts(st, schedule(st, policy="sjf")) == [
+        ("L", {0: 4}, "starvation_guard"), ("S", {0: 2}, "backfill")]
+
+
+def test_sjf_backfill_skips_sizes_that_already_failed() -> None:
+    # Two 8-GPU servers with 5 GPUs busy each: 3 free on each, 6 in total.  SJF order:
+    # B (3 workers of 2 GPUs, 20 s): 6 GPUs by count, but each server holds one 2-GPU
+    # worker: not placed; 3 workers of 2 GPUs is remembered as failing.
+    # A (2 x 1 GPU, 30 s): best fit on t0 (3 -> 1 free); a backfill (B came first).
+    # E (1 x 2 GPUs, 35 s): smaller than the failed size: tried, t1 (3 -> 1).
+    # C (3 x 2 GPUs, 40 s): 6 GPUs > 2 left: skipped.  D (1 x 1 GPU, 50 s): t0.
+    st = cluster(n_train=2, now=100.0)
+    job(st, "R0", w=5, rem=1e4)
+    job(st, "R1", w=5, rem=1e4)
+    run(st, "R0", {0: 5})
+    run(st, "R1", {1: 5})
+    job(st, "B", t=1, g=2, w=3, rem=20.0)
+    job(st, "A", t=2, g=1, w=2, rem=30.0)
+    job(st, "E", t=3, g=2, w=1, rem=35.0)
+    job(st, "C", t=4, g=2, w=3, rem=40.0)
+    job(st, "D", t=5, g=1, w=1, rem=50.0)
+    plan = schedule(st, policy="sjf")
+    assert starts(st, plan) == [("A", {0: 2}, "backfill"), ("E", {1: 1}, "backfill"),
+                                ("D", {0: 1}, "backfill")]
+
+
+# ------------------------------------------------------------------ tiresias
+
+def test_tiresias_levels_backfill_and_preemption() -> None:
+    # Thresholds 100 and 1,000 GPU-s.  One 8-GPU server at t = 50.
+    # R_hi: running since 0 on 6 GPUs: attained 300 -> level 1.
+    # R_lo: running since 40 on 2 GPUs: attained 20 -> level 0.
+    # Queue: N (new, 8 GPUs, level 0) and T (level 0, 1 GPU, queued after N).
+    # N does not fit (0 free): blocked head at level 0; T does not fit either.
+    # Preemption round: victims at a level above 0: R_hi only; freeing its 6 GPUs gives
+    # 6 < 8: not enough, so nothing is preempted (R_lo is at N's level).
+    opts = {"las_thresholds_gpu_s": [100.0, 1000.0]}
+    st = cluster(n_train=1, now=50.0)
+    job(st, "R_hi", w=6, rem=1e4)
+    job(st, "R_lo", w=2, rem=1e4)
+    run(st, "R_hi", {0: 6}, at=0.0)
+    run(st, "R_lo", {0: 2}, at=40.0)
+    job(st, "N", t=45, w=8)
+    job(st, "T", t=46, w=1)
+    plan = schedule(st, policy="tiresias", options=opts)
+    assert plan.preemptions == []
+    assert plan.starts == []
+    # N of 6 GPUs instead: preempting R_hi frees 6 >= 6 and N fits: R_hi preempted,
+    # N starts (las_priority); T (1 GPU) still does not fit
+    st = cluster(n_train=1, now=50.0)
+    job(st, "R_hi", w=6, rem=1e4)
+    job(st, "R_lo", w=2, rem=1e4)
+    run(st, "R_hi", {0: 6}, at=0.0)
+    run(st, "R_lo", {0: 2}, at=40.0)
+    job(st, "N", t=45, w=6)
+    job(st, "T", t=46, w=1)
+    plan = schedule(st, policy="tiresias", options=opts)
+    assert [(st.job_id[j], r.label) for j, r in plan.preemptions] == [("R_hi", "las_preempt")]
+    assert starts(st, plan) == [("N", {0: 6}, "las_priority")]
+
+
+def test_tiresias_preempts_the_lowest_priority_first_latest_index_first() -> None:
+    # Thresholds 10 and 100.  One 8-GPU server at t = 100.  Running: A (index 0, 2 GPUs
+    # since 0: 200 GPU-s, level 2), B (index 1, 2 GPUs since 50: 100 -> level 2),
+    # C (index 2, 4 GPUs since 99: 4 GPU-s, level 0).  N (4 GPUs, level 0) is queued.
+    # Victims above level 0: A and B, both level 2; latest index first: B, then A.
+    # B frees 2 (2 < 4), A frees 2 more (4 >= 4): both preempted, N placed.
+    opts = {"las_thresholds_gpu_s": [10.0, 100.0]}
+    st = cluster(n_train=1, now=100.0)
+    job(st, "A", w=2, rem=1e4)
+    job(st, "B", w=2, rem=1e4)
+    job(st, "C", w=4, rem=1e4)
+    run(st, "A", {0: 2}, at=0.0)
+    run(st, "B", {0: 2}, at=50.0)
+    run(st, "C", {0: 4}, at=99.0)
+    job(st, "N", t=90, w=4)
+    plan = schedule(st, policy="tiresias", options=opts)
+    assert [st.job_id[j] for j, _ in plan.preemptions] == ["B", "A"]
+    assert starts(st, plan) == [("N", {0: 4}, "las_priority")]
+
+
+def test_tiresias_backfills_behind_a_blocked_job() -> None:
+    # Thresholds default.  Two servers, t0 6 GPUs busy (level 0 job), t1 empty.
+    # Queue: W (level 0, 16 GPUs: needs both servers whole) blocked, then S (2 GPUs)
+    # backfills on t0 (best fit: 2 free there) and V (4 GPUs) on t1.
+    st = cluster(n_train=2, now=10.0)
+    job(st, "R", w=6, rem=1e4)
+    run(st, "R", {0: 6}, at=0.0)
+    job(st, "W", t=1, w=8, g=2)
+    job(st, "S", t=2, w=2)
+    job(st, "V", t=3, w=4)
+    plan = schedule(st, policy="tiresias")
+    assert starts(st, plan) == [("S", {0: 2}, "backfill"), ("V", {1: 4}, "backfill")]
+    assert plan.preemptions == []  # R is at W's level
+
+
+# ------------------------------------------------------------------ loans
+
+def test_offers_leave_the_reserve_and_respect_the_cooldown() -> None:
+    # One training server (busy), three idle inference servers, reserve 1: the two
+    # highest-index idle servers are offered; a 16-GPU job takes both (borrowed for base).
+    def state(**cfg: Any) -> ClusterState:
+        st = cluster(n_train=1, n_inf=3, now=1000.0, **cfg)
+        job(st, "R", w=8, rem=1e4)
+        run(st, "R", {0: 8})
+        job(st, "N", t=1, w=16, rem=10.0)
+        return st
+
+    st = state(loan_reserve_servers=1)
+    plan = schedule(st, policy="aryl")
+    assert starts(st, plan) == [("N", {2: 8, 3: 8}, "sjf_order")]
+    assert plan.borrowed_servers == [(2, Reason.LOAN_FOR_BASE), (3, Reason.LOAN_FOR_BASE)]
+    # reserve 2: one server offered, not enough: nothing starts, nothing borrowed
+    st = state(loan_reserve_servers=2)
+    plan = schedule(st, policy="aryl")
+    assert plan.starts == []
+    assert plan.borrowed_servers == []
+    # a reclaim 500 s ago with a 600 s cool-down: no offer at all
+    st = state(loan_reserve_servers=0, loan_cooldown_s=600.0)
+    st.last_reclaim_s = 500.0
+    assert schedule(st, policy="aryl").borrowed_servers == []
+    st.last_reclaim_s = 400.0  # exactly 600 s ago: cooled down
+    assert len(schedule(st, policy="aryl").borrowed_servers) == 2
+    # a serving server is never offered; servers_needed counts against the loanable ones
+    st = state(loan_reserve_servers=0)
+    st.servers_needed = 1
+    st.set_serving()
+    plan = schedule(st, policy="aryl")
+    assert plan.borrowed_servers == [(2, Reason.LOAN_FOR_BASE), (3, Reason.LOAN_FOR_BASE)]
+    # non-loaning policies never borrow
+    assert schedule(state(), policy="aryl-no-loan").borrowed_servers == []
+
+
+def test_keeping_idle_loans_borrows_every_offer() -> None:
+    # return_idle_loans=False: every offered server is borrowed (loan_kept, highest
+    # index first) even if the pass puts nothing there, and nothing is returned
+    st = cluster(n_train=1, n_inf=2)
+    job(st, "A", w=1, rem=10.0)
+    plan = schedule(st, policy="aryl", options={"return_idle_loans": False})
+    assert plan.borrowed_servers == [(2, Reason.LOAN_KEPT), (1, Reason.LOAN_KEPT)]
+    assert starts(st, plan) == [("A", {0: 1}, "sjf_order")]
+    after = plan.apply(st)
+    assert after.loaned_servers() == [1, 2]
+    assert schedule(after, policy="aryl", options={"return_idle_loans": False}
+                    ).returned_servers == []
+    # with the default, the idle loans go back on the next pass
+    plan2 = schedule(after, policy="aryl")
+    assert plan2.returned_servers == [(1, Reason.IDLE_LOAN), (2, Reason.IDLE_LOAN)]
+
+
+def test_a_loan_used_only_by_extras_is_borrowed_for_extras() -> None:
+    # One 4-GPU training server, one idle 4-GPU inference server.  E (elastic, 1..8
+    # workers of 1 GPU, alpha 0, 10,000 s at its reference 1 worker) starts with its
+    # base 1 worker on t0 and extra workers on the training server first, then the
+    # offered server: 7 extras (3 on t0, 4 on i0); i0 holds only extras.
+    st = cluster(n_train=1, n_inf=1, gpus=4)
+    job(st, "E", w=1, rem=10000.0, mn=1, mx=8, alpha=0.0)
+    plan = schedule(st, policy="aryl")
+    assert starts(st, plan) == [("E", {0: 4, 1: 4}, "sjf_order")]
+    assert plan.borrowed_servers == [(1, Reason.LOAN_FOR_EXTRA)]
+
+
+# ------------------------------------------------------------------ placement helpers
+
+def test_best_fit_and_gang_placement() -> None:
+    free = [3, 8, 2, 4, 4]
+    assert best_fit(free, range(5), 2) == 2  # the fullest that holds 2
+    assert best_fit(free, range(5), 4) == 3  # 4 free at 3 and 4: the lower index
+    assert best_fit(free, range(5), 9) == -1
+    assert best_fit(free, [1, 4], 1) == 4
+    # gang: 2 workers of 4 GPUs on 8-GPU servers fit one server (the best fit: 1)
+    assert gang_place(free, range(5), 2, 4, 8) == {1: 2}
+    # 3 workers of 4: one whole free server (1) + 1 worker best fit (3: 4 free)
+    assert gang_place(free, range(5), 3, 4, 8) == {1: 2, 3: 1}
+    # 4 workers of 4: two whole free servers needed, only one: None
+    assert gang_place(free, range(5), 4, 4, 8) is None
+    # remainder with no room: None
+    assert gang_place([8, 2], range(2), 3, 4, 8) is None
+    # exactly whole servers, no remainder
+    assert gang_place([8, 8, 8], range(3), 4, 4, 8) == {0: 2, 1: 2}
+    # worker granularity: 3 workers of 3 GPUs, 2 per 8-GPU server (6 GPUs): one whole
+    # server + 1 worker on the best fit with >= 3 free
+    assert gang_place([8, 5, 3], range(3), 3, 3, 8) == {0: 2, 2: 1}
+
+
+def test_bf_place_one_server_else_chunks_else_spill() -> None:
+    free = [3, 5, 2, 6]
+    f = list(free)
+    assert bf_place(f, [[0, 1], [2, 3]], 5, 1) == {1: 5}
+    assert f == [3, 0, 2, 6]
+    f = list(free)
+    # 7 GPUs: no single server of group 1 (3, 5): chunks, most free first (1: 5, 0: 2)
+    assert bf_place(f, [[0, 1], [2, 3]], 7, 1) == {1: 5, 0: 2}
+    f = list(free)
+    # 10: group 1 gives 8 (5 + 3), the rest (2) spills to group 2 (best fit: 2)
+    assert bf_place(f, [[0, 1], [2, 3]], 10, 1) == {1: 5, 0: 3, 2: 2}
+    assert f == [0, 0, 0, 6]
+    f = list(free)
+    assert bf_place(f, [[0, 1], [2, 3]], 17, 1) is None
+    assert f == free  # untouched
+    # 4 workers of 2 GPUs: no server of group 1 holds 8; its chunks: server 1 (5 free:
+    # 2 workers), server 0 (3 free: 1 worker); the 4th spills to group 2, best fit for
+    # 2 GPUs: server 2 (2 free)
+    f = list(free)
+    assert bf_place(f, [[0, 1], [2, 3]], 4, 2) == {1: 2, 0: 1, 2: 1}
+    f = [4, 4]
+    assert bf_place(f, [[0, 1]], 2, 4) == {0: 1, 1: 1}  # ties: lower index first
+
+
+def test_gang_place_typed_takes_the_fastest_type_that_fits() -> None:
+    from aryl.scheduling.speed import SpeedModel
+
+    st = ClusterState(speeds=SpeedModel("slow", factors={"fast": 2.0}))
+    st.add_server("s0", role="training", gpus=8, gpu_type="slow")
+    st.add_server("f0", role="training", gpus=4, gpu_type="fast")
+    j = job(st, "j", w=4)
+    assert gang_place_typed(st, st.free, j, 4) == {1: 4}  # fast first
+    assert gang_place_typed(st, [8, 2], j, 4) == {0: 4}  # fast full: slow
+    assert gang_place_typed(st, [2, 2], j, 4) is None
+    empty = ClusterState()
+    empty.add_server("i", role="inference", gpus=8)
+    k = job(empty, "k", w=1)
+    assert gang_place_typed(empty, empty.free, k, 1) is None  # no training server
+
+
+# ------------------------------------------------------------------ kernels
+
+def _brute(values: np.ndarray, weights: np.ndarray, cap: int) -> float:
+    n, m = values.shape
+    best = 0.0
+    for choice in itertools.product(range(m + 1), repeat=n):
+        w = sum(int(weights[i, c - 1]) for i, c in enumerate(choice) if c)
+        if w > cap:
+            continue
+        v = 0.0
+        ok = True
+        for i, c in enumerate(choice):
+            if c:
+                x = values[i, c - 1]
+                if math.isnan(x):
+                    ok = False
+                    break
+                v += x
+        if ok:
+            best = max(best, v)
+    return best
+
+
+def test_mckp_extras_is_the_table_and_the_exact_solver() -> None:
+    # 3 jobs, JCT table of aryl.elastic (checked there); here: the solver's choice has
+    # the brute-force value and each option is within the job's maximum
+    rem = np.array([1000.0, 500.0, 4000.0])
+    cur = np.array([1, 2, 1], dtype=np.int64)
+    base = np.array([1, 2, 1], dtype=np.int64)
+    mx = np.array([4, 3, 5], dtype=np.int64)
+    g = np.array([1, 2, 1], dtype=np.int64)
+    alpha = np.array([0.1, 0.0, 0.3])
+    pause = np.array([30.0, 0.0, 30.0])
+    values, weights = extras_table(rem, cur, base, mx, g, alpha, pause)
+    for cap in (0, 1, 2, 3, 5, 8):
+        k = mckp_extras(rem, cur, base, mx, g, alpha, pause, cap, backend="reference")
+        assert k is not None
+        used = sum(int(k[i]) * int(g[i]) for i in range(3))
+        assert used <= cap
+        got = sum(float(values[i, k[i] - 1]) for i in range(3) if k[i])
+        assert got == pytest.approx(_brute(values, weights, cap), abs=1e-6)
+        assert all(0 <= k[i] <= mx[i] - base[i] for i in range(3))
+    empty = mckp_extras(rem[:0], cur[:0], base[:0], mx[:0], g[:0], alpha[:0], pause[:0], 4,
+                        backend="native")
+    assert empty is not None
+    assert empty.shape == (0,)
+
+
+def test_greedy_by_marginal_gain_per_gpu() -> None:
+    # values (JCT reduction) of k = 1, 2, 3 extra workers; weights k x g
+    values = np.array([[10.0, 14.0, 15.0],   # marginal 10, 4, 1 per worker (1 GPU each)
+                       [12.0, 30.0, np.nan]])  # 2 GPUs per worker: 6, 9 per GPU
+    weights = np.array([[1, 2, 3], [2, 4, 6]])
+    # capacity 5: heap by gain per GPU: job0 first (10), then job1 (6 per GPU, 2 GPUs,
+    # cap 5 -> 2), then job1's next (18 / 2 = 9 per GPU, 2 GPUs, cap 2 -> 0), done
+    k = solve_extras(values, weights, 5, backend="native", solver="greedy")
+    assert k.tolist() == [1, 2]  # type: ignore[union-attr]
+    # capacity 2: job0 (1 GPU), then job1 needs 2 > 1 left: skipped; job0's next (4)
+    k = solve_extras(values, weights, 2, backend="native", solver="greedy")
+    assert k.tolist() == [2, 0]  # type: ignore[union-attr]
+    # a job whose first worker gains nothing is never given one
+    k = solve_extras(np.array([[0.0, 5.0]]), np.array([[1, 2]]), 4, backend="native",
+                     solver="greedy")
+    assert k.tolist() == [0]  # type: ignore[union-attr]
+    # no options at all
+    k = solve_extras(np.zeros((2, 0)), np.zeros((2, 0), dtype=np.int64), 4, backend="native",
+                     solver="greedy")
+    assert k.tolist() == [0, 0]  # type: ignore[union-attr]
+
+
+def test_unconstrained_only_and_max_extra() -> None:
+    values = np.array([[5.0, 9.0, 9.0], [-1.0, -2.0, np.nan], [3.0, 2.0, 1.0]])
+    weights = np.array([[1, 2, 3], [1, 2, 3], [2, 4, 6]])
+    # each job's best: job0 9 at 2 workers (ties: fewer), job1 none (negative), job2 1
+    # worker; GPUs 2 + 0 + 2 = 4
+    k = solve_extras(values, weights, 4, backend="native", unconstrained_only=True)
+    assert k.tolist() == [2, 0, 1]  # type: ignore[union-attr]
+    assert solve_extras(values, weights, 3, backend="native", unconstrained_only=True) is None
+    # a cap of 1 worker on job0 makes its best 5 at 1 worker: 1 + 2 = 3 GPUs fit
+    k = solve_extras(values, weights, 3, backend="native", unconstrained_only=True,
+                     max_extra=np.array([1, 3, 3]))
+    assert k.tolist() == [1, 0, 1]  # type: ignore[union-attr]
+    # the exact solver with caps: job0 capped at 0
+    k = solve_extras(values, weights, 10, backend="reference", max_extra=np.array([0, 3, 3]))
+    assert k.tolist() == [0, 0, 1]  # type: ignore[union-attr]
+    assert solve_extras(np.zeros((0, 3)), np.zeros((0, 3), dtype=np.int64), 5,
+                        backend="native").shape == (0,)  # type: ignore[union-attr]
+    assert solve_extras(np.zeros((2, 0)), np.zeros((2, 0), dtype=np.int64), 5,
+                        backend="native", unconstrained_only=True).tolist() == [0, 0]  # type: ignore[union-attr]
+
+
+def test_reclaim_request_lists_loaned_servers_and_their_jobs_in_start_order() -> None:
+    st = cluster(n_train=1, n_inf=3)
+    st.lend(1)
+    st.lend(3)
+    e = job(st, "e", g=2, w=2, rem=100.0, mn=1, mx=4)
+    r = job(st, "r", w=2, rem=100.0)
+    f = job(st, "f", w=1, rem=100.0)
+    run(st, "r", {3: 2})
+    run(st, "e", {0: 1, 1: 1, 3: 2})
+    run(st, "f", {0: 1})
+    assert jobs_in_start_order(st, [3, 1, 0]) == {3: [r, e], 1: [e], 0: [e, f]}
+    req = reclaim_request(st, 1, True)
+    assert req.server_id.tolist() == [1, 3]
+    assert req.server_gpus.tolist() == [8, 8]
+    assert req.job_id.tolist() == [e, r]  # first seen on server 1 (e), then 3 (r)
+    # placements: (job position, server, workers): e on 1 (1), r on 3 (2), e on 3 (2)
+    assert list(zip(req.placement_job.tolist(), req.placement_server.tolist(),
+                    req.placement_workers.tolist(), strict=True)) == [
+        (0, 1, 1), (1, 3, 2), (0, 3, 2)]
+    assert req.job_workers.tolist() == [4, 2]
+    assert req.job_gpus_per_worker.tolist() == [2, 1]
+    assert req.job_min_workers.tolist() == [1, 2]  # elastic: its minimum; rigid: all
+    assert req.job_elastic.tolist() == [True, False]
+    assert req.job_preemptible.tolist() == [True, True]
+    assert req.n_servers == 1
+    # a non-elastic policy treats every job as rigid: its base is its whole size
+    req = reclaim_request(st, 2, False)
+    assert req.job_min_workers.tolist() == [4, 2]
+    assert req.job_elastic.tolist() == [False, False]
+    assert req.n_servers == 2
