@@ -98,7 +98,8 @@ GROUPS: tuple[Group, ...] = (
     Group("reclaiming", ("src/aryl/reclaiming.py",),
           ("tests/test_reclaim.py", "tests/test_reclaim_properties.py")),
     Group("scheduling", ("src/aryl/scheduling/*",), _SIM_TESTS),
-    Group("sim", ("src/aryl/sim/*",), _SIM_TESTS),
+    Group("sim", ("src/aryl/sim/*",),
+          (*_SIM_TESTS, "tests/test_sim_config.py", "tests/test_cli_text.py")),
     Group("experiment", ("src/aryl/experiment.py",),
           ("tests/test_experiment.py", "tests/test_report_values.py")),
 )
