@@ -677,3 +677,74 @@ def test_reclaim_request_lists_loaned_servers_and_their_jobs_in_start_order() ->
     assert req.job_min_workers.tolist() == [4, 2]
     assert req.job_elastic.tolist() == [False, False]
     assert req.n_servers == 2
+
+
+# ------------------------------------------------------------------ typed clusters
+
+def _typed(rem_n: float, running: list[tuple[str, float, int, bool]],
+           restart_cost_s: float = 60.0) -> tuple[ClusterState, SchedulePlan]:
+    """A fast training server f0 (8 GPUs, the reference type) and a slow idle inference
+    server s0 (8 GPUs at half speed); alpha 0 everywhere, so a job of 8 one-GPU workers
+    needs ``rem`` s on f0 and 2 x ``rem`` s on s0.  ``running``: jobs on f0 as (name,
+    seconds left, GPUs, paused by a restart); N (8 workers) is queued at t = 0."""
+    from aryl.scheduling.speed import SpeedModel
+
+    st = ClusterState(config=SchedulerConfig(loan_reserve_servers=0,
+                                             restart_cost_s=restart_cost_s),
+                      speeds=SpeedModel("fast", factors={"slow": 0.5}))
+    st.add_server("f0", role="training", gpus=8, gpu_type="fast")
+    st.add_server("s0", role="inference", gpus=8, gpu_type="slow", status="idle")
+    for name, left, gpus, paused in running:
+        j = job(st, name, w=gpus, rem=left, alpha=0.0)
+        st.restarted[j] = paused
+        run(st, name, {0: gpus})
+    job(st, "N", w=8, rem=rem_n, alpha=0.0)
+    return st, schedule(st, policy="aryl")
+
+
+def test_a_job_starts_on_a_slow_loan_only_when_it_finishes_no_later() -> None:
+    # R holds f0 for 100 s more.  N of 300 s: 600 s on s0 now, or 100 + 300 = 400 s
+    # by waiting for f0: it waits (nothing borrowed)
+    st, plan = _typed(300.0, [("R", 100.0, 8, False)])
+    assert plan.starts == []
+    assert plan.borrowed_servers == []
+    # N of 50 s: 100 s on s0 against 150 s: borrowed and started on s0
+    st, plan = _typed(50.0, [("R", 100.0, 8, False)])
+    assert starts(st, plan) == [("N", {1: 8}, "sjf_order")]
+    assert plan.borrowed_servers == [(1, Reason.LOAN_FOR_BASE)]
+    # N of 100 s: 200 s either way: a tie starts now
+    st, plan = _typed(100.0, [("R", 100.0, 8, False)])
+    assert starts(st, plan) == [("N", {1: 8}, "sjf_order")]
+
+
+def test_the_wait_counts_a_pause_and_sums_releases_in_end_order() -> None:
+    # R restarted now and pays 60 s before its 100 s: f0 frees at 160.  N of 130 s:
+    # 260 s on s0 against 160 + 130 = 290 s: starts now (counting from now instead of
+    # the end of the pause it would wait: 100 + 130 = 230 < 260)
+    st, plan = _typed(130.0, [("R", 100.0, 8, True)])
+    assert starts(st, plan) == [("N", {1: 8}, "sjf_order")]
+    # two jobs hold f0: L (4 GPUs, 300 s, started first) and S (4 GPUs, 50 s).  N needs
+    # 8: 4 at 50 s and 4 more at 300 s: the wait is 300.  N of 250 s: 500 s on s0 against
+    # 300 + 250 = 550: starts now (reading the releases in start order would give a
+    # wait of 50 and 50 + 250 = 300 < 500: wait)
+    st, plan = _typed(250.0, [("L", 300.0, 4, False), ("S", 50.0, 4, False)])
+    assert starts(st, plan) == [("N", {1: 8}, "sjf_order")]
+    # N of 350: 700 against 650: waits
+    st, plan = _typed(350.0, [("L", 300.0, 4, False), ("S", 50.0, 4, False)])
+    assert plan.starts == []
+
+
+def test_free_fast_gpus_need_no_wait() -> None:
+    # f0 has 4 free GPUs and a 4-GPU job ends in 100 s; N of 4 workers fits f0 now
+    from aryl.scheduling.speed import SpeedModel
+
+    st = ClusterState(config=SchedulerConfig(loan_reserve_servers=0),
+                      speeds=SpeedModel("fast", factors={"slow": 0.5}))
+    st.add_server("f0", role="training", gpus=8, gpu_type="fast")
+    st.add_server("s0", role="inference", gpus=8, gpu_type="slow", status="idle")
+    job(st, "R", w=4, rem=100.0, alpha=0.0)
+    run(st, "R", {0: 4})
+    job(st, "N", w=4, rem=10.0, alpha=0.0)
+    plan = schedule(st, policy="aryl")
+    assert starts(st, plan) == [("N", {0: 4}, "sjf_order")]
+    assert plan.borrowed_servers == []

@@ -673,3 +673,60 @@ def test_job_index_maps_ids() -> None:
     st = _busy_state()
     assert st.job_index(["q", "e"]) == [2, 0]
     assert st.n_jobs == 3
+
+
+# ------------------------------------------------------------------ speed model
+
+def test_speed_model_refusals_and_description() -> None:
+    assert message(SpeedModel, "V100", factors={"T4": 0.0}) == (
+        "speed factors['T4']: must be a finite number > 0")
+    assert message(SpeedModel, "V100", factors={"T4": math.inf}) == (
+        "speed factors['T4']: must be a finite number > 0")
+    assert message(SpeedModel, "V100", relative_speed_override={"T4": -1}) == (
+        "speed relative_speed_override['T4']: must be a finite number > 0")
+    assert message(SpeedModel, "V100", factors={"V100": 2.0}) == (
+        "speed factors['V100']: the reference type's factor is 1")
+    m = SpeedModel("V100", factors={"V100": 1, "T4": 0.5})  # the reference at 1: accepted
+    assert m.factor("T4") == 0.5
+    assert m.factor("A100") == 1.0  # types not listed run at factor 1
+    assert not m.is_trivial
+    assert SpeedModel("V100", factors={"T4": 1.0}).is_trivial
+    assert m.to_dict() == {"reference_gpu_type": "V100", "factors": {"V100": 1.0, "T4": 0.5},
+                           "table": None, "relative_speed_override": {}}
+    # no table: a family cannot be looked up
+    assert message(m.throughput, "bert", 0.1, "T4", 2, 1) == (
+        "model family 'bert': no measured speed table given")
+
+
+def test_parametric_throughput_by_hand() -> None:
+    m = SpeedModel("V100", factors={"T4": 0.5})
+    # T(3) at alpha 0.25 = 3 / 1.5 = 2; on T4 x 0.5
+    assert m.throughput(None, 0.25, "V100", 3, 4) == 2.0
+    assert m.throughput(None, 0.25, "T4", 3, 4) == 1.0
+    assert m.throughput(None, 0.25, "T4", 0, 4) == 0.0
+    assert m.throughput_row(None, 0.25, "V100", 0, 4) == [0.0, 1.0, 2 / 1.25, 2.0]
+    assert m.throughput_row(None, 0.25, "T4", 1, 3) == [0.5, 0.5 * 2 / 1.25, 1.0]
+
+
+def test_measured_throughput_is_relative_speed_times_scaling() -> None:
+    from aryl.speeds import SpeedTable
+
+    table = SpeedTable.bundled()
+    fam = "imagenet"
+    m = SpeedModel("V100", table=table, relative_speed_override={"A100": 3.0})
+    rel_t4 = table.relative_speed(fam, "T4")
+    # replicas = workers x GPUs per worker; 0 replicas: 0.  Counts up to 300 make the
+    # model grow its look-up table past its first size
+    for w, g in ((1, 1), (2, 2), (3, 8), (40, 2), (150, 2)):
+        r = w * g
+        assert m.throughput(fam, 0.7, "T4", w, g) == rel_t4 * table.scaling(fam, "T4", r)
+        assert m.throughput(fam, 0.7, "A100", w, g) == 3.0 * table.scaling(fam, "A100", r)
+    assert m.throughput(fam, 0.7, "T4", 0, 4) == 0.0
+    row = m.throughput_row(fam, 0.1, "T4", 2, 5, 4)  # workers 2..6 of 4 GPUs
+    assert row == [rel_t4 * table.scaling(fam, "T4", 4 * w) for w in range(2, 7)]
+    fresh = SpeedModel("V100", table=table)
+    big = fresh.throughput_row(fam, 0.1, "V100", 30, 10, 8)  # replicas 240 .. 312
+    assert big == [table.scaling(fam, "V100", 8 * w) for w in range(30, 40)]
+    assert fresh.throughput_row(fam, 0.1, "V100", 0, 2, 3) == [0.0, table.scaling(
+        fam, "V100", 3)]
+    assert fresh.to_dict()["table"] == "bundled"
