@@ -480,3 +480,296 @@ def test_zoom_window_is_the_three_days_with_the_most_loans() -> None:
     # a name that is no policy is judged by its data
     top, _ = _loan_titles({"custom": fake([1], "custom")}, 0.0, 3.0)
     assert top == "loaned inference servers and inference demand"
+
+
+# ------------------------------------------------------------------ the invariant checker
+
+def _engine_after_first_pass() -> Any:
+    """The engine of a small replay after its first pass (no checker attached).
+
+    t0 (training), i0, i1 (inference, idle, no demand), 8 GPUs each; reserve 0.
+    SJF at t = 0: B (50 s) on t0, A (200 s) on i0 (borrowed), C (300 s) on i1
+    (borrowed); D (400 s, 4 workers of 2 GPUs) waits.
+    Jobs in table order: A = 0, B = 1, C = 2, D = 3.
+    """
+    from aryl.sim.engine import Engine
+    from aryl.sim.jobs import build_job_table
+
+    rows = [*_ROWS, dict(job_id="C", submit_time_s=0, duration_s=300, gpus=8),
+            dict(job_id="D", submit_time_s=0, duration_s=400, gpus=8, gpus_per_worker=2)]
+    table = build_job_table(frame(rows), gpus_per_server=8, default_alpha=0.05)
+    eng = Engine(table, "aryl", SimConfig(n_training_servers=1, n_inference_servers=2,
+                                          loan_reserve_servers=0), None)
+    for j in range(4):
+        eng._arrive(j)
+    eng.n_arrived = 4
+    eng._pass()
+    st = eng.state
+    assert st.placement[:3] == [{1: 8}, {0: 8}, {2: 8}]
+    assert list(st.queued) == [3]
+    return eng
+
+
+_AFTER_PASS = [
+    (lambda e: e.state.status.__setitem__(0, 1), "job 0 in the running set but status 1"),
+    (lambda e: e.state.placement.__setitem__(0, {}), "running job 0 has no placement"),
+    (lambda e: e.state.workers.__setitem__(0, 7), "job 0: workers 7 != placement 8"),
+    (lambda e: e.base_workers.__setitem__(0, 9), "job 0: 8 workers outside [9, 8]"),
+    (lambda e: e.max_workers.__setitem__(0, 7), "job 0: 8 workers outside [8, 7]"),
+    (lambda e: e.state.jobs_on[1].__setitem__(0, 3), "job 0: placement on server 1 inconsistent"),
+    (lambda e: (e.state.placement.__setitem__(0, {1: 8, 0: 0}),
+                e.state.jobs_on[0].__setitem__(0, 0)),
+     "job 0: placement on server 0 inconsistent"),
+    (lambda e: e.state.status.__setitem__(3, 2), "job 3 in the queue but status 2"),
+    (lambda e: e.state.placement.__setitem__(3, {0: 1}), "job 3 in the queue but status 1"),
+    (lambda e: e.state.free.__setitem__(0, -1), "server 0 over-committed (free -1)"),
+    (lambda e: e.state.free.__setitem__(0, 1), "server 0: used 8 + free 1 != capacity 8"),
+    (lambda e: e.state.free.__setitem__(2, 3), "server 2: used 8 + free 3 != capacity 8"),
+    (lambda e: setattr(e.state, "busy_loaned", 3), "busy-on-loans counter 3 != placements 16"),
+    (lambda e: setattr(e, "n_open", 5),
+     "job states do not partition: 1 queued + 3 running + -1 closed != 4 arrived"),
+    (lambda e: setattr(e, "n_arrived", 3),
+     "job states do not partition: 1 queued + 3 running + 0 closed != 3 arrived"),
+    (lambda e: setattr(e.state, "busy", 5), "busy counter 5 != placements 24"),
+    (lambda e: setattr(e.state, "servers_needed", 1),
+     "2 servers on loan while inference needs 1 of 2"),
+    (lambda e: e.state.waited_s.__setitem__(3, -1.0), "job 3: negative queue age"),
+    (lambda e: e.state.queued_since_s.__setitem__(3, 1.0), "job 3: negative queue age"),
+    (lambda e: e.state.ex_srv.__setitem__(0, 2),
+     "cluster state: extra GPUs per server drifted"),
+    (lambda e: setattr(e, "reclaim_deadline_misses", 1),
+     "a reclaim returned fewer servers than asked by the deadline"),
+]
+
+
+@pytest.mark.parametrize(("corrupt", "expected"), _AFTER_PASS,
+                         ids=[m for _, m in _AFTER_PASS])
+def test_the_checker_names_each_broken_invariant_after_a_pass(corrupt: Any,
+                                                              expected: str) -> None:
+    from aryl.sim.check import Checker, InvariantError
+
+    eng = _engine_after_first_pass()
+    Checker(eng).after_pass()  # consistent
+    corrupt(eng)
+    with pytest.raises(InvariantError) as info:
+        Checker(eng).after_pass()
+    assert str(info.value) == expected
+
+
+def test_the_checker_sees_an_idle_loan_only_for_policies_that_return_them() -> None:
+    from aryl.sim.check import Checker, InvariantError
+
+    eng = _engine_after_first_pass()
+    st = eng.state
+    st.preempt(2, 0.0)  # C leaves i1: the loan is idle
+    with pytest.raises(InvariantError) as info:
+        Checker(eng).after_pass()
+    assert str(info.value) == "loaned server 2 idle after a pass"
+    eng.policy = make_keep_policy()
+    Checker(eng).after_pass()  # keeping idle loans is this policy's choice
+
+
+def make_keep_policy() -> Any:
+    from aryl.scheduling import make_policy
+
+    return make_policy("aryl", {"return_idle_loans": False})
+
+
+def _finished_engine(horizon: float | None = None) -> Any:
+    from aryl.sim.engine import Engine
+    from aryl.sim.jobs import build_job_table
+
+    rows = [*_ROWS, dict(job_id="C", submit_time_s=10, duration_s=100, gpus=8),
+            dict(job_id="L", submit_time_s=500, duration_s=10, gpus=8)]
+    table = build_job_table(frame(rows), gpus_per_server=8, default_alpha=0.05)
+    eng = Engine(table, "fifo", SimConfig(n_training_servers=1, n_inference_servers=0,
+                                          horizon_s=horizon), None)
+    eng.run()
+    return eng
+
+
+def test_the_checker_names_each_broken_invariant_at_the_end() -> None:
+    from aryl.sim.check import Checker, InvariantError
+
+    # fifo on one server: A 0..200, B 200..250, C (at 10) 250..350, L (at 500) 500..510
+    cases: list[tuple[Any, str]] = [
+        (lambda e: setattr(e, "now", -1.0), "clock -1.0 before its start 0.0"),
+        (lambda e: e.events.append((510.0, 0, "finish", 0)), "job 0 finished 2 times"),
+        (lambda e: e.finish_t.__setitem__(1, math.nan), "job 1 done with times 200.0, nan "
+                                                         "(arrival 0.0)"),
+        (lambda e: e.first_start.__setitem__(2, 5.0), "job 2 done with times 5.0, 350.0 "
+                                                       "(arrival 10.0)"),
+        (lambda e: e.finish_t.__setitem__(2, 249.0), "job 2 done with times 250.0, 249.0 "
+                                                      "(arrival 10.0)"),
+        # a finish in the log of a job that is not done
+        (lambda e: e.state.status.__setitem__(3, 1), "job 3 finished 1 times"),
+        # without the event log, the state alone
+        (lambda e: (setattr(e, "events", None), e.state.status.__setitem__(3, 0)),
+         "job 3 never arrived (arrival 500.0, end 510.0)"),
+        (lambda e: (setattr(e, "events", None), e.state.status.__setitem__(3, 1)),
+         "job 3 never finished"),
+        (lambda e: (setattr(e, "events", None), e.state.status.__setitem__(3, 9)),
+         "job 3 in unknown state 9"),
+        (lambda e: e.state.waited_s.__setitem__(0, -1.0), "job 0: negative wait or GPU-seconds"),
+        (lambda e: e.state.attained_gpu_s.__setitem__(0, -1.0),
+         "job 0: negative wait or GPU-seconds"),
+        # 8 GPUs x (200 + 50 + 100 + 10) s = 2,880 GPU-s
+        (lambda e: setattr(e, "busy_int", 1.0),
+         "GPU-seconds of jobs 2880.0 != busy integral 1.0"),
+    ]
+    for corrupt, expected in cases:
+        eng = _finished_engine()
+        Checker(eng).at_end()
+        corrupt(eng)
+        with pytest.raises(InvariantError) as info:
+            Checker(eng).at_end()
+        assert str(info.value) == expected
+    # with a horizon at 300: C runs (250..), L is not arrived
+    eng = _finished_engine(horizon=300.0)
+    Checker(eng).at_end()
+    eng.now = 301.0
+    with pytest.raises(InvariantError) as info:
+        Checker(eng).at_end()
+    assert str(info.value) == "clock 301.0 past the horizon 300.0"
+    eng = _finished_engine(horizon=300.0)
+    del eng.state.running[2]
+    with pytest.raises(InvariantError) as info:
+        Checker(eng).at_end()
+    assert str(info.value) == "job 2 in state 2 inconsistent at the end"
+    eng = _finished_engine(horizon=300.0)
+    eng.state.queued[3] = None
+    with pytest.raises(InvariantError) as info:
+        Checker(eng).at_end()
+    assert str(info.value) == "0 jobs queued but the queue holds 1"
+    eng = _finished_engine(horizon=300.0)
+    eng.n_arrived = 4  # L (pending) counted as arrived
+    with pytest.raises(InvariantError) as info:
+        Checker(eng).at_end()
+    assert str(info.value) == "job 3 never arrived (arrival 500.0, end 300.0)"
+    eng = _finished_engine(horizon=300.0)
+    eng.state.status[3] = 1  # L queued before its arrival at 500
+    eng.state.queued[3] = None
+    with pytest.raises(InvariantError) as info:
+        Checker(eng).at_end()
+    assert str(info.value) == "job 3 in state 1 inconsistent at the end"
+
+
+def _horizon_replay() -> SimResult:
+    """The horizon case of test_statuses_at_a_horizon (A done, B C unfinished, D
+    infeasible, E not arrived; end 150)."""
+    rows = [dict(job_id="A", submit_time_s=0, duration_s=100, gpus=8),
+            dict(job_id="B", submit_time_s=10, duration_s=100, gpus=8),
+            dict(job_id="C", submit_time_s=20, duration_s=100, gpus=8),
+            dict(job_id="D", submit_time_s=30, duration_s=100, gpus=16),
+            dict(job_id="E", submit_time_s=200, duration_s=100, gpus=8)]
+    return simulate(frame(rows), policy="fifo", inference=False, config=SimConfig(
+        n_training_servers=1, n_inference_servers=0, horizon_s=150.0))
+
+
+def _set_job(col: str, job: str, value: Any) -> Any:
+    def edit(r: SimResult) -> None:
+        r.jobs.loc[r.jobs["job_id"] == job, col] = value
+    return edit
+
+
+def _set_summary(*path: Any) -> Any:
+    *keys, value = path
+
+    def edit(r: SimResult) -> None:
+        d: Any = r.summary
+        for k in keys[:-1]:
+            d = d[k]
+        d[keys[-1]] = value
+    return edit
+
+
+# (which replay, corruption, message); loan replay: A (0..360, 2,880 GPU-s), B (0..50)
+_RESULT_CASES = [
+    ("loan", _set_summary("loan_usage", 1.0 + 2e-9), "summary loan_usage = 1.000000002 outside "
+                                                     "[0, 1]"),
+    ("loan", _set_summary("share_jobs_waited", -0.5),
+     "summary share_jobs_waited = -0.5 outside [0, 1]"),
+    ("loan", _set_summary("n_moves", -1), "summary n_moves = -1 negative"),
+    ("loan", _set_summary("n_decisions", -2), "summary n_decisions = -2 negative"),
+    ("loan", _set_summary("end_s", -1.0), "run ends at -1.0 before it starts at 0.0"),
+    ("loan", _set_summary("makespan_s", -1.0), "run ends at 360.0 before it starts at 0.0"),
+    ("loan", _set_summary("wait_s", "p95", -3.0), "summary wait_s.p95 = -3.0 negative"),
+    ("loan", _set_summary("queuing_delay_s", "max", -1.0),
+     "summary queuing_delay_s.max = -1.0 negative"),
+    ("loan", _set_summary("mean_loaned_servers", -0.1), "summary mean_loaned_servers = -0.1 "
+                                                        "negative"),
+    ("loan", _set_summary("useful_gpu_s", -1.0), "summary useful_gpu_s = -1.0 negative"),
+    ("loan", _set_summary("goodput", -0.25), "summary goodput = -0.25 negative"),
+    ("loan", _set_summary("pools", 1, "gpu_s_allocated", 0.0),
+     "GPU-seconds per pool 2480.0 != allocated 3280.0"),
+    ("loan", _set_summary("pools", 0, "usage", 1.5), "pool training usage = 1.5 outside [0, 1]"),
+    ("loan", _set_summary("gpu_s_available", 3000.0), "allocated 3280.0 GPU-s > available "
+                                                      "3000.0"),
+    ("loan", _set_summary("gpu_s_allocated_on_loans", 3300.0),
+     "GPU-seconds on loaned servers exceed the total"),
+    ("loan", _set_summary("n_jobs", 3), "jobs do not add up to n_jobs"),
+    ("loan", _set_summary("n_finished", 1), "summary n_finished = 1 but 2 jobs"),
+    ("loan", _set_job("first_start_s", "B", -1.0),
+     "job B (finished): not submit <= first start <= finish <= end"),
+    ("loan", _set_job("finish_s", "A", 361.0),
+     "job A (finished): not submit <= first start <= finish <= end"),
+    ("loan", _set_job("queuing_delay_s", "B", -1.0),
+     "job B (finished): negative queuing delay or wait, or one above the JCT"),
+    ("loan", _set_job("wait_s", "B", 51.0),
+     "job B (finished): negative queuing delay or wait, or one above the JCT"),
+    ("loan", _set_job("gpu_s", "B", -400.0), "job B (finished): negative GPU-seconds"),
+    # B at most 8 GPUs x 360 s since its arrival
+    ("loan", _set_job("gpu_s", "B", 2881.0),
+     "job B (finished): more GPU-seconds than its maximum size allows"),
+    ("loan", _set_job("gpu_s", "B", 401.0), "GPU-seconds of jobs 3281.0 != allocated 3280.0"),
+    ("loan", _set_job("n_scale_out", "A", 1), "summary n_scale_out != the sum over jobs"),
+    ("loan", _set_summary("n_reclaim_preemptions", 2),
+     "more reclaim preemptions than preemptions"),
+    ("loan", _set_summary("mean_loaned_servers", 2.5),
+     "mean loaned servers above the inference cluster"),
+    ("loan", lambda r: r.timeseries.__setitem__("time_s", r.timeseries["time_s"][::-1].values),
+     "time series not ascending within [start, end]"),
+    ("loan", lambda r: r.timeseries.__setitem__("time_s", r.timeseries["time_s"] + 20.0),
+     "time series not ascending within [start, end]"),
+    ("loan", lambda r: r.timeseries.__setitem__("running_jobs", -r.timeseries["running_jobs"]),
+     "time series running_jobs negative"),
+    ("loan", lambda r: r.timeseries.__setitem__("loaned_servers", 3),
+     "time series: more loaned or needed servers than exist"),
+    ("loan", lambda r: r.timeseries.__setitem__("inference_servers_needed", 3),
+     "time series: more loaned or needed servers than exist"),
+    # 8 training GPUs + 8 per loaned server: 16 busy GPUs with no loan is too many
+    ("loan", lambda r: r.timeseries.__setitem__("loaned_servers", 0),
+     "time series: busy GPUs above training + loaned GPUs"),
+    ("loan", lambda r: r.timeseries.__setitem__("queue_length", 1),
+     "time series: more running and queued jobs than jobs"),
+    # horizon replay: B, C unfinished; D infeasible; E not arrived; end 150
+    ("horizon", _set_job("finish_s", "B", 140.0),
+     "job B (unfinished): unfinished but not arrived by the end, finished, or a wait out of "
+     "[0, end - arrival]"),
+    ("horizon", _set_job("wait_s", "C", 131.0),
+     "job C (unfinished): unfinished but not arrived by the end, finished, or a wait out of "
+     "[0, end - arrival]"),
+    ("horizon", _set_job("first_start_s", "B", 5.0), "job B (unfinished): started before its "
+                                                     "arrival"),
+    ("horizon", _set_job("wait_s", "E", 0.0),
+     "job E (not_arrived): not arrived but with a start, wait, JCT or GPU-seconds, or arrived "
+     "by the end"),
+    ("horizon", _set_job("n_preemptions", "E", 1),
+     "job E (not_arrived): not arrived but with a start, wait, JCT or GPU-seconds, or arrived "
+     "by the end"),
+    ("horizon", _set_job("first_start_s", "D", 40.0), "job D (infeasible): infeasible but "
+                                                      "started"),
+]
+
+
+@pytest.mark.parametrize(("which", "corrupt", "expected"), _RESULT_CASES,
+                         ids=[f"{w}-{i}" for i, (w, _, _) in enumerate(_RESULT_CASES)])
+def test_check_result_names_each_broken_rule(which: str, corrupt: Any, expected: str) -> None:
+    from aryl.sim.check import InvariantError, check_result
+
+    res = loan_replay() if which == "loan" else _horizon_replay()
+    check_result(res)  # consistent
+    corrupt(res)
+    with pytest.raises(InvariantError) as info:
+        check_result(res)
+    assert str(info.value) == expected
