@@ -108,7 +108,7 @@ _SLOW_REPLAYS = (
 #: module -> test files.  Groups are run in this order.
 GROUPS: tuple[Group, ...] = (
     Group("elastic", ("src/aryl/elastic.py",),
-          ("tests/test_elastic_solve.py", "tests/test_mckp.py")),
+          ("tests/test_elastic_solve.py", "tests/test_mckp.py", "tests/test_elastic_errors.py")),
     Group("reclaiming", ("src/aryl/reclaiming.py",),
           ("tests/test_reclaim.py", "tests/test_reclaim_properties.py",
            "tests/test_reclaim_errors.py")),
