@@ -704,8 +704,8 @@ def test_parametric_throughput_by_hand() -> None:
     assert m.throughput(None, 0.25, "V100", 3, 4) == 2.0
     assert m.throughput(None, 0.25, "T4", 3, 4) == 1.0
     assert m.throughput(None, 0.25, "T4", 0, 4) == 0.0
-    assert m.throughput_row(None, 0.25, "V100", 0, 4) == [0.0, 1.0, 2 / 1.25, 2.0]
-    assert m.throughput_row(None, 0.25, "T4", 1, 3) == [0.5, 0.5 * 2 / 1.25, 1.0]
+    assert m.throughput_row(None, 0.25, "V100", 0, 4, 2) == [0.0, 1.0, 2 / 1.25, 2.0]
+    assert m.throughput_row(None, 0.25, "T4", 1, 3, 2) == [0.5, 0.5 * 2 / 1.25, 1.0]
 
 
 def test_measured_throughput_is_relative_speed_times_scaling() -> None:
