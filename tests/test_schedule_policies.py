@@ -748,3 +748,159 @@ def test_free_fast_gpus_need_no_wait() -> None:
     plan = schedule(st, policy="aryl")
     assert starts(st, plan) == [("N", {0: 4}, "sjf_order")]
     assert plan.borrowed_servers == []
+
+
+# ------------------------------------------------------------------ plans and reclaims
+
+def test_apply_refuses_actions_that_do_not_fit_the_state() -> None:
+    st = cluster(n_train=1, n_inf=1, now=10.0)
+    job(st, "R", w=4, rem=100.0)
+    run(st, "R", {0: 4})
+    job(st, "Q", w=2, rem=50.0)
+    r, q = st.job_index(["R", "Q"])
+
+    def refused(plan: SchedulePlan) -> str:
+        with pytest.raises(InvalidInputError) as info:
+            plan.apply(st)
+        return str(info.value)
+
+    assert refused(SchedulePlan(now_s=5.0)) == "plan at 5.0 s is older than the state (10.0 s)"
+    assert refused(SchedulePlan(now_s=10.0, reclaim_actions=[(q, None, Reason.RECLAIM_PREEMPT)])
+                   ) == "reclaim action on job 'Q', not running"
+    assert refused(SchedulePlan(now_s=10.0, preemptions=[(q, Reason.LAS_PREEMPT)])) == (
+        "preemption of job 'Q', not running")
+    assert refused(SchedulePlan(now_s=10.0, resizes=[(q, {0: 1}, Reason.MCKP_MOVE)])) == (
+        "resize of job 'Q', not running")
+    assert refused(SchedulePlan(now_s=10.0, starts=[(r, {0: 1}, Reason.SJF_ORDER)])) == (
+        "start of job 'R', not queued")
+    # t0 has 4 free GPUs: 5 one-GPU workers do not fit; server 7 does not exist; 0 workers
+    assert refused(SchedulePlan(now_s=10.0, starts=[(q, {0: 5}, Reason.SJF_ORDER)])) == (
+        "placement of job 'Q': 5 worker(s) of 1 GPU(s) do not fit server 0 (4 free)")
+    assert refused(SchedulePlan(now_s=10.0, starts=[(q, {7: 1}, Reason.SJF_ORDER)])) == (
+        "placement of job 'Q': 1 worker(s) of 1 GPU(s) do not fit server 7 (no such server)")
+    assert refused(SchedulePlan(now_s=10.0, starts=[(q, {-1: 1}, Reason.SJF_ORDER)])) == (
+        "placement of job 'Q': 1 worker(s) of 1 GPU(s) do not fit server -1 (no such server)")
+    assert refused(SchedulePlan(now_s=10.0, starts=[(q, {0: 0}, Reason.SJF_ORDER)])) == (
+        "placement of job 'Q': 0 worker(s) of 1 GPU(s) do not fit server 0 (4 free)")
+    assert refused(SchedulePlan(now_s=10.0, resizes=[(r, {0: 9}, Reason.MCKP_SCALE_OUT)])) == (
+        "placement of job 'R': 9 worker(s) of 1 GPU(s) do not fit server 0 (8 free)")
+    assert refused(SchedulePlan(now_s=10.0, reclaim_actions=[
+        (r, {1: 1}, Reason.RECLAIM_SCALE_IN)])) == (
+        "placement of job 'R': 1 worker(s) of 1 GPU(s) do not fit server 1 (0 free)")
+    # without validation the same start is applied as given
+    after = SchedulePlan(now_s=10.0, starts=[(q, {0: 4}, Reason.SJF_ORDER)]).apply(
+        st, validate=False)
+    assert after.placement[q] == {0: 4}
+    assert st.placement[q] is None  # a copy
+
+
+def test_apply_order_and_the_observer() -> None:
+    # R runs 4 workers on t0 and 4 on the loaned i0; the plan: i0 reclaimed (R scales in
+    # to its 4 on t0), i1 borrowed, P preempted, E resized, Q started on i1; then the
+    # state's memo is stored and the serving servers follow the returns
+    st = cluster(n_train=1, n_inf=2, now=0.0)
+    st.lend(1)
+    job(st, "R", w=8, rem=100.0, mn=4, mx=8)
+    job(st, "P", w=2, rem=100.0)
+    job(st, "E", w=1, rem=100.0, mn=1, mx=2)
+    job(st, "Q", w=8, rem=100.0)
+    run(st, "R", {0: 4, 1: 4})
+    run(st, "P", {0: 2})
+    run(st, "E", {0: 1})
+    r, p, e, q = st.job_index(["R", "P", "E", "Q"])
+    st.now_s = 20.0
+    st.servers_needed = 1
+    log: list[tuple[Any, ...]] = []
+
+    class Obs:
+        def before_job_change(self, j: int) -> None:
+            log.append(("before", st.job_id[j]))
+
+        def job_started(self, j: int, reason: Reason) -> None:
+            log.append(("start", st.job_id[j], reason.label))
+
+        def job_resized(self, j: int, old: int, reason: Reason) -> None:
+            log.append(("resize", st.job_id[j], old, reason.label))
+
+        def job_preempted(self, j: int, reason: Reason) -> None:
+            log.append(("preempt", st.job_id[j], reason.label))
+
+        def server_lent(self, s: int, reason: Reason) -> None:
+            log.append(("lent", s, reason.label))
+
+        def server_returned(self, s: int, reason: Reason) -> None:
+            log.append(("returned", s, reason.label))
+
+    plan = SchedulePlan(
+        now_s=20.0,
+        reclaim_actions=[(r, {0: 4}, Reason.RECLAIM_SCALE_IN)],
+        reclaimed_servers=[1],
+        borrowed_servers=[(2, Reason.LOAN_FOR_BASE)],
+        preemptions=[(p, Reason.LAS_PREEMPT)],
+        resizes=[(e, {0: 2}, Reason.MCKP_SCALE_OUT)],
+        starts=[(q, {2: 8}, Reason.SJF_ORDER)],
+        elastic_memo=(3, 1),
+    )
+    assert bool(plan)
+    assert plan.n_actions == 6
+    after = plan.apply(st, observer=Obs())
+    assert log == [
+        ("before", "R"), ("resize", "R", 8, "reclaim_scale_in"),
+        ("returned", 1, "reclaimed"), ("lent", 2, "loan_for_base"),
+        ("before", "P"), ("preempt", "P", "las_preempt"),
+        ("before", "E"), ("resize", "E", 1, "mckp_scale_out"),
+        ("start", "Q", "sjf_order"),
+    ]
+    assert after.now_s == 20.0
+    assert after.elastic_memo == (3, 1)
+    assert after.placement[r] == {0: 4} and after.placement[q] == {2: 8}
+    # reclaimed at 20: i0 serves the 1 server needed; i1 is on loan
+    assert after.server_status == [0, 1, 3]
+    assert after.server_reclaimed_s[1] == 20.0
+    after.check_indexes()
+    # an empty plan is false and has no actions; a return of an idle loan is applied
+    empty = SchedulePlan(now_s=20.0)
+    assert not empty
+    assert empty.n_actions == 0
+    for field_ in ("reclaim_actions", "reclaimed_servers", "borrowed_servers", "preemptions",
+                   "resizes", "starts", "returned_servers"):
+        one = SchedulePlan(now_s=20.0)
+        getattr(one, field_).append((0, None, Reason.FIFO_HEAD))
+        assert bool(one), field_
+        assert one.n_actions == 1, field_
+
+
+def test_a_reclaim_preempts_a_job_left_below_its_base_and_reports_a_shortfall() -> None:
+    # t0 and the loaned i0, i1 (8 GPUs).  E (elastic, base 6 of 1 GPU, 12 workers):
+    # 8 on t0... base workers come first in server order: t0 holds 8, i0 4.
+    # K (rigid 4) on i1.  Inference needs 2 servers now (deadline now): both loans go.
+    # E keeps t0's 8 >= base 6: scaled in.  K loses all: preempted.
+    st = cluster(n_train=1, n_inf=2, now=50.0)
+    st.lend(1)
+    st.lend(2)
+    job(st, "E", w=12, rem=1000.0, mn=6, mx=12)
+    job(st, "K", w=4, rem=1000.0)
+    run(st, "E", {0: 8, 1: 4})
+    run(st, "K", {2: 4})
+    st.servers_needed = 2
+    st.reclaim_deadline_s = 50.0
+    plan = schedule(st, policy="aryl")
+    e, k = st.job_index(["E", "K"])
+    assert sorted(plan.reclaimed_servers) == [1, 2]
+    assert plan.reclaim_shortfall == 0
+    acts = {st.job_id[j]: (p, r.label) for j, p, r in plan.reclaim_actions}
+    assert acts == {"E": ({0: 8}, "reclaim_scale_in"), "K": (None, "reclaim_preempt")}
+    # the same for a non-elastic policy: E's base is its whole size: preempted too
+    plan = schedule(st, policy="aryl-no-elastic")
+    acts = {st.job_id[j]: (p, r.label) for j, p, r in plan.reclaim_actions}
+    assert acts == {"E": (None, "reclaim_preempt"), "K": (None, "reclaim_preempt")}
+    # a deadline in the future: nothing reclaimed yet
+    st.reclaim_deadline_s = 60.0
+    assert schedule(st, policy="aryl").reclaimed_servers == []
+    # 3 servers needed of 2 inference servers: 2 are returned, the deficit is 3 - 0
+    # not on loan = 3 but only 2 are on loan: no shortfall reported beyond the loans
+    st.reclaim_deadline_s = 50.0
+    st.servers_needed = 3
+    plan = schedule(st, policy="aryl")
+    assert sorted(plan.reclaimed_servers) == [1, 2]
+    assert plan.reclaim_shortfall == 0
