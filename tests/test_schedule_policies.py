@@ -905,3 +905,190 @@ def test_a_reclaim_preempts_a_job_left_below_its_base_and_reports_a_shortfall() 
     plan = schedule(st, policy="aryl")
     assert sorted(plan.reclaimed_servers) == [1, 2]
     assert plan.reclaim_shortfall == 0
+
+
+# ------------------------------------------------------------------ more fifo-backfill
+
+@pytest.mark.parametrize("policy", ["fifo", "fifo-backfill"])
+def test_fifo_counts_only_training_gpus_as_free(policy: str) -> None:
+    # a state from another policy (or a client): A runs on the loaned i0.  t0 is empty:
+    # B (4 GPUs) starts there.  (Counting A's 8 GPUs as busy training GPUs left 0 free.)
+    st = cluster(n_train=1, n_inf=1)
+    st.lend(1)
+    job(st, "A", w=8, rem=100.0)
+    run(st, "A", {1: 8})
+    job(st, "B", t=1, w=4, rem=100.0)
+    reason = "fifo_head"
+    assert starts(st, schedule(st, policy=policy)) == [("B", {0: 4}, reason)]
+
+
+def test_the_reservation_ignores_gpus_freed_on_loaned_servers() -> None:
+    # t0 runs R (4 GPUs, ends at 100); the loaned i0 runs A (8 GPUs, ends at 10).  H
+    # (8 GPUs) waits for t0: 4 free + R's 4 at 100: shadow 100 (A's 8 GPUs at 10 are on
+    # i0 and free nothing on t0).  X (4 GPUs, 50 s) ends by 100: backfilled.  Y (4 GPUs,
+    # 200 s): no GPU left anyway; with a shadow of 10 X (ends 50 > 10) would have waited
+    st = cluster(n_train=1, n_inf=1)
+    st.lend(1)
+    job(st, "R", w=4, rem=100.0)
+    job(st, "A", w=8, rem=10.0)
+    run(st, "R", {0: 4})
+    run(st, "A", {1: 8})
+    job(st, "H", t=1, w=8)
+    job(st, "X", t=2, w=4, rem=50.0)
+    assert starts(st, schedule(st, policy="fifo-backfill")) == [("X", {0: 4}, "backfill")]
+
+
+def test_backfill_bookkeeping_of_extra_and_free_gpus() -> None:
+    # t0 runs R (6 GPUs, ends at 100); t1 is empty: 2 + 8 = 10 free GPUs.  H (12 workers
+    # of 1 GPU) needs a whole free server and 4 more: t0 has 2: H is the head; shadow
+    # 100 (10 + 6 = 16 >= 12), extra 16 - 12 = 4.
+    # L1 (2 GPUs, 500 s): past the shadow, 2 <= extra 4: started (best fit: t0's 2);
+    #   extra 2, 8 free.
+    # S4 (4 GPUs, 50 s): ends by 100: started on t1; extra stays 2, 4 free.
+    # L2 (2 GPUs, 500 s): 2 <= extra 2: started on t1; extra 0, 2 free.
+    # L3 (1 GPU, 500 s): extra 0: waits (1 GPU is free but reserved for H).
+    st = cluster(n_train=2)
+    job(st, "R", w=6, rem=100.0)
+    run(st, "R", {0: 6})
+    job(st, "H", t=1, w=12)
+    job(st, "L1", t=2, w=2, rem=500.0)
+    job(st, "S4", t=3, w=4, rem=50.0)
+    job(st, "L2", t=4, w=2, rem=500.0)
+    job(st, "L3", t=5, w=1, rem=500.0)
+    assert starts(st, schedule(st, policy="fifo-backfill")) == [
+        ("L1", {0: 2}, "backfill"), ("S4", {1: 4}, "backfill"), ("L2", {1: 2}, "backfill")]
+
+
+def test_jobs_started_in_one_pass_take_their_gpus_in_turn() -> None:
+    # two empty 8-GPU servers, started in arrival order with best fit (the fullest
+    # server that holds the job, ties to the lower index):
+    # X (1 worker of 2 GPUs): t0 and t1 tie at 8: t0 (8 -> 6).
+    # Y (1 worker of 4 GPUs): t0 (6) is fuller than t1 (8): t0 (6 -> 2).
+    # W (1 worker of 4 GPUs): t0 has 2: t1 (8 -> 4).
+    for policy in ("fifo", "fifo-backfill"):
+        st = cluster(n_train=2)
+        job(st, "X", t=0, g=2, w=1)
+        job(st, "Y", t=1, g=4, w=1)
+        job(st, "W", t=2, g=4, w=1)
+        assert starts(st, schedule(st, policy=policy)) == [
+            ("X", {0: 1}, "fifo_head"), ("Y", {0: 1}, "fifo_head"),
+            ("W", {1: 1}, "fifo_head")], policy
+
+
+def test_reservation_counts_gpus_of_multi_gpu_workers_and_speeds() -> None:
+    # t = 1,000, two 8-GPU servers.  R (elastic, 2-GPU workers, ref 2, alpha 0) runs 4
+    # workers on t0 (all 8 GPUs) at speed T(4) / T(2) = 2: 200 ref-s left end at
+    # 1,000 + 100.  H (8 workers of 2 GPUs, both servers whole) waits: 8 free on t1 + R's
+    # 8 at 1,100 = 16: shadow 1,100, extra 0.  X (4 workers of 2 GPUs on t1) of 100 s
+    # ends at 1,100 <= 1,100: backfilled; of 101 s it would delay H: not started.
+    for rem_x, started in ((100.0, True), (101.0, False)):
+        st = cluster(n_train=2, now=1000.0)
+        job(st, "R", g=2, w=2, rem=200.0, mn=2, mx=4, alpha=0.0)
+        run(st, "R", {0: 4}, at=1000.0)
+        job(st, "H", t=1, g=2, w=8)
+        job(st, "X", t=2, g=2, w=4, rem=rem_x)
+        got = starts(st, schedule(st, policy="fifo-backfill"))
+        assert got == ([("X", {1: 4}, "backfill")] if started else []), rem_x
+
+
+def _typed2(rem_n: float, *, types: list[tuple[str, str, float]], now: float = 1000.0,
+            running: list[tuple[str, float, int, int]] | None = None,
+            need: tuple[int, int] = (8, 1)) -> tuple[ClusterState, SchedulePlan]:
+    """Servers ``types`` = [(id, gpu type, factor)] (training; the last one an idle
+    inference server), reference type "ref" (factor 1, not in the cluster); alpha 0.
+    ``running``: (name, ref-s left, server index, GPUs); N (``need`` = workers, GPUs per
+    worker; ref size = its workers) is queued."""
+    from aryl.scheduling.speed import SpeedModel
+
+    st = ClusterState(now_s=now, config=SchedulerConfig(loan_reserve_servers=0),
+                      speeds=SpeedModel("ref", factors={t: f for _, t, f in types}))
+    for sid, t, _ in types[:-1]:
+        st.add_server(sid, role="training", gpus=8, gpu_type=t)
+    sid, t, _ = types[-1]
+    st.add_server(sid, role="inference", gpus=8, gpu_type=t, status="idle")
+    for name, left, s, gpus in running or []:
+        job(st, name, t=now, w=gpus, rem=left, alpha=0.0)
+        run(st, name, {s: gpus}, at=now)
+    w, g = need
+    job(st, "N", t=now, g=g, w=w, rem=rem_n, alpha=0.0)
+    return st, schedule(st, policy="aryl")
+
+
+def test_the_loan_decision_with_speeds_other_than_the_reference() -> None:
+    # f0: type fast (factor 2); s0: idle inference server of type slow (factor 1).  R
+    # holds f0 (8 GPUs) with 200 ref-s left at speed 2: f0 frees at now + 100.  N (8
+    # one-GPU workers) runs rem / 2 on f0 and rem on s0.
+    types = [("f0", "fast", 2.0), ("s0", "slow", 1.0)]
+    busy = [("R", 200.0, 0, 8)]
+    # rem 300: 300 now on s0 against 100 + 150 = 250: wait
+    st, plan = _typed2(300.0, types=types, running=busy)
+    assert plan.starts == []
+    # rem 100: 100 against 100 + 50: start on s0 now
+    st, plan = _typed2(100.0, types=types, running=busy)
+    assert starts(st, plan) == [("N", {1: 8}, "sjf_order")]
+    # rem 200: 200 against 100 + 100: a tie starts
+    st, plan = _typed2(200.0, types=types, running=busy)
+    assert starts(st, plan) == [("N", {1: 8}, "sjf_order")]
+
+
+def test_every_faster_training_type_is_weighed() -> None:
+    # training types in server order: m0 (type mid, factor 1, as fast as the loan) then
+    # f0 (fast, factor 4).  Both are full until now + 100 (R1, R2).  N of 800 ref-s:
+    # 800 on s0 (slow, factor 1) now, or 100 + 200 on f0: it waits.  (Stopping at the
+    # first training type not faster than the loan, mid, would start it now.)
+    types = [("m0", "mid", 1.0), ("f0", "fast", 4.0), ("s0", "slow", 1.0)]
+    busy = [("R1", 100.0, 0, 8), ("R2", 400.0, 1, 8)]
+    st, plan = _typed2(800.0, types=types, running=busy)
+    assert plan.starts == []
+    st, plan = _typed2(100.0, types=types, running=busy)  # 100 against 100 + 25: now
+    assert starts(st, plan) == [("N", {2: 8}, "sjf_order")]
+
+
+def test_free_but_fragmented_fast_gpus_count_as_no_wait() -> None:
+    # f0 and f1 (fast, factor 2) each hold a 6-GPU job (ends in 1,000 s): 2 + 2 = 4 free
+    # GPUs, enough by count for N (1 worker of 4 GPUs) but on no single server.  The
+    # wait estimate ignores fragmentation: 0 s, so N (rem 2: 1 s on fast, 2 s on the slow
+    # s0) waits for a fast server (2 > 0 + 1).
+    types = [("f0", "fast", 2.0), ("f1", "fast", 2.0), ("s0", "slow", 1.0)]
+    busy = [("A", 2000.0, 0, 6), ("B", 2000.0, 1, 6)]
+    _, plan = _typed2(2.0, types=types, running=busy, need=(1, 4))
+    assert plan.starts == []
+
+
+def test_mckp_extras_passes_every_option_on() -> None:
+    # one job: R = 100 single-worker s at base 1 (current 1), up to 3 extra workers of
+    # 2 GPUs, alpha 0, pause 0: values 100 - 100 / (1 + k) = 50, 66.7, 75
+    one = dict(rem_work=np.array([100.0]), cur_workers=np.array([1]), base=np.array([1]),
+               max_workers=np.array([4]), gpw=np.array([2]), alpha=np.array([0.0]),
+               pause_s=np.array([0.0]))
+    k = mckp_extras(**one, capacity=5, backend="native")  # type: ignore[arg-type]
+    assert k is not None
+    assert k.dtype == np.int64
+    assert k.tolist() == [2]  # 4 GPUs of 5: 2 extra workers
+    k = mckp_extras(**one, capacity=6, backend="native", max_extra=np.array([1]))  # type: ignore[arg-type]
+    assert k is not None
+    assert k.tolist() == [1]
+    k = mckp_extras(**one, capacity=6, backend="native", unconstrained_only=True)  # type: ignore[arg-type]
+    assert k is not None
+    assert k.tolist() == [3]
+    assert mckp_extras(**one, capacity=5, backend="native",  # type: ignore[arg-type]
+                       unconstrained_only=True) is None
+    two = {key: np.concatenate([v, v]) for key, v in one.items()}
+    # greedy, capacity 4: marginal gains per GPU 25 (each job's first worker), then 8.3:
+    # one worker each; the exact MCKP finds the same 50 + 50 = 100 > 66.7
+    k = mckp_extras(**two, capacity=4, backend="native", solver="greedy")  # type: ignore[arg-type]
+    assert k is not None
+    assert k.tolist() == [1, 1]
+    empty = mckp_extras(**{key: v[:0] for key, v in one.items()}, capacity=4,  # type: ignore[arg-type]
+                        backend="native")
+    assert empty is not None
+    assert empty.dtype == np.int64
+
+
+def test_the_wait_is_for_gpus_not_workers() -> None:
+    # f0 (fast, factor 2) holds A (6 GPUs, 2,000 ref-s at speed 2: 1,000 s): 2 GPUs free.
+    # N: 1 worker of 4 GPUs, rem 2 ref-s: 1 s on fast after a wait of 1,000 s for 4 GPUs,
+    # or 2 s on the slow s0 now: it starts now
+    types = [("f0", "fast", 2.0), ("s0", "slow", 1.0)]
+    st, plan = _typed2(2.0, types=types, running=[("A", 2000.0, 0, 6)], need=(1, 4))
+    assert starts(st, plan) == [("N", {1: 1}, "sjf_order")]

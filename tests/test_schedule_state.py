@@ -730,3 +730,32 @@ def test_measured_throughput_is_relative_speed_times_scaling() -> None:
     assert fresh.throughput_row(fam, 0.1, "V100", 0, 2, 3) == [0.0, table.scaling(
         fam, "V100", 3)]
     assert fresh.to_dict()["table"] == "bundled"
+
+
+def test_remaining_at_a_speed_other_than_one_and_its_floor() -> None:
+    # 4 workers of 1 GPU, ref 2, alpha 0: speed T(4) / T(2) = 2 ref-s per s.  100 ref-s
+    # at t = 10: at 30, 100 - 20 x 2 = 60; at 59.75, 0.5; at 60, 0 and never below
+    st = ClusterState()
+    st.add_server("t0", role="training", gpus=8)
+    j = st.add_job("j", arrival_s=0.0, gpus_per_worker=1, ref_workers=2, remaining_s=100.0,
+                   min_workers=1, max_workers=4, elastic=True, alpha=0.0)
+    st.enqueue(j, 0.0)
+    st.start(j, {0: 4}, 10.0)
+    assert st.speed[j] == 2.0
+    assert st.remaining_at(j, 10.0) == 100.0
+    assert st.remaining_at(j, 30.0) == 60.0
+    assert st.remaining_at(j, 59.75) == 0.5
+    assert st.remaining_at(j, 60.0) == 0.0
+    assert st.remaining_at(j, 500.0) == 0.0
+    # work = ref-s x T(ref) = 0.5 x 2
+    assert st.remaining_work(j, 59.75) == 1.0
+    assert st.remaining_work_many([j], 59.75) == [1.0]
+    assert st.remaining_work_many([j], 1e4) == [0.0]
+
+
+def test_rebuild_of_a_state_without_servers() -> None:
+    st = ClusterState()
+    st.rebuild_indexes()
+    assert st.last_reclaim_s == -math.inf
+    assert (st.free, st.busy, st.n_loaned, st.loaned_gpus) == ([], 0, 0, 0)
+    st.check_indexes()
