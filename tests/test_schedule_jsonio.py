@@ -532,8 +532,13 @@ def test_plan_refusals_name_the_item_and_the_field(doc: dict[str, Any], message:
 
 # ------------------------------------------------------------------ the schemas
 
-_STATE_VALIDATOR = jsonschema.Draft202012Validator(state_schema())
-_PLAN_VALIDATOR = jsonschema.Draft202012Validator(plan_schema())
+def state_validator() -> Any:
+    """A validator of the state schema, built when a test runs (not at import)."""
+    return jsonschema.Draft202012Validator(state_schema())
+
+
+def plan_validator() -> Any:
+    return jsonschema.Draft202012Validator(plan_schema())
 
 
 def test_the_schemas_are_valid_draft_2020_12_schemas() -> None:
@@ -569,22 +574,22 @@ def _edge_doc() -> dict[str, Any]:
 
 def test_a_document_at_every_edge_is_valid_for_the_schema_and_the_reader() -> None:
     doc = _edge_doc()
-    _STATE_VALIDATOR.validate(doc)
+    state_validator().validate(doc)
     st = state_from_json(doc)
-    _STATE_VALIDATOR.validate(state_to_json(st))
+    state_validator().validate(state_to_json(st))
     doc2 = copy.deepcopy(doc)
     doc2["inference"]["reclaim_deadline_s"] = None
     doc2["servers"][1]["reclaimed_s"] = 4.0
     doc2["jobs"][0]["next_checkpoint_s"] = 7.0
-    _STATE_VALIDATOR.validate(doc2)
+    state_validator().validate(doc2)
     state_from_json(doc2)
     for policy in ("aryl", "random", "fewest-jobs", "most-idle"):
         doc2["config"]["reclaim_policy"] = policy
-        _STATE_VALIDATOR.validate(doc2)
+        state_validator().validate(doc2)
         assert state_from_json(doc2).config.reclaim_policy == policy
     for status in ("serving", "idle"):
         doc2["servers"][1]["status"] = status
-        _STATE_VALIDATOR.validate(doc2)
+        state_validator().validate(doc2)
         state_from_json(doc2)
 
 
@@ -660,7 +665,7 @@ _BOTH_REFUSE = [
 def test_one_step_past_an_edge_is_refused_by_the_schema_and_the_reader(edit: Any) -> None:
     doc = _edge_doc()
     edit(doc)
-    assert not _STATE_VALIDATOR.is_valid(doc)
+    assert not state_validator().is_valid(doc)
     with pytest.raises(InvalidInputError):
         state_from_json(doc)
 
@@ -669,15 +674,15 @@ def test_the_plan_schema_requires_and_restricts_each_section() -> None:
     st = _three_server_state()
     ok = plan_to_json(SchedulePlan(now_s=100.0, starts=[(0, {0: 2}, Reason.SJF_ORDER)],
                                    borrowed_servers=[(1, Reason.LOAN_KEPT)]), st)
-    _PLAN_VALIDATOR.validate(ok)
+    plan_validator().validate(ok)
     for key in ("now_s", "reclaim", "borrow", "preempt", "resize", "start", "return"):
         bad = copy.deepcopy(ok)
         del bad[key]
-        assert not _PLAN_VALIDATOR.is_valid(bad), key
+        assert not plan_validator().is_valid(bad), key
     for key in ("actions", "servers", "shortfall"):
         bad = copy.deepcopy(ok)
         del bad["reclaim"][key]
-        assert not _PLAN_VALIDATOR.is_valid(bad), key
+        assert not plan_validator().is_valid(bad), key
     edits = [
         lambda d: d.update(extra=1),
         lambda d: d.update(schema_version=2),
@@ -706,7 +711,7 @@ def test_the_plan_schema_requires_and_restricts_each_section() -> None:
     for i, edit in enumerate(edits):
         bad = copy.deepcopy(ok)
         edit(bad)
-        assert not _PLAN_VALIDATOR.is_valid(bad), i
+        assert not plan_validator().is_valid(bad), i
     # every reason code of the plan is in the schema's vocabulary
     reasons = plan_schema()["properties"]["start"]["items"]["properties"]["reason"]["enum"]
     assert reasons == [r.name.lower() for r in Reason]
