@@ -715,3 +715,44 @@ def test_the_plan_schema_requires_and_restricts_each_section() -> None:
     # every reason code of the plan is in the schema's vocabulary
     reasons = plan_schema()["properties"]["start"]["items"]["properties"]["reason"]["enum"]
     assert reasons == [r.name.lower() for r in Reason]
+
+
+def test_the_schemas_describe_what_a_client_must_know() -> None:
+    """The descriptions state the contract of docs/integration.md and of the reader.
+
+    Each is a sentence (capital first letter, final full stop) that says, in these
+    words, the rule a client in another language relies on.
+    """
+    st = state_schema()
+    props = st["properties"]
+    jobs = props["jobs"]["items"]["properties"]
+    described = {
+        "state": (st["description"], ["Times in seconds", "reference size (ref_workers"]),
+        "speed_model": (props["speed_model"]["description"], ["null: every type equally fast"]),
+        "servers": (props["servers"]["description"],
+                    ["Training servers first, then inference servers"]),
+        "reclaim_deadline_s": (
+            props["inference"]["properties"]["reclaim_deadline_s"]["description"],
+            ["must be returned", "null: nothing asked"]),
+        "jobs": (props["jobs"]["description"],
+                 ["Active jobs (queued and running) in arrival order",
+                  "position breaks ties"]),
+        "family": (jobs["family"]["description"], ["Model family"]),
+        "waited_s": (jobs["waited_s"]["description"],
+                     ["queue age = waited_s + now - queued_since_s"]),
+        "placement": (jobs["placement"]["description"], ["Workers of one job per server"]),
+        "running": (props["running"]["description"], ["in the order they started"]),
+        "plan": (plan_schema()["description"],
+                 ["reclaim.actions, reclaim.servers returned, borrow, preempt, resize (all "
+                  "removals, then the new placements), start, return"]),
+    }
+    for name, (text, phrases) in described.items():
+        assert isinstance(text, str), name
+        assert text[0].isupper(), name
+        assert text.endswith("."), name
+        for phrase in phrases:
+            assert phrase in text, (name, phrase)
+    # the queue age a client computes from the description is the state's
+    doc = base_doc()
+    doc["jobs"][0].update(waited_s=7.0, queued_since_s=60.0)
+    assert state_from_json(doc).queue_age_s(0) == 7.0 + 100.0 - 60.0
