@@ -256,3 +256,33 @@ def test_mean_over_seeds_is_not_a_single_replay(serial_dir: Path) -> None:
     assert fifo["mean_jct_s"].nunique() == 1
     assert aryl["mean_jct_s"].nunique() == 2
     assert not math.isnan(float(np.mean(aryl["mean_jct_s"])))
+
+
+def test_runs_on_a_cluster_spec_measure_its_pools(tmp_path: Path) -> None:
+    """A sweep run on a cluster spec: its inference demand and combined usage use the
+    spec's servers, and every pool's usage, goodput and JCT become measures."""
+    from aryl.sim import SimConfig, simulate
+    from aryl.sim.adapters import default_inference
+    from aryl.sweep.execute import measures_of
+
+    spec = tmp_path / "c.toml"
+    spec.write_text('[[pools]]\nname = "a"\nrole = "training"\nn_servers = 2\n'
+                    'gpus_per_server = 8\ngpu_type = "V100"\n\n'
+                    '[[pools]]\nname = "t4"\nrole = "inference"\nn_servers = 3\n'
+                    'gpus_per_server = 4\ngpu_type = "T4"\n')
+    from aryl.traces import load_trace, synthesize_elastic
+
+    jobs = synthesize_elastic(load_trace("itp-c10"), elastic_fraction=0.5, seed=0)
+    cfg = SimConfig(cluster=str(spec), speed_model="parametric", loaned_gpu_speed=0.5)
+    res = simulate(jobs, policy="aryl", config=cfg, inference=default_inference(3, 0))
+    m = measures_of(res.summary, cfg)
+    pools = {p["pool"]: p for p in res.summary["pools"]}
+    u = pools["t4"]["usage"]
+    assert (math.isnan(m["pool_t4_usage"]) if u is None else m["pool_t4_usage"] == u)
+    assert m["pool_a_goodput"] == pools["a"]["goodput"]
+    assert m["pool_a_jobs"] == pools["a"]["n_jobs_main"]
+    # 2 x 8 training + 3 x 4 inference GPUs: 16 + 12 = 28 over the makespan
+    span = res.summary["makespan_s"]
+    serving = res.summary["inference_utilisation"] * span * 12
+    assert m["combined_usage"] == (res.summary["gpu_s_allocated"] + serving) / (span * 28)
+    assert (m["training_gpus"], m["inference_gpus"]) == (16, 12)

@@ -187,16 +187,8 @@ class ArylPass(SjfPass):
         g = st.gpus_per_worker[j]
         order = st.type_order(j, w, [t for t in st.gpu_types if self.groups_t.get(t)])
         real = self.real
-        for t in order:
-            before = list(real)
-            p = bf_place(real, self.groups_t[t], w, g)
-            if p is None:
-                continue
-            if self.loan_set and any(s in self.loan_set for s in p) and not (
-                self.loan_worth_it(j, t, w)
-            ):
-                real[:] = before
-                continue
+        p = self._first_type(order, real, j, w, g)
+        if p is not None:
             self.real_left -= w * g
             if self.scratch is not None:
                 for s, k in p.items():
@@ -204,23 +196,32 @@ class ArylPass(SjfPass):
             return p
         if not self.el:
             return None
-        scratch = self.build_scratch()
+        p = self._first_type(order, self.build_scratch(), j, w, g)
+        if p is None:
+            return None
+        for s, k in p.items():
+            if real[s] < k * g:
+                self.displaced = True
+            took = min(real[s], k * g)
+            real[s] -= took
+            self.real_left -= took
+        return p
+
+    def _first_type(
+        self, order: list[str], free: list[int], j: int, w: int, g: int
+    ) -> Placement | None:
+        """Best fit on the first type of ``order`` that holds the job (and passes the
+        loan gate when it needs loaned servers); takes the GPUs from ``free``."""
         for t in order:
-            before = list(scratch)
-            p = bf_place(scratch, self.groups_t[t], w, g)
+            before = list(free)
+            p = bf_place(free, self.groups_t[t], w, g)
             if p is None:
                 continue
             if self.loan_set and any(s in self.loan_set for s in p) and not (
                 self.loan_worth_it(j, t, w)
             ):
-                scratch[:] = before
+                free[:] = before
                 continue
-            for s, k in p.items():
-                if real[s] < k * g:
-                    self.displaced = True
-                took = min(real[s], k * g)
-                real[s] -= took
-                self.real_left -= took
             return p
         return None
 

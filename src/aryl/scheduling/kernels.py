@@ -203,12 +203,25 @@ def extras_table_from_throughput(
     p = float(pause.max()) if pause.size else 0.0
     filled = np.where(np.isnan(tput), 1.0, tput)  # NaN columns are cut below
     values, weights = _table_from_throughput(rem, cur, base, mx - base, g, filled, p)
+    return _no_pause_for_starts(values, cur, base, pause, p), np.asarray(weights, dtype=np.int64)
+
+
+def _no_pause_for_starts(
+    values: np.ndarray, cur: np.ndarray, base: np.ndarray, pause: np.ndarray, p: float
+) -> np.ndarray:
+    """The table's values with the pause ``p`` taken off the jobs starting now.
+
+    The table charges one scalar pause; jobs starting now (``pause == 0``) have
+    ``current == base``, so every option ``k >= 1`` carries it and option 0 does
+    not: their pause-free values are the values + ``p``.
+    """
     values = np.asarray(values, dtype=np.float64)
     zero = pause == 0
     if p > 0 and zero.any():
+        assert np.all(cur[zero] == base[zero])
         values = values.copy()
         values[zero] += p
-    return values, np.asarray(weights, dtype=np.int64)
+    return values
 
 
 def _table(
@@ -223,15 +236,7 @@ def _table(
     # The kernel takes one scalar pause; jobs starting now are charged none.
     p = float(pause.max()) if pause.size else 0.0
     values, weights = _table_unchecked(rem, cur, base, mx, g, alpha, p)
-    values = np.asarray(values, dtype=np.float64)
-    zero = pause == 0
-    if p > 0 and zero.any():
-        # Jobs starting now have current == base, so every option k >= 1 carries the
-        # pause and option 0 does not: their pause-free values are the values + p.
-        assert np.all(cur[zero] == base[zero])
-        values = values.copy()
-        values[zero] += p
-    return values, np.asarray(weights, dtype=np.int64)
+    return _no_pause_for_starts(values, cur, base, pause, p), np.asarray(weights, dtype=np.int64)
 
 
 def _table_unchecked(

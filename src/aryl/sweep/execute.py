@@ -31,7 +31,7 @@ __all__ = [
 TIMING_COLUMNS = ("replay_s", "run_s", "scheduler_time_s", "scheduler_ms_per_decision")
 
 #: Summary entries that are not measures.
-_NOT_MEASURES = {"config", "trace", "policy", "seed"}
+_NOT_MEASURES = {"config", "trace", "policy", "seed", "cluster"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,12 +95,22 @@ def measures_of(summary: dict[str, Any], config: Any) -> dict[str, Any]:
             out[k] = int(v)
         elif isinstance(v, int | float | np.integer | np.floating):
             out[k] = v.item() if isinstance(v, np.generic) else v
+    for p in summary.get("pools") or []:  # per pool of a cluster spec
+        name = p["pool"]
+        for key, src in (("usage", p["usage"]), ("goodput", p["goodput"]),
+                         ("mean_jct_s", p["jct_s"]["mean"]), ("jobs", p["n_jobs_main"])):
+            out[f"pool_{name}_{key}"] = math.nan if src is None else src
     span = float(summary["makespan_s"])
-    gps = config.gpus_per_server
-    total_gpu_s = span * (config.n_training_servers + config.n_inference_servers) * gps
-    serving_gpu_s = (summary["inference_utilisation"] or 0.0) * span * (
-        config.n_inference_servers * gps
-    )
+    cl = summary.get("cluster")
+    if cl is not None:  # the servers the replay really had (a cluster spec's pools)
+        train_gpus, inf_gpus = cl["training_gpus"], cl["inference_gpus"]
+        out["training_gpus"], out["inference_gpus"] = train_gpus, inf_gpus
+    else:
+        gps = config.gpus_per_server
+        train_gpus = config.n_training_servers * gps
+        inf_gpus = config.n_inference_servers * gps
+    total_gpu_s = span * (train_gpus + inf_gpus)
+    serving_gpu_s = (summary["inference_utilisation"] or 0.0) * span * inf_gpus
     out["combined_usage"] = (
         (float(summary["gpu_s_allocated"]) + serving_gpu_s) / total_gpu_s
         if total_gpu_s > 0
@@ -225,9 +235,11 @@ def execute_run(run: Run, trace: Any) -> RunOutput:
         )
     cfg = SimConfig(**dict(run.config))
     jobs = synthesize_elastic(trace, elastic_fraction=run.elastic_fraction, seed=run.seed)
+    from aryl.sim.setup import resolve_cluster
+
     inference: Any = False
     if run.inference == "bundled":
-        inference = default_inference(cfg.n_inference_servers, run.seed,
+        inference = default_inference(resolve_cluster(cfg).n_inference_servers, run.seed,
                                       peak_utilisation=run.peak_utilisation)
     t0 = time.perf_counter()
     res = simulate(
