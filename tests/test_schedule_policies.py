@@ -1092,3 +1092,89 @@ def test_the_wait_is_for_gpus_not_workers() -> None:
     types = [("f0", "fast", 2.0), ("s0", "slow", 1.0)]
     st, plan = _typed2(2.0, types=types, running=[("A", 2000.0, 0, 6)], need=(1, 4))
     assert starts(st, plan) == [("N", {1: 1}, "sjf_order")]
+
+
+# ------------------------------------------------------------------ typed tables
+
+def test_throughput_rows_by_hand() -> None:
+    from aryl.scheduling.kernels import throughput_rows
+    from aryl.scheduling.speed import SpeedModel
+
+    st = cluster()
+    a = job(st, "a", w=2, alpha=0.5, mn=1, mx=3)
+    b = job(st, "b", w=4, alpha=0.0, mn=2, mx=3)
+    base = np.array([1, 2])
+    mx = np.array([3, 3])
+    # a: T(1..3) at alpha 0.5 = 1, 2 / 1.5, 3 / 2; b: T(2..3) at alpha 0 = 2, 3, then NaN
+    rows = throughput_rows(st, [a, b], base, mx, "default")
+    assert rows.shape == (2, 3)
+    assert rows[0].tolist() == [1.0, 2 / 1.5, 1.5]
+    assert rows[1, :2].tolist() == [2.0, 3.0]
+    assert np.isnan(rows[1, 2])
+    # with a speed model: the type's factor (T4 at 0.5)
+    typed = ClusterState(speeds=SpeedModel("V100", factors={"T4": 0.5}))
+    typed.add_server("t0", role="training", gpus=8, gpu_type="T4")
+    a2 = job(typed, "a", w=2, alpha=0.5, mn=1, mx=3)
+    rows = throughput_rows(typed, [a2], np.array([1]), np.array([3]), "T4")
+    assert rows.tolist() == [[0.5, 0.5 * 2 / 1.5, 0.75]]
+    # no candidates: one empty column block
+    assert throughput_rows(st, [], np.zeros(0, np.int64), np.zeros(0, np.int64),
+                           "default").shape == (0, 1)
+
+
+def test_extras_table_from_throughput_by_hand() -> None:
+    from aryl.scheduling.kernels import extras_table_from_throughput
+
+    # job 0 runs at 2 workers (base 1, max 3, 2 GPUs per worker), pause 10:
+    #   tput (1, 2, 4), rem 8: J(k) = 8 / tput[k] + 10 x [1 + k != 2]
+    #   J(0) = 8 + 10 = 18, J(1) = 4, J(2) = 2 + 10 = 12: values 14, 6
+    # job 1 starts now (pause 0, current = base 2, max 3): tput (2, 3, NaN), rem 6:
+    #   J(0) = 3, J(1) = 2: value 1 (no pause); k = 2 is beyond its maximum: NaN
+    rem = np.array([8.0, 6.0])
+    cur = np.array([2, 2])
+    base = np.array([1, 2])
+    mx = np.array([3, 3])
+    g = np.array([2, 1])
+    tput = np.array([[1.0, 2.0, 4.0], [2.0, 3.0, np.nan]])
+    pause = np.array([10.0, 0.0])
+    values, weights = extras_table_from_throughput(rem, cur, base, mx, g, tput, pause)
+    assert values.dtype == np.float64
+    assert weights.dtype == np.int64
+    assert values[0].tolist() == [14.0, 6.0]
+    assert values[1, 0] == 1.0
+    assert np.isnan(values[1, 1])
+    assert weights.tolist() == [[2, 4], [1, 2]]
+    # no pause at all: plain JCT differences
+    values, _ = extras_table_from_throughput(rem, cur, base, mx, g, tput, np.zeros(2))
+    assert values[0].tolist() == [4.0, 6.0]
+    assert values[1, 0] == 1.0
+    # no jobs
+    values, weights = extras_table_from_throughput(
+        np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+        np.zeros(0, np.int64), np.zeros((0, 1)), np.zeros(0))
+    assert values.shape == (0, 0)
+    assert weights.shape == (0, 0)
+
+
+def test_a_parametric_throughput_row_by_hand() -> None:
+    from aryl.scheduling.speed import SpeedModel
+
+    m = SpeedModel("V100", factors={"A": 2.0})
+    # alpha 1: T(w) = w / w = 1 for w >= 1, and 0 workers give 0 (not 0 / 0)
+    assert m.throughput_row(None, 1.0, "V100", 0, 3, 1) == [0.0, 1.0, 1.0]
+    assert m.throughput_row(None, 1.0, "A", 0, 2, 1) == [0.0, 2.0]
+    assert m.throughput_row(None, 0.0, "A", 1, 3, 1) == [2.0, 4.0, 6.0]
+
+
+def test_a_measured_row_at_the_edge_of_the_look_up_table() -> None:
+    from aryl.scheduling.speed import SpeedModel
+    from aryl.speeds import SpeedTable
+
+    table = SpeedTable.bundled()
+    m = SpeedModel("V100", table=table)
+    m.throughput("bert", 0.1, "V100", 1, 1)  # builds the first table: replicas 0 .. 64
+    row = m.throughput_row("bert", 0.1, "V100", 1, 65, 1)  # replicas 1 .. 65
+    assert len(row) == 65
+    assert row == [table.scaling("bert", "V100", r) for r in range(1, 66)]
+    row = m.throughput_row("bert", 0.1, "V100", 3, 2, 1)  # 3, 4 (one GPU per worker)
+    assert row == [table.scaling("bert", "V100", 3), table.scaling("bert", "V100", 4)]
