@@ -1178,3 +1178,69 @@ def test_a_measured_row_at_the_edge_of_the_look_up_table() -> None:
     assert row == [table.scaling("bert", "V100", r) for r in range(1, 66)]
     row = m.throughput_row("bert", 0.1, "V100", 3, 2, 1)  # 3, 4 (one GPU per worker)
     assert row == [table.scaling("bert", "V100", 3), table.scaling("bert", "V100", 4)]
+
+
+# ------------------------------------------------------------------ typed base and extras
+
+def _two_types() -> ClusterState:
+    """t0 (type A) and t1 (type B), 8 GPUs each, training; both types equally fast (no
+    speed model), so the type order is the servers' order: A, then B."""
+    st = ClusterState(config=SchedulerConfig(loan_reserve_servers=0))
+    st.add_server("t0", role="training", gpus=8, gpu_type="A")
+    st.add_server("t1", role="training", gpus=8, gpu_type="B")
+    return st
+
+
+def _resizes(st: ClusterState, plan: SchedulePlan) -> list[tuple[str, dict[int, int], str]]:
+    return [(st.job_id[j], p, r.label) for j, p, r in plan.resizes]
+
+
+def test_a_typed_base_placement_takes_gpus_of_extras_and_phase_two_shrinks_them() -> None:
+    # E (elastic, base 2, max 8, 1-GPU workers, alpha 0, 10,000 s) runs 8 workers on t0
+    # (2 base + 6 extras); R holds t1.  N (4 GPUs) fits no free GPU: on type A it takes
+    # 4 of the 6 GPUs held by E's extras (a displaced extra).  Phase 2 on type A has the
+    # 2 GPUs left for E: its best option (every extra worker gains, alpha 0) is 2 extras:
+    # E shrinks to 4 workers.  Nothing is left free: memo (0 free GPUs, 0 loans).
+    st = _two_types()
+    job(st, "E", w=2, rem=10000.0, mn=2, mx=8, alpha=0.0)
+    job(st, "R", w=8, rem=10000.0)
+    run(st, "E", {0: 8})
+    run(st, "R", {1: 8})
+    job(st, "N", t=1, w=4, rem=10.0)
+    plan = schedule(st, policy="aryl-no-loan")
+    assert starts(st, plan) == [("N", {0: 4}, "sjf_order")]
+    assert _resizes(st, plan) == [("E", {0: 4}, "mckp_scale_in")]
+    assert plan.elastic_memo == (0, 0)
+    # the same pass under a policy without elastic scaling cannot use extras: N waits
+    plan = schedule(st, policy="aryl-no-elastic")
+    assert plan.starts == []
+
+
+def test_typed_extras_stay_on_the_type_of_the_base_workers() -> None:
+    # Both servers empty.  E1 (elastic, base 1, max 12, 10,000 s) starts on type A (t0,
+    # the first of two equally fast types); its extras may use only type A's servers:
+    # 7 more on t0, none on t1.  8 GPUs (t1) stay free: memo (8, 0).
+    st = _two_types()
+    job(st, "E1", w=1, rem=10000.0, mn=1, mx=12, alpha=0.0)
+    plan = schedule(st, policy="aryl-no-loan")
+    assert starts(st, plan) == [("E1", {0: 8}, "sjf_order")]
+    assert plan.resizes == []
+    assert plan.elastic_memo == (8, 0)
+
+
+def test_one_knapsack_per_type() -> None:
+    # E2 (elastic, base 1, max 8) runs at its base on t1 (type B).  E1 (same shape) is
+    # queued and starts on type A (t0, free).  Type A: E1 alone takes t0's 7 other GPUs.
+    # Type B: E2 alone grows to 8 workers on t1.  No GPU is left: memo (0, 0).
+    st = _two_types()
+    job(st, "E2", w=1, rem=10000.0, mn=1, mx=8, alpha=0.0)
+    run(st, "E2", {1: 1})
+    job(st, "E1", t=1, w=1, rem=10000.0, mn=1, mx=8, alpha=0.0)
+    plan = schedule(st, policy="aryl-no-loan")
+    assert starts(st, plan) == [("E1", {0: 8}, "sjf_order")]
+    assert _resizes(st, plan) == [("E2", {1: 8}, "mckp_scale_out")]
+    assert plan.elastic_memo == (0, 0)
+    # the greedy peer makes the same choice here (every worker gains, nothing competes)
+    plan = schedule(st, policy="elastic-greedy")
+    assert starts(st, plan) == [("E1", {0: 8}, "sjf_order")]
+    assert _resizes(st, plan) == [("E2", {1: 8}, "greedy_scale_out")]
