@@ -756,3 +756,48 @@ def test_the_schemas_describe_what_a_client_must_know() -> None:
     doc = base_doc()
     doc["jobs"][0].update(waited_s=7.0, queued_since_s=60.0)
     assert state_from_json(doc).queue_age_s(0) == 7.0 + 100.0 - 60.0
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        # each field is checked by the reader before the state sees it (the state's own
+        # checks word it differently)
+        (_set(["servers", 1, "role"], 7),
+         "servers[1] ('i0').role: must be a non-empty string, got 7"),
+        (_set(["jobs", 0, "id"], 3), "jobs[0].id: must be a non-empty string, got 3"),
+        (_set(["jobs", 0, "status"], 1),
+         "jobs[0] ('Q').status: must be a non-empty string, got 1"),
+        (_set(["jobs", 0, "ref_workers"], 2.0),
+         "jobs[0] ('Q').ref_workers: must be an integer, got 2.0"),
+        (_set(["jobs", 0, "arrival_s"], "soon"),
+         "jobs[0] ('Q').arrival_s: must be a finite number, got 'soon'"),
+        (_set(["jobs", 0, "gpus_per_worker"], 1.5),
+         "jobs[0] ('Q').gpus_per_worker: must be an integer, got 1.5"),
+        (_set(["jobs", 0, "remaining_s"], "x"),
+         "jobs[0] ('Q').remaining_s: must be a finite number, got 'x'"),
+        (_set(["jobs", 1, "placement", 1], {"server": 5, "workers": 1}),
+         "jobs[1] ('R').placement[1].server: must be a non-empty string, got 5"),
+        (_set(["jobs", 1, "placement", 1], {"server": "i1", "workers": 1.5}),
+         "jobs[1] ('R').placement[1].workers: must be an integer, got 1.5"),
+        (lambda d: d["jobs"][0].update(colour=1, size=2),
+         "jobs[0]: unknown field(s) 'colour', 'size'"),
+    ],
+)
+def test_the_reader_checks_each_field_itself(edit: Any, message: str) -> None:
+    doc = base_doc()
+    edit(doc)
+    assert refused(doc) == message
+
+
+def test_a_document_without_jobs_or_a_reference_type() -> None:
+    doc = base_doc()
+    del doc["jobs"]
+    st = state_from_json(doc)
+    assert st.n_jobs == 0
+    assert st.n_servers == 3
+    doc = base_doc()
+    doc["speed_model"] = {"factors": {"T4": 0.5}}
+    assert state_from_json(doc).speeds.reference_gpu_type == "default"  # type: ignore[union-attr]
+    doc["speed_model"] = {"reference_gpu_type": "V100", "factors": {"T4": 0.5}}
+    assert state_from_json(doc).speeds.reference_gpu_type == "V100"  # type: ignore[union-attr]

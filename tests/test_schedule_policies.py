@@ -1244,3 +1244,67 @@ def test_one_knapsack_per_type() -> None:
     plan = schedule(st, policy="elastic-greedy")
     assert starts(st, plan) == [("E1", {0: 8}, "sjf_order")]
     assert _resizes(st, plan) == [("E2", {1: 8}, "greedy_scale_out")]
+
+
+def test_sjf_takes_the_gpus_of_multi_gpu_workers() -> None:
+    # two empty 8-GPU servers.  SJF order: X (1 worker of 2 GPUs, 10 s) best fit t0
+    # (8 -> 6); Y (1 worker of 4 GPUs, 20 s): t0 (6) is fuller than t1 (8): t0 (6 -> 2);
+    # W (1 worker of 4 GPUs, 30 s): t0 has 2: t1
+    st = cluster(n_train=2)
+    job(st, "X", g=2, w=1, rem=10.0)
+    job(st, "Y", g=4, w=1, rem=20.0)
+    job(st, "W", g=4, w=1, rem=30.0)
+    assert starts(st, schedule(st, policy="sjf")) == [
+        ("X", {0: 1}, "sjf_order"), ("Y", {0: 1}, "sjf_order"), ("W", {1: 1}, "sjf_order")]
+
+
+def test_fill_extras_adds_the_best_placeable_worker_per_gpu_each_round() -> None:
+    from aryl.scheduling.aryl import ArylPass
+
+    # two jobs; a fake placement that succeeds while the extra GPUs fit 4 GPUs.
+    # job 0: 2-GPU workers, at most 1 extra, value 12 (6 per GPU).
+    # job 1: 1-GPU workers, at most 3 extras, values 10, 15, 17 (marginals 10, 5, 2).
+    # Rounds from k = (0, 0): job 1's first (10/GPU) -> (0, 1), 1 GPU; job 0's (6/GPU)
+    # -> (1, 1), 3 GPUs; job 1's second (5) -> (1, 2), 4 GPUs; job 1's third (2) would
+    # need 5 GPUs: refused; nothing else: (1, 2).
+    values = np.array([[12.0, np.nan, np.nan], [10.0, 15.0, 17.0]])
+    g_l = [2, 1]
+    free = [0]
+    free0 = [4]
+    tried: list[list[int]] = []
+
+    def place(kv: np.ndarray) -> tuple[dict[int, dict[int, int]], list[int], dict[int, int]]:
+        tried.append(kv.tolist())
+        used = int(kv[0]) * 2 + int(kv[1])
+        free[0] = free0[0] - used
+        short = {} if used <= 4 else {1: 0}
+        return {}, [0, 1], short
+
+    k, placed = ArylPass.fill_extras(values, np.array([0, 0]), np.array([1, 3]), g_l, free,
+                                     free0, ({}, [], {}), place)
+    assert k.tolist() == [1, 2]
+    assert tried == [[0, 1], [1, 1], [1, 2], [1, 3]]
+    assert free == [0]  # as the accepted (1, 2) left it: 4 - 4
+    assert placed == ({}, [0, 1], {})
+
+
+def test_fill_extras_skips_options_that_gain_nothing_or_do_not_exist() -> None:
+    from aryl.scheduling.aryl import ArylPass
+
+    # job 0 is at its maximum (1 extra); job 1's next option is absent (NaN); job 2's
+    # first worker gains 0.5 (taken: any positive gain), its second gains 0 (not taken);
+    # room for everything
+    values = np.array([[3.0, np.nan], [2.0, np.nan], [0.5, 0.5]])
+    k0 = np.array([1, 1, 0])
+    max_extra = np.array([1, 2, 2])
+    free = [10]
+    free0 = [10]
+
+    def place(kv: np.ndarray) -> tuple[dict[int, dict[int, int]], list[int], dict[int, int]]:
+        free[0] = free0[0] - int(kv.sum())
+        return {}, [], {}
+
+    k, _ = ArylPass.fill_extras(values, k0, max_extra, [1, 1, 1], free, free0,
+                                ({}, [], {}), place)
+    assert k.tolist() == [1, 1, 1]
+    assert free == [7]

@@ -759,3 +759,18 @@ def test_rebuild_of_a_state_without_servers() -> None:
     assert st.last_reclaim_s == -math.inf
     assert (st.free, st.busy, st.n_loaned, st.loaned_gpus) == ([], 0, 0, 0)
     st.check_indexes()
+
+
+def test_throughput_at_zero_workers_and_at_the_end_of_the_look_up_table() -> None:
+    from aryl.speeds import SpeedTable
+
+    m = SpeedModel("V100", factors={"T4": 0.5})
+    # alpha 1: T(w) = w / w; 0 workers give 0 (not 0 / 0)
+    assert m.throughput(None, 1.0, "T4", 0, 1) == 0.0
+    assert m.throughput(None, 1.0, "T4", 3, 1) == 0.5
+    table = SpeedTable.bundled()
+    mm = SpeedModel("V100", table=table)
+    assert mm.throughput("bert", 0.1, "V100", 1, 1) == table.scaling("bert", "V100", 1)
+    # the first look-up table holds replicas 0 .. 64; 65 replicas is one past it
+    assert mm.throughput("bert", 0.1, "V100", 65, 1) == table.scaling("bert", "V100", 65)
+    assert mm.throughput("bert", 0.1, "V100", 0, 8) == 0.0
