@@ -773,3 +773,63 @@ def test_check_result_names_each_broken_rule(which: str, corrupt: Any, expected:
     with pytest.raises(InvariantError) as info:
         check_result(res)
     assert str(info.value) == expected
+
+
+# ------------------------------------------------------------------ engine details
+
+def test_infeasible_jobs_are_summarised_in_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    # 2 training servers of 8 GPUs: 17..24 GPUs (3 workers of 8) can never fit
+    rows = [dict(job_id=f"big{i}", submit_time_s=i, duration_s=10, gpus=24,
+                 gpus_per_worker=8) for i in range(7)]
+    rows.append(dict(job_id="ok", submit_time_s=0, duration_s=10, gpus=8))
+    calls: list[tuple[int, int, float]] = []
+    with caplog.at_level(logging.WARNING, logger="aryl.sim.engine"):
+        res = simulate(frame(rows), policy="fifo", inference=False,
+                       progress=lambda done, n, t: calls.append((done, n, t)),
+                       config=SimConfig(n_training_servers=2, n_inference_servers=0))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "7 job(s) can never fit the training cluster (2 servers x 8 GPUs); reported as "
+        "infeasible (status 'infeasible' in the jobs table), e.g. big0, big1, big2, big3, big4"]
+    assert res.summary["n_infeasible"] == 7
+    # the progress callback gets (jobs done, jobs, clock) at the end: "ok" ends at 10;
+    # infeasible jobs count as done
+    assert calls[-1] == (8, 8, 10.0)
+
+
+def test_demand_values_are_clipped_to_the_inference_cluster() -> None:
+    # 3 inference servers; the series asks for -2, then 5, then 1 servers
+    sched = InferenceSchedule(np.array([0.0, 10.0, 20.0]), np.array([-2, 5, 1]), math.inf)
+    rows = [dict(job_id="a", submit_time_s=0, duration_s=30, gpus=8)]
+    res = simulate(frame(rows), policy="fifo", inference=sched, config=SimConfig(
+        n_training_servers=1, n_inference_servers=3, timeseries_step_s=10.0))
+    assert res.timeseries["inference_servers_needed"].tolist() == [0, 3, 1, 1]
+    # serving: 0 x 10 + 3 x 10 + 1 x 10 of 3 x 30 server-seconds
+    assert res.summary["inference_utilisation"] == 40.0 / 90.0
+
+
+def test_a_job_fits_if_one_gpu_type_can_hold_it() -> None:
+    from aryl.cluster import ClusterSpec
+
+    spec = ClusterSpec.from_dict({"pools": [
+        {"name": "a", "role": "training", "n_servers": 2, "gpus_per_server": 8,
+         "gpu_type": "V100"},
+        {"name": "b", "role": "training", "n_servers": 1, "gpus_per_server": 8,
+         "gpu_type": "A100"},
+    ]})
+    from aryl.sim.engine import Engine
+    from aryl.sim.jobs import build_job_table
+
+    table = build_job_table(frame([dict(job_id="a", submit_time_s=0, duration_s=1, gpus=8)]),
+                            gpus_per_server=8, default_alpha=0.05)
+    for mix, expected in ((False, (True, True, False)), (True, (True, True, True))):
+        cfg = SimConfig(n_training_servers=3, n_inference_servers=0, mix_gpu_types=mix,
+                        speed_model="parametric")
+        eng = Engine(table, "fifo", cfg, None, cluster=spec)
+        # 16 GPUs fit the two V100 servers; 24 GPUs only all three together (types mixed);
+        # 3 workers of 5 GPUs: one per server, 3 servers
+        assert (eng.fits_ever(16, 1), eng.fits_ever(2, 8), eng.fits_ever(24, 1)) == expected
+        assert eng.fits_ever(3, 5) is mix
+        assert eng.fits_ever(2, 5) is True
