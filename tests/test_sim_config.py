@@ -294,3 +294,54 @@ def test_the_job_table_keeps_given_scaling_columns() -> None:
     assert (t.gpus_per_worker.tolist(), t.traced_workers.tolist()) == ([2], [4])
     assert (t.min_workers.tolist(), t.max_workers.tolist()) == ([1], [6])
     assert (t.elastic.tolist(), t.alpha.tolist()) == ([True], [0.125])
+
+
+# ------------------------------------------------------------------ trace adapters
+
+def test_the_adapters_pass_the_trace_layer_through(tmp_path: Path) -> None:
+    from aryl.sim.adapters import default_inference, load_inference_spec, load_jobs, synthesize
+    from aryl.traces import Trace, load_trace, synthesize_elastic
+    from aryl.traces.inference import load_inference
+
+    df = pd.DataFrame({"job_id": ["a", "b"], "submit_time_s": [0.0, 60.0],
+                       "duration_s": [100.0, 200.0], "gpus": [1, 8]})
+    jobs, meta = load_jobs(df)
+    assert jobs is df
+    assert meta == {"source": "DataFrame"}
+    tr = Trace(jobs=df, meta={"source": "mine", "n": 2})
+    jobs, meta = load_jobs(tr)
+    assert jobs is df
+    assert meta == {"source": "mine", "n": 2}
+    path = tmp_path / "t.csv"
+    df.to_csv(path, index=False)
+    jobs, meta = load_jobs(str(path))
+    ref = load_trace(str(path))
+    assert jobs.equals(ref.jobs)
+    assert meta == dict(ref.meta)
+    out, meta2 = synthesize(df, {"source": "x"}, elastic_fraction=0.5, seed=3)
+    expect = synthesize_elastic(Trace(jobs=df, meta={"source": "x"}), elastic_fraction=0.5,
+                                seed=3)
+    assert out.equals(expect.jobs)
+    assert meta2 == dict(expect.meta)
+    # the bundled profile: one day of 48 half-hour steps for 5 servers, repeated daily
+    assert default_inference(0) is None
+    day = default_inference(5, seed=2, peak_utilisation=0.6)
+    assert day is not None
+    raw = load_inference("bundled", n_servers=5, span_s=86400.0, seed=2, peak_utilisation=0.6)
+    assert day.offsets_s == [float(t - raw.times_s[0]) for t in raw.times_s]
+    assert day.servers_needed == [int(v) for v in np.clip(raw.servers_needed, 0, 5)]
+    assert day.period_s == 86400.0
+    # a diurnal spec: the demand over max(span, 1 day) from the clock start, step series
+    # shifted to the clock start
+    spec = load_inference_spec("diurnal", 4, 1000.0, 3600.0, 7, peak_utilisation=0.5)
+    raw = load_inference("diurnal", n_servers=4, span_s=86400.0, start_s=1000.0, seed=7,
+                         peak_utilisation=0.5)
+    assert spec is not None
+    assert spec.period_s == math.inf
+    assert spec.offsets_s[0] == 0.0
+    assert spec.servers_needed[0] == int(raw.servers_needed[0])
+    assert spec.offsets_s[1:] == [float(t - 1000.0) for t in raw.times_s[1:]]
+    assert load_inference_spec("diurnal", 0, 0.0, 1.0, 0) is None
+    bundled = load_inference_spec("bundled", 5, 0.0, 1.0, 2, peak_utilisation=0.6)
+    assert bundled is not None
+    assert bundled.servers_needed == day.servers_needed
