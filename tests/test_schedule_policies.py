@@ -550,6 +550,10 @@ def test_gang_place_typed_takes_the_fastest_type_that_fits() -> None:
     assert gang_place_typed(st, st.free, j, 4) == {1: 4}  # fast first
     assert gang_place_typed(st, [8, 2], j, 4) == {0: 4}  # fast full: slow
     assert gang_place_typed(st, [2, 2], j, 4) is None
+    # the fast type first even when a slow server is the fuller fit: 2 workers, free
+    # (2 on the slow s0, 4 on the fast f0) -> f0
+    k = job(st, "k", w=2)
+    assert gang_place_typed(st, [2, 4], k, 2) == {1: 2}
     empty = ClusterState()
     empty.add_server("i", role="inference", gpus=8)
     k = job(empty, "k", w=1)
@@ -947,6 +951,7 @@ def test_backfill_bookkeeping_of_extra_and_free_gpus() -> None:
     # S4 (4 GPUs, 50 s): ends by 100: started on t1; extra stays 2, 4 free.
     # L2 (2 GPUs, 500 s): 2 <= extra 2: started on t1; extra 0, 2 free.
     # L3 (1 GPU, 500 s): extra 0: waits (1 GPU is free but reserved for H).
+    # S1 (1 GPU, 50 s): ends by 100: started on the last free GPU (t1).
     st = cluster(n_train=2)
     job(st, "R", w=6, rem=100.0)
     run(st, "R", {0: 6})
@@ -955,8 +960,10 @@ def test_backfill_bookkeeping_of_extra_and_free_gpus() -> None:
     job(st, "S4", t=3, w=4, rem=50.0)
     job(st, "L2", t=4, w=2, rem=500.0)
     job(st, "L3", t=5, w=1, rem=500.0)
+    job(st, "S1", t=6, w=1, rem=50.0)
     assert starts(st, schedule(st, policy="fifo-backfill")) == [
-        ("L1", {0: 2}, "backfill"), ("S4", {1: 4}, "backfill"), ("L2", {1: 2}, "backfill")]
+        ("L1", {0: 2}, "backfill"), ("S4", {1: 4}, "backfill"), ("L2", {1: 2}, "backfill"),
+        ("S1", {1: 1}, "backfill")]
 
 
 def test_jobs_started_in_one_pass_take_their_gpus_in_turn() -> None:
@@ -1308,3 +1315,39 @@ def test_fill_extras_skips_options_that_gain_nothing_or_do_not_exist() -> None:
                                 ({}, [], {}), place)
     assert k.tolist() == [1, 1, 1]
     assert free == [7]
+
+
+def test_typed_base_placements_keep_the_scratch_of_extras_in_step() -> None:
+    # t0 (type A): E (elastic, base 1, max 8, 10,000 s) runs 8 workers (7 extras);
+    # t1 (type B): R (rigid, 4 GPUs); 4 free GPUs on t1.  SJF order N1 (6 GPUs), N2 (3),
+    # N3 (3).  N1 fits no free GPUs (A: 0, B: 4): on A over E's extras (t0: 7 -> 1 left).
+    # N2 fits B's free GPUs: t1 (4 -> 1), and the scratch of extras follows (t1: 1).
+    # N3 (3 GPUs): A 1, B 1 in the scratch: not placed.  Phase 2: E keeps 1 extra (the
+    # GPU left on t0): 2 workers.  1 GPU left free (t1): memo (1, 0).
+    st = _two_types()
+    job(st, "E", w=1, rem=10000.0, mn=1, mx=8, alpha=0.0)
+    job(st, "R", w=4, rem=10000.0)
+    run(st, "E", {0: 8})
+    run(st, "R", {1: 4})
+    job(st, "N1", t=1, w=6, rem=10.0)
+    job(st, "N2", t=1, w=3, rem=20.0)
+    job(st, "N3", t=1, w=3, rem=30.0)
+    plan = schedule(st, policy="aryl-no-loan")
+    assert starts(st, plan) == [("N1", {0: 6}, "sjf_order"), ("N2", {1: 3}, "sjf_order")]
+    assert _resizes(st, plan) == [("E", {0: 2}, "mckp_scale_in")]
+    assert plan.elastic_memo == (1, 0)
+
+
+def test_a_typed_loan_of_equal_speed_is_always_worth_it() -> None:
+    # two GPU types, no speed model (both equally fast): t0 (A) full; the idle inference
+    # server i0 (type B) is offered.  N (1 worker) starts there (nothing is faster than
+    # the loan, so there is nothing to wait for)
+    st = ClusterState(config=SchedulerConfig(loan_reserve_servers=0))
+    st.add_server("t0", role="training", gpus=8, gpu_type="A")
+    st.add_server("i0", role="inference", gpus=8, gpu_type="B", status="idle")
+    job(st, "R", w=8, rem=1000.0)
+    run(st, "R", {0: 8})
+    job(st, "N", t=1, w=1, rem=100.0)
+    plan = schedule(st, policy="aryl")
+    assert starts(st, plan) == [("N", {1: 1}, "sjf_order")]
+    assert plan.borrowed_servers == [(1, Reason.LOAN_FOR_BASE)]

@@ -358,6 +358,7 @@ def test_preemption_rolls_back_and_the_restart_pays_its_cost() -> None:
     assert list(st.queued) == [j]
     assert not st.running
     assert st.remaining_s[j] == 400.0
+    assert st.progress_at_s[j] == 700.0
     assert st.restarted[j] is True
     assert st.speed[j] == 0.0
     assert st.next_checkpoint_s[j] == math.inf
@@ -543,6 +544,8 @@ def test_type_order_throughput_and_speed_on_several_types() -> None:
     # 3 workers at alpha 0.2: T(3) / T(2) = (3 / 1.4) / (2 / 1.2)
     assert un.speed_at(k, 3) == (3 / 1.4) / (2 / 1.2)
     assert un.throughput_on(k, "A", 0) == 0.0
+    assert un.throughput_on(k, "A", 3) == 3 / 1.4  # T(3) at alpha 0.2
+    assert un.throughput_on(k, "B", 1) == 1.0
 
 
 # ------------------------------------------------------------------ derived indexes
@@ -667,6 +670,9 @@ def test_copy_is_independent() -> None:
     c.check_indexes()
     assert c.qidx["arrival"][1] == [(0.0, 0), (1.0, 2)]
     assert c.servers_by_type == {"default": [0, 1, 2, 3, 4]}
+    assert c.training_by_type == st.training_by_type == {"default": [0, 1]}
+    c.training_by_type["default"].append(9)
+    assert st.training_by_type == {"default": [0, 1]}
 
 
 def test_job_index_maps_ids() -> None:
@@ -774,3 +780,25 @@ def test_throughput_at_zero_workers_and_at_the_end_of_the_look_up_table() -> Non
     # the first look-up table holds replicas 0 .. 64; 65 replicas is one past it
     assert mm.throughput("bert", 0.1, "V100", 65, 1) == table.scaling("bert", "V100", 65)
     assert mm.throughput("bert", 0.1, "V100", 0, 8) == 0.0
+
+
+def test_a_job_of_a_model_family_runs_at_its_measured_speeds() -> None:
+    from aryl.scheduling.kernels import throughput_rows
+    from aryl.speeds import SpeedTable
+
+    table = SpeedTable.bundled()
+    st = ClusterState(speeds=SpeedModel("V100", table=table))
+    st.add_server("v", role="training", gpus=8, gpu_type="V100")
+    st.add_server("t", role="training", gpus=8, gpu_type="T4")
+    j = st.add_job("j", arrival_s=0.0, gpus_per_worker=2, ref_workers=2, remaining_s=10.0,
+                   min_workers=1, max_workers=3, elastic=True, alpha=0.3, family="bert")
+    assert st.family == ["bert"]
+    # the unit of work: 2 workers of 2 GPUs (4 replicas) on the reference type V100
+    ref = table.scaling("bert", "V100", 4)
+    assert st.ref_throughput[j] == ref
+    # 3 workers (6 replicas) on T4: relative speed x scaling, over the reference
+    t4 = table.relative_speed("bert", "T4") * table.scaling("bert", "T4", 6)
+    assert st.speed_at(j, 3, {1: 3}) == t4 / ref
+    rows = throughput_rows(st, [j], np.array([1]), np.array([3]), "T4")
+    rel = table.relative_speed("bert", "T4")
+    assert rows.tolist() == [[rel * table.scaling("bert", "T4", r) for r in (2, 4, 6)]]
