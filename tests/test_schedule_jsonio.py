@@ -658,6 +658,22 @@ _BOTH_REFUSE = [
     _set(["elastic_memo"], {"free_gpus": 0, "loaned_servers": 0.5}),
     _set(["elastic_memo"], {"free_gpus": 0, "loaned_servers": 0, "x": 1}),
     _set(["x"], 1),
+    # values of the wrong JSON type (a schema without "type" lets them through)
+    _set(["config"], [1]),
+    _set(["config", "rescale_pause_s"], "0"),
+    _set(["config", "checkpoint_interval_s"], "1"),
+    _set(["config", "restart_cost_s"], "0"),
+    _set(["config", "loan_cooldown_s"], "0"),
+    _set(["config", "starvation_bound_s"], "0"),
+    _set(["speed_model"], [1]),
+    _set(["inference"], [1]),
+    _set(["jobs"], {"Q": 1}),
+    _set(["jobs", 0], "Q"),
+    _set(["jobs", 0, "alpha"], "0.5"),
+    _set(["jobs", 0, "attained_gpu_s"], "0"),
+    _set(["servers", 1], "i0"),
+    _set(["running"], [1]),
+    _set(["elastic_memo"], [1, 1]),
 ]
 
 
@@ -668,6 +684,13 @@ def test_one_step_past_an_edge_is_refused_by_the_schema_and_the_reader(edit: Any
     assert not state_validator().is_valid(doc)
     with pytest.raises(InvalidInputError):
         state_from_json(doc)
+
+
+def test_a_document_that_is_not_an_object_is_refused_by_both() -> None:
+    assert not state_validator().is_valid([base_doc()])
+    assert not plan_validator().is_valid([])
+    with pytest.raises(InvalidInputError):
+        state_from_json(json.dumps([base_doc()]))
 
 
 def test_the_plan_schema_requires_and_restricts_each_section() -> None:
@@ -684,6 +707,14 @@ def test_the_plan_schema_requires_and_restricts_each_section() -> None:
         del bad["reclaim"][key]
         assert not plan_validator().is_valid(bad), key
     edits = [
+        lambda d: d.update(reclaim=[]),
+        lambda d: d["reclaim"].update(actions={}),
+        lambda d: d["reclaim"].update(servers="i0"),
+        lambda d: d.update(preempt={}),
+        lambda d: d.update(resize={}),
+        lambda d: d.update(start={}),
+        lambda d: d.update(borrow={}),
+        lambda d: d.update(**{"return": {}}),
         lambda d: d.update(extra=1),
         lambda d: d.update(schema_version=2),
         lambda d: d.update(now_s="x"),
@@ -733,7 +764,7 @@ def test_the_schemas_describe_what_a_client_must_know() -> None:
                     ["Training servers first, then inference servers"]),
         "reclaim_deadline_s": (
             props["inference"]["properties"]["reclaim_deadline_s"]["description"],
-            ["must be returned", "null: nothing asked"]),
+            ["By when missing inference servers must be returned; null: nothing asked"]),
         "jobs": (props["jobs"]["description"],
                  ["Active jobs (queued and running) in arrival order",
                   "position breaks ties"]),
