@@ -345,3 +345,130 @@ def test_the_adapters_pass_the_trace_layer_through(tmp_path: Path) -> None:
     bundled = load_inference_spec("bundled", 5, 0.0, 1.0, 2, peak_utilisation=0.6)
     assert bundled is not None
     assert bundled.servers_needed == day.servers_needed
+
+
+# ------------------------------------------------------------------ cluster sizing
+
+def _fake_fifo(monkeypatch: pytest.MonkeyPatch, delay: Any) -> list[int]:
+    """Replace the fifo probes by ``delay(n_servers)`` (mean queuing delay, s)."""
+    import aryl.sim
+
+    probed: list[int] = []
+
+    class Result:
+        def __init__(self, mean: float | None) -> None:
+            self.summary = {"queuing_delay_s": {"mean": mean}}
+
+    def fake(jobs: Any, *, config: Any, **kw: Any) -> Result:
+        assert config.n_inference_servers == 0
+        assert config.record_events is False
+        probed.append(config.n_training_servers)
+        return Result(delay(config.n_training_servers))
+
+    monkeypatch.setattr(aryl.sim, "simulate", fake)
+    return probed
+
+
+def _jobs(n: int, gpus: int = 8, span_s: float = 1000.0, dur: float = 1000.0) -> pd.DataFrame:
+    return pd.DataFrame({"job_id": [f"j{i}" for i in range(n)],
+                         "submit_time_s": np.linspace(0.0, span_s, n),
+                         "duration_s": [dur] * n, "gpus": [gpus] * n})
+
+
+@pytest.mark.parametrize("knee", [1, 2, 3, 5, 8, 13, 20, 39])
+def test_size_cluster_finds_the_largest_size_at_the_target_by_bisection(
+    monkeypatch: pytest.MonkeyPatch, knee: int
+) -> None:
+    from aryl.sim.sizing import size_cluster
+
+    # 40 one-server jobs: 1 .. 40 servers; a fifo whose mean delay falls with the size
+    # and stays >= 4,000 s up to ``knee`` servers.  Brute force: the answer is the knee
+    # (or 1 if even 1 server queues less: never here, knee >= 1).
+    def delay(n: int) -> float:
+        return 4000.0 + 10.0 * (knee - n) if n <= knee else 3999.0 - n
+
+    calls: list[tuple[int, int, int, float]] = []
+    probed = _fake_fifo(monkeypatch, delay)
+    # offered load: 40 jobs x 8 GPUs x 1,000 s over 1,000 s / 8 GPUs = 40 servers
+    size = size_cluster(_jobs(40), progress=lambda *a: calls.append(a))
+    expect = max(n for n in range(1, 41) if delay(n) >= 4000.0)
+    assert size.n_training_servers == expect == knee
+    assert size.n_inference_servers == max(4, round(knee * 16 / 46))
+    assert size.rule == "target-delay"
+    assert len(probed) == len(set(probed))  # no size probed twice
+    assert len(probed) <= 2 + math.ceil(math.log2(40)) + 1
+    assert size.mean_queuing_delay_s == {n: delay(n) for n in sorted(probed)}
+    # progress: one call per probe, in order; done counts 1, 2, ...; the last total is
+    # the number of probes; never done > total
+    assert [c[0] for c in calls] == list(range(1, len(probed) + 1))
+    assert [c[2] for c in calls] == probed
+    assert [c[3] for c in calls] == [delay(n) for n in probed]
+    assert calls[-1][1] == len(probed)
+    assert all(done <= total for done, total, _, _ in calls)
+    above = size.mean_queuing_delay_s.get(knee + 1, math.nan)
+    assert size.reason == (
+        f"the largest training cluster on which strict fifo's mean queuing delay is still "
+        f">= 4,000 s: {delay(knee):,.0f} s on {knee} servers, {above:,.0f} s on {knee + 1} "
+        f"({len(probed)} fifo replays)")
+
+
+def test_size_cluster_rules_and_their_reasons(monkeypatch: pytest.MonkeyPatch) -> None:
+    from aryl.sim.sizing import size_cluster
+
+    # every size queues more than the target: capped at 40 servers (every job at once)
+    probed = _fake_fifo(monkeypatch, lambda n: 5000.0)
+    size = size_cluster(_jobs(40))
+    assert size.n_training_servers == 40
+    assert size.rule == "every-job-at-once"
+    assert size.reason == (
+        "capped at 40 servers, enough to run every job at once; strict fifo's mean queuing "
+        f"delay there is still 5,000 s >= the target 4,000 s ({len(probed)} fifo replays)")
+    # a mean of None (no job finished) counts as an infinite delay: capped again
+    probed = _fake_fifo(monkeypatch, lambda n: None)
+    size = size_cluster(_jobs(3, gpus=16))
+    assert size.rule == "every-job-at-once"
+    assert size.mean_queuing_delay_s[size.n_training_servers] == math.inf
+    # nothing queues: the smallest cluster that holds the largest job (2 servers for
+    # 16 GPUs); 2 x 2 = 4 inference servers
+    probed = _fake_fifo(monkeypatch, lambda n: 0.0)
+    size = size_cluster(_jobs(3, gpus=16), target_queuing_delay_s=10.0, inference_ratio=2.0)
+    assert size == (2, 4)
+    assert size.rule == "largest-job"
+    assert probed == [2]
+    assert size.reason == (
+        "the largest job must fit: job 'j0' needs 2 server(s) of 8 GPUs, and strict fifo's "
+        "mean queuing delay there is 0 s, already below the target 10 s (1 fifo replays)")
+    # one job: the smallest size is already every job at once
+    probed = _fake_fifo(monkeypatch, lambda n: 50_000.0)
+    size = size_cluster(_jobs(1, gpus=24))
+    assert size.rule == "every-job-at-once"
+    assert size.n_training_servers == 3
+    assert probed == [3]
+    # the inference cluster: the ratio, at least 4
+    probed = _fake_fifo(monkeypatch, lambda n: 4000.0 if n <= 20 else 0.0)
+    size = size_cluster(_jobs(40), inference_ratio=0.5)
+    assert size == (20, 10)
+    size = size_cluster(_jobs(40), inference_ratio=0.0)
+    assert size == (20, 4)
+
+
+def test_size_cluster_refusals() -> None:
+    from aryl.sim.sizing import size_cluster
+
+    jobs = _jobs(2)
+    for kwargs, expected in (
+        ({"target_queuing_delay_s": 0.0}, "target_queuing_delay_s: must be a finite number > 0"),
+        ({"target_queuing_delay_s": math.nan},
+         "target_queuing_delay_s: must be a finite number > 0"),
+        ({"gpus_per_server": 0}, "gpus_per_server: must be an integer >= 1, got 0"),
+        ({"gpus_per_server": 8.0}, "gpus_per_server: must be an integer >= 1, got 8.0"),
+        ({"gpus_per_server": True}, "gpus_per_server: must be an integer >= 1, got True"),
+        ({"inference_ratio": -0.5}, "inference_ratio: must be a finite number >= 0, got -0.5"),
+        ({"inference_ratio": math.inf}, "inference_ratio: must be a finite number >= 0, got inf"),
+    ):
+        with pytest.raises(InvalidInputError) as info:
+            size_cluster(jobs, **kwargs)
+        assert str(info.value) == expected
+    with pytest.raises(InvalidInputError) as info:
+        size_cluster(jobs.iloc[:0])
+    assert str(info.value) == "jobs: the trace is empty, nothing to size"
