@@ -1351,3 +1351,75 @@ def test_a_typed_loan_of_equal_speed_is_always_worth_it() -> None:
     plan = schedule(st, policy="aryl")
     assert starts(st, plan) == [("N", {1: 1}, "sjf_order")]
     assert plan.borrowed_servers == [(1, Reason.LOAN_FOR_BASE)]
+
+
+def _fast_and_slow() -> ClusterState:
+    """f0: type fast (factor 2); s0: type slow, the reference (factor 1); 8 GPUs each;
+    the pause is 30 s."""
+    from aryl.scheduling.speed import SpeedModel
+
+    st = ClusterState(config=SchedulerConfig(loan_reserve_servers=0),
+                      speeds=SpeedModel("slow", factors={"fast": 2.0}))
+    st.add_server("f0", role="training", gpus=8, gpu_type="fast")
+    st.add_server("s0", role="training", gpus=8, gpu_type="slow")
+    return st
+
+
+def test_extras_are_valued_at_the_speed_of_their_type() -> None:
+    # E (elastic 1..2, 1-GPU workers, alpha 0, 100 ref-s) runs 1 worker on the fast f0
+    # (speed 2: 50 s left).  A second worker: 100 / 4 = 25 s + the 30 s pause = 55 > 50:
+    # not worth it.  (At reference speed it would be: 100 - 50 - 30 = 20 > 0.)
+    st = _fast_and_slow()
+    job(st, "E", w=1, rem=100.0, mn=1, mx=2, alpha=0.0)
+    job(st, "R1", w=8, rem=1e4, alpha=0.0)
+    run(st, "E", {0: 1})
+    run(st, "R1", {1: 8})
+    plan = schedule(st, policy="aryl-no-loan")
+    assert plan.resizes == []
+    assert plan.elastic_memo == (7, 0)
+
+
+def test_the_typed_knapsack_solves_with_the_types_speeds() -> None:
+    # On the fast f0 (speed factor 2), 2 GPUs free: E1 (1..2 workers, 150 ref-s) and E2
+    # (1..3, 130 ref-s), both at 1 worker, alpha 0, pause 30.  Value of k extras:
+    # R / 2 x (1 - 1 / (1 + k)) - 30:  E1: k=1 7.5;  E2: k=1 2.5, k=2 13.33.
+    # Both best options need 1 + 2 = 3 GPUs > 2: the knapsack: E2 +2 (13.33) beats
+    # E1 +1 and E2 +1 (10).  (At reference speed, R x (...) - 30, it would be E1 +1 and
+    # E2 +1: 45 + 35 = 80 > 56.7.)
+    st = _fast_and_slow()
+    job(st, "E1", w=1, rem=150.0, mn=1, mx=2, alpha=0.0)
+    job(st, "E2", w=1, rem=130.0, mn=1, mx=3, alpha=0.0)
+    job(st, "R0", w=4, rem=1e4, alpha=0.0)
+    job(st, "R1", w=8, rem=1e4, alpha=0.0)
+    for name, place in (("E1", {0: 1}), ("E2", {0: 1}), ("R0", {0: 4}), ("R1", {1: 8})):
+        run(st, name, place)
+    plan = schedule(st, policy="aryl-no-loan")
+    assert _resizes(st, plan) == [("E2", {0: 3}, "mckp_scale_out")]
+    assert plan.elastic_memo == (0, 0)
+
+
+def test_slot_caps_keep_the_knapsack_from_choosing_unplaceable_workers() -> None:
+    # E (elastic, 2-GPU workers, 1..5, 10,000 s) at its base on t0; 3 GPUs free on t0
+    # and 3 on t1: 6 GPUs, but room for one 2-GPU worker per server.  The knapsack is
+    # capped at 2 extra workers (no repair needed): one on each server.
+    st = cluster(n_train=2)
+    job(st, "E", g=2, w=1, rem=10000.0, mn=1, mx=5, alpha=0.0)
+    job(st, "R1", w=3, rem=1e4)
+    job(st, "R2", w=5, rem=1e4)
+    for name, place in (("E", {0: 1}), ("R1", {0: 3}), ("R2", {1: 5})):
+        run(st, name, place)
+    plan = schedule(st, policy="aryl")
+    assert _resizes(st, plan) == [("E", {0: 2, 1: 1}, "mckp_scale_out")]
+    assert plan.n_extra_repairs == 0
+    assert plan.elastic_memo == (2, 0)
+
+
+def test_sjf_estimate_of_a_rigid_job_is_at_its_reference_size() -> None:
+    # a rigid job traced at 4 workers but listed with min = max = 2: its estimate is the
+    # time at its reference size, 100 s (the base phase runs it at 4)
+    st = cluster()
+    j = st.add_job("r", arrival_s=0.0, gpus_per_worker=1, ref_workers=4, remaining_s=100.0,
+                   min_workers=2, max_workers=2, alpha=0.5)
+    assert sjf_key_elastic(st, j) == pytest.approx(100.0, rel=1e-15)
+    assert solve_extras(np.zeros((2, 0)), np.zeros((2, 0), dtype=np.int64), 5,
+                        backend="native", unconstrained_only=True).dtype == np.int64  # type: ignore[union-attr]
