@@ -187,7 +187,8 @@ def _id_lookup(ids: I64, name: str) -> Lookup:
     """Check that ``ids`` are unique; return ``f(query) -> (positions, unknown mask)``.
 
     Dense ids (span at most 16 per id plus 4096) use a table, O(m + span + p);
-    others a sort and binary search, O((m + p) log m).
+    others a sort and binary search, O((m + p) log m).  A duplicate is reported
+    at the first entry (in input order) that repeats an earlier id, on both paths.
     """
     m = ids.size
     if m == 0:
@@ -197,9 +198,9 @@ def _id_lookup(ids: I64, name: str) -> Lookup:
     if span <= 16 * m + 4096:
         off = ids - lo
         table = np.full(span, -1, dtype=np.int64)
-        table[off] = np.arange(m, dtype=np.int64)
+        table[off[::-1]] = np.arange(m - 1, -1, -1, dtype=np.int64)  # first occurrence wins
         if int(np.count_nonzero(table >= 0)) != m:
-            dup = np.flatnonzero(table[off] != np.arange(m))
+            dup = np.flatnonzero(table[off] != np.arange(m))  # the repeats, ascending
             _require(False, name, "duplicate id", dup[0])
 
         def dense(q: I64) -> tuple[I64, npt.NDArray[np.bool_]]:
@@ -212,7 +213,8 @@ def _id_lookup(ids: I64, name: str) -> Lookup:
     order = np.argsort(ids, kind="stable")
     sorted_ids = ids[order]
     dup = sorted_ids[1:] == sorted_ids[:-1]
-    _require(not dup.any(), name, "duplicate id", order[_first(dup) + 1] if dup.any() else None)
+    # stable sort: of two equal ids the later entry comes second; the earliest of those
+    _require(not dup.any(), name, "duplicate id", order[1:][dup].min() if dup.any() else None)
 
     def sparse(q: I64) -> tuple[I64, npt.NDArray[np.bool_]]:
         pos = np.minimum(np.searchsorted(sorted_ids, q), m - 1)

@@ -120,7 +120,7 @@ inline void decide_fifo(const Policy&, const State& st, const PassContext& ctx, 
     if (st.queued.empty()) return;
     const QueueIndex& queue = st.sorted_queue(Q_ARRIVAL);
     const std::vector<i64>& free = *ctx.free;
-    i64 avail = st.training_gpus - st.busy;
+    i64 avail = st.training_gpus - (st.busy - st.busy_loaned);  // training servers' free
     std::vector<i64> scratch;
     bool have_scratch = false;
     Placement p;
@@ -144,13 +144,20 @@ inline void decide_fifo(const Policy&, const State& st, const PassContext& ctx, 
 inline std::pair<double, i64> fifo_backfill_reservation(const State& st, const Plan& plan,
                                                         i64 avail, i64 need) {
     const double now = st.now_s;
+    const i64 nt = st.n_training();  // training servers have the lowest indexes
     std::vector<std::pair<double, i64>> ends;
     for (i64 r : st.running) {
         const auto u = static_cast<size_t>(r);
+        // the GPUs it frees on training servers (none on a loaned server counts)
+        i64 w = 0;
+        for (const auto& e : st.placement[u])
+            if (e.first < nt) w += e.second;
+        const i64 gpus = w * st.gpus_per_worker[u];
+        if (!gpus) continue;
         const double sp = st.speed[u];
         const double left = st.remaining_at(r, now);
         const double t_end = py_max(st.progress_at_s[u], now) + (sp > 0 ? left / sp : kInf);
-        ends.emplace_back(t_end, st.workers[u] * st.gpus_per_worker[u]);
+        ends.emplace_back(t_end, gpus);
     }
     for (const auto& s : plan.starts) {
         const auto u = static_cast<size_t>(s.job);
@@ -171,7 +178,7 @@ inline void decide_fifo_backfill(const Policy&, const State& st, const PassConte
     if (st.queued.empty()) return;
     const QueueIndex& queue = st.sorted_queue(Q_ARRIVAL);
     std::vector<i64> free = *ctx.free;
-    i64 avail = st.training_gpus - st.busy;
+    i64 avail = st.training_gpus - (st.busy - st.busy_loaned);  // training servers' free
     const double now = st.now_s;
     bool have_head = false;
     double shadow = kInf;

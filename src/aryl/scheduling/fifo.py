@@ -33,7 +33,9 @@ class FifoPolicy(Policy):
             return
         queue = st.sorted_queue("arrival", arrival_key)
         free = ctx.free
-        avail = st.training_gpus - st.busy
+        # free GPUs of the training servers (busy counts workers on loaned servers too,
+        # which a state from another policy or a client may have)
+        avail = st.training_gpus - (st.busy - st.busy_loaned)
         scratch: list[int] | None = None
         ref = st.ref_workers
         gpw = st.gpus_per_worker

@@ -37,7 +37,7 @@ class FifoBackfillPolicy(Policy):
             return
         queue = st.sorted_queue("arrival", arrival_key)
         free = list(ctx.free)
-        avail = st.training_gpus - st.busy
+        avail = st.training_gpus - (st.busy - st.busy_loaned)  # free GPUs of training servers
         ref = st.ref_workers
         gpw = st.gpus_per_worker
         now = st.now_s
@@ -84,12 +84,19 @@ class FifoBackfillPolicy(Policy):
     ) -> tuple[float, int]:
         """Shadow time and extra GPUs of the head job needing ``need`` GPUs."""
         now = st.now_s
+        nt = len(st.training_servers)  # training servers have the lowest indexes
         ends: list[tuple[float, int]] = []
         for r in st.running:
+            place = st.placement[r]
+            assert place is not None
+            # the GPUs it frees on training servers (none on a loaned server counts)
+            gpus = sum(k for s, k in place.items() if s < nt) * st.gpus_per_worker[r]
+            if not gpus:
+                continue
             sp = st.speed[r]
             left = st.remaining_at(r, now)
             t_end = max(st.progress_at_s[r], now) + (left / sp if sp > 0 else math.inf)
-            ends.append((t_end, st.workers[r] * st.gpus_per_worker[r]))
+            ends.append((t_end, gpus))
         for j, _, _ in plan.starts:  # started in this pass, at their reference size
             ends.append((now + st.remaining_s[j], st.ref_workers[j] * st.gpus_per_worker[j]))
         ends.sort()

@@ -304,15 +304,17 @@ def state_from_json(doc: Mapping[str, Any] | str) -> ClusterState:
         )
     st.rebuild_indexes()
     for s in range(st.n_servers):
-        if st.free[s] < 0:
-            raise InvalidInputError(
-                f"servers[{s}] ({st.server_id[s]!r}): placements use "
-                f"{st.server_gpus[s] - st.free[s]} GPUs of {st.server_gpus[s]}"
-            )
+        # first: an inference server not on loan has no GPUs for training (its free
+        # count is 0), so the over-commit test below would misreport its usage
         if st.jobs_on[s] and st.server_status[s] not in (0, 3):
             raise InvalidInputError(
                 f"servers[{s}] ({st.server_id[s]!r}): an inference server that is not on "
                 f"loan cannot host training workers"
+            )
+        if st.free[s] < 0:
+            raise InvalidInputError(
+                f"servers[{s}] ({st.server_id[s]!r}): placements use "
+                f"{st.server_gpus[s] - st.free[s]} GPUs of {st.server_gpus[s]}"
             )
     return st
 

@@ -229,7 +229,8 @@ def _check_fits(st: ClusterState, j: int, place: Placement) -> None:
     g = st.gpus_per_worker[j]
     for s, k in place.items():
         if not (0 <= s < st.n_servers) or k < 1 or k * g > st.free[s]:
+            room = f"{st.free[s]} free" if 0 <= s < st.n_servers else "no such server"
             raise InvalidInputError(
                 f"placement of job {st.job_id[j]!r}: {k} worker(s) of {g} GPU(s) do not fit "
-                f"server {s} ({st.free[s] if 0 <= s < st.n_servers else 'no such server'} free)"
+                f"server {s} ({room})"
             )

@@ -472,28 +472,22 @@ class ClusterState:
             self.loaned_gpus_by_pool[pidx] += int(gpus)
         return i
 
-    def add_job(
+    def _checked_job(
         self,
+        j: int,
         job_id: str,
         *,
-        arrival_s: float,
-        gpus_per_worker: int,
-        ref_workers: int,
-        remaining_s: float,
-        min_workers: int | None = None,
-        max_workers: int | None = None,
-        elastic: bool = False,
-        alpha: float = 0.05,
-        status: int = PENDING,
-        family: str | None = None,
-    ) -> int:
-        """Append a job (status ``PENDING`` unless given); returns its index.
-
-        ``remaining_s`` is the time left at ``ref_workers`` workers.  Rigid jobs
-        default to ``min_workers = max_workers = ref_workers``.  Queue it with
-        :meth:`enqueue`; a running job is added with :meth:`add_running`.
-        """
-        j = self.n_jobs
+        arrival_s: Any,
+        gpus_per_worker: Any,
+        ref_workers: Any,
+        remaining_s: Any,
+        min_workers: Any,
+        max_workers: Any,
+        elastic: Any,
+        alpha: Any,
+        family: Any,
+    ) -> tuple[int, int, float]:
+        """Check one job's fields (errors name it ``jobs[j] (id)``); ``(min, max, T(ref))``."""
         where = f"jobs[{j}] ({job_id!r})"
         mn = ref_workers if min_workers is None else min_workers
         mx = ref_workers if max_workers is None else max_workers
@@ -515,6 +509,39 @@ class ClusterState:
             math.isfinite(arrival_s)
         ):
             raise InvalidInputError(f"{where}.arrival_s: must be a finite number")
+        if family is not None and (not isinstance(family, str) or not family):
+            raise InvalidInputError(f"{where}.family: must be a non-empty string or null")
+        tput = self._ref_throughput(family, float(alpha), int(ref_workers), int(gpus_per_worker))
+        return int(mn), int(mx), tput
+
+    def add_job(
+        self,
+        job_id: str,
+        *,
+        arrival_s: float,
+        gpus_per_worker: int,
+        ref_workers: int,
+        remaining_s: float,
+        min_workers: int | None = None,
+        max_workers: int | None = None,
+        elastic: bool = False,
+        alpha: float = 0.05,
+        status: int = PENDING,
+        family: str | None = None,
+    ) -> int:
+        """Append a job (status ``PENDING`` unless given); returns its index.
+
+        ``remaining_s`` is the time left at ``ref_workers`` workers.  Rigid jobs
+        default to ``min_workers = max_workers = ref_workers``.  Queue it with
+        :meth:`enqueue` and start it with :meth:`start`.
+        """
+        j = self.n_jobs
+        mn, mx, tput = self._checked_job(
+            j, job_id, arrival_s=arrival_s, gpus_per_worker=gpus_per_worker,
+            ref_workers=ref_workers, remaining_s=remaining_s, min_workers=min_workers,
+            max_workers=max_workers, elastic=elastic, alpha=alpha, family=family,
+        )
+        # every check is done: nothing is appended for a refused job
         self.job_id.append(str(job_id))
         self.arrival_s.append(float(arrival_s))
         self.gpus_per_worker.append(int(gpus_per_worker))
@@ -523,11 +550,8 @@ class ClusterState:
         self.ref_workers.append(int(ref_workers))
         self.elastic.append(bool(elastic))
         self.alpha.append(float(alpha))
-        if family is not None and (not isinstance(family, str) or not family):
-            raise InvalidInputError(f"{where}.family: must be a non-empty string or null")
         self.family.append(family)
-        self.ref_throughput.append(self._ref_throughput(family, float(alpha), int(ref_workers),
-                                                        int(gpus_per_worker)))
+        self.ref_throughput.append(tput)
         self.status.append(status)
         self.workers.append(0)
         self.placement.append(None)
@@ -583,6 +607,7 @@ class ClusterState:
         import numpy as np
 
         n = len(job_id)
+        start = self.n_jobs
         cols = {"gpus_per_worker": gpus_per_worker, "ref_workers": ref_workers,
                 "min_workers": min_workers, "max_workers": max_workers}
         for name, col in cols.items():
@@ -590,7 +615,7 @@ class ClusterState:
             if n and (a.dtype.kind not in "iu" or a.min() < 1):
                 i = 0 if a.dtype.kind not in "iu" else int(np.argmin(a))
                 raise InvalidInputError(
-                    f"jobs[{i}] ({job_id[i]!r}).{name}: must be an integer >= 1"
+                    f"jobs[{start + i}] ({job_id[i]!r}).{name}: must be an integer >= 1"
                 )
         mn, mx, el = np.asarray(min_workers), np.asarray(max_workers), np.asarray(elastic)
         bad = (mx < mn) | (~el & (mn != mx)) if n else np.zeros(0, dtype=bool)
@@ -600,23 +625,18 @@ class ClusterState:
         bad |= ~np.isfinite(np.asarray(arrival_s, dtype=np.float64))
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            # the scalar path names the field (on a scratch state: nothing is appended here)
-            scratch = ClusterState(config=self.config)
+            # the scalar checks name the field (they append nothing)
 
             def py(x: Any) -> Any:
                 return x.item() if hasattr(x, "item") else x
 
-            try:
-                scratch.add_job(py(job_id[i]), arrival_s=py(arrival_s[i]),
-                                gpus_per_worker=py(gpus_per_worker[i]),
-                                ref_workers=py(ref_workers[i]), remaining_s=py(remaining_s[i]),
-                                min_workers=py(min_workers[i]), max_workers=py(max_workers[i]),
-                                elastic=bool(elastic[i]), alpha=py(alpha[i]))
-            except InvalidInputError as exc:  # the index the job would have in this state
-                msg = str(exc)
-                if msg.startswith("jobs[0]"):
-                    msg = f"jobs[{self.n_jobs}]" + msg[len("jobs[0]"):]
-                raise InvalidInputError(msg) from None
+            self._checked_job(
+                start + i, py(job_id[i]), arrival_s=py(arrival_s[i]),
+                gpus_per_worker=py(gpus_per_worker[i]), ref_workers=py(ref_workers[i]),
+                remaining_s=py(remaining_s[i]), min_workers=py(min_workers[i]),
+                max_workers=py(max_workers[i]), elastic=bool(elastic[i]), alpha=py(alpha[i]),
+                family=None,
+            )
             raise AssertionError("unreachable: the scalar checks must reject this job")
 
     def add_jobs(
