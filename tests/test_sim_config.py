@@ -201,9 +201,11 @@ def test_the_speed_model_of_a_replay() -> None:
     assert m.override == {"T4": 0.5, "A100": 0.5}
     m = speed_model(SimConfig(speed_model="measured"), t4)
     assert m.override == {}
-    m = speed_model(SimConfig(speed_model="measured", loaned_gpu_speed=2.0),
+    # the inference type is the (measured table's) reference: the speed cannot differ
+    with pytest.raises(InvalidInputError, match=r"^loaned_gpu_speed: the inference servers "
+                       r"are of the reference GPU type \(V100\)"):
+        speed_model(SimConfig(speed_model="measured", loaned_gpu_speed=2.0),
                     ClusterSpec.from_counts(1, 1, 8, "V100"))
-    assert m.override == {}  # the inference type is the reference: no override
     assert describe(homog, speed_model(SimConfig(), homog)) == {
         **homog.to_dict(), "speed_model": {"reference_gpu_type": "V100", "factors": {},
                                            "table": None, "relative_speed_override": {}}}

@@ -63,29 +63,28 @@ def speed_model(cfg: SimConfig, spec: ClusterSpec) -> SpeedModel:
     measured table's (V100) for measured speeds, else the first training pool's.
     ``loaned_gpu_speed`` sets the inference pools' types to that relative speed.
     """
-    inf_types = [p.gpu_type for p in spec.inference_pools]
-    ref_type = spec.training_pools[0].gpu_type if spec.training_pools else "V100"
-    if cfg.loaned_gpu_speed is not None and not [t for t in inf_types if t != ref_type]:
-        raise InvalidInputError(
-            "loaned_gpu_speed: the inference servers are of the reference GPU type "
-            f"({ref_type}), so their speed cannot differ; use a cluster spec whose "
-            "inference pool has its own GPU type (docs/cluster.md)"
-        )
-    if speed_kind(cfg, spec) == "measured":
+    measured = speed_kind(cfg, spec) == "measured"
+    table = None
+    if measured:
         from aryl.speeds import SpeedTable
 
         table = SpeedTable.bundled()
-        override = {}
-        if cfg.loaned_gpu_speed is not None:
-            ref = table.reference_gpu_type
-            override = {t: cfg.loaned_gpu_speed for t in inf_types if t != ref}
-        return SpeedModel(table.reference_gpu_type, table=table,
-                          relative_speed_override=override)
-    ref = spec.training_pools[0].gpu_type if spec.training_pools else "V100"
-    factors: dict[str, float] = {}
+        ref = table.reference_gpu_type
+    else:
+        ref = spec.training_pools[0].gpu_type if spec.training_pools else "V100"
+    loaned: dict[str, float] = {}
     if cfg.loaned_gpu_speed is not None:
-        factors = {t: cfg.loaned_gpu_speed for t in inf_types if t != ref}
-    return SpeedModel(ref, factors=factors)
+        loaned = {p.gpu_type: cfg.loaned_gpu_speed for p in spec.inference_pools
+                  if p.gpu_type != ref}
+        if not loaned:
+            raise InvalidInputError(
+                "loaned_gpu_speed: the inference servers are of the reference GPU type "
+                f"({ref}), so their speed cannot differ; use a cluster spec whose "
+                "inference pool has its own GPU type (docs/cluster.md)"
+            )
+    if measured:
+        return SpeedModel(ref, table=table, relative_speed_override=loaned)
+    return SpeedModel(ref, factors=loaned)
 
 
 def job_families(
