@@ -65,6 +65,7 @@ class Group:
     modules: tuple[str, ...]  # globs relative to the repository root
     tests: tuple[str, ...]
     deselect: tuple[str, ...] = ()  # test node ids (or prefixes) left out, see _SLOW_REPLAYS
+    python_engine: bool = False  # replays on the Python engine (mutation_python_engine.py)
 
 
 _SIM_TESTS = (
@@ -112,12 +113,12 @@ GROUPS: tuple[Group, ...] = (
     Group("reclaiming", ("src/aryl/reclaiming.py",),
           ("tests/test_reclaim.py", "tests/test_reclaim_properties.py",
            "tests/test_reclaim_errors.py")),
-    Group("scheduling", ("src/aryl/scheduling/*",), _SIM_TESTS, _SLOW_REPLAYS),
+    Group("scheduling", ("src/aryl/scheduling/*",), _SIM_TESTS, _SLOW_REPLAYS, True),
     # the keep-pass oracle compares two code paths of the scheduling pass (slow: two
     # replays of a real trace), not the simulator's own code
     Group("sim", ("src/aryl/sim/*",),
           (*(t for t in _SIM_TESTS if t != "tests/test_sim_keep_pass.py"),
-           "tests/test_sim_config.py", "tests/test_cli_text.py"), _SLOW_REPLAYS),
+           "tests/test_sim_config.py", "tests/test_cli_text.py"), _SLOW_REPLAYS, True),
     Group("experiment", ("src/aryl/experiment.py",),
           ("tests/test_experiment.py", "tests/test_report_values.py")),
 )
@@ -169,6 +170,7 @@ def _prepare(group: Group, fresh: bool) -> Path:
         f"pytest_add_cli_args_test_selection = {_toml_list(tests)}",
         "pytest_add_cli_args = "
         + _toml_list(["-p", "no:cacheprovider",
+                      *(("-p", "mutation_python_engine") if group.python_engine else ()),
                       *(a for d in group.deselect for a in ("--deselect", d))]),
         f"do_not_mutate_patterns = {_toml_list(list(DO_NOT_MUTATE_PATTERNS))}",
         "use_git_change_detection = false",
@@ -235,7 +237,11 @@ def _mutmut_run(group: Group, wd: Path, names: list[str], args: argparse.Namespa
     log = wd / "mutmut-run.log"
     with log.open("a") as fh:
         proc = subprocess.run(cmd, cwd=wd, stdout=fh, stderr=subprocess.STDOUT,
-                              env={**os.environ, "PYTHONHASHSEED": "0"})
+                              env={**os.environ, "PYTHONHASHSEED": "0",
+                                   # the engine plugin (mutation_python_engine.py)
+                                   "PYTHONPATH": os.pathsep.join(
+                                       p for p in (str(ROOT / "scripts"),
+                                                   os.environ.get("PYTHONPATH")) if p)})
     if proc.returncode != 0:
         tail = log.read_text().splitlines()[-30:]
         sys.exit(f"[{group.name}] mutmut failed (exit {proc.returncode}); log {log}:\n"
