@@ -725,6 +725,13 @@ _RESULT_CASES = [
     ("loan", _set_job("n_scale_out", "A", 1), "summary n_scale_out != the sum over jobs"),
     ("loan", _set_summary("n_reclaim_preemptions", 2),
      "more reclaim preemptions than preemptions"),
+    # the counters against the event log (A: one preempt event at 100, no scale-out)
+    ("loan", lambda r: (_set_job("n_scale_out", "A", 1)(r), _set_summary("n_scale_out", 1)(r)),
+     "job A: n_scale_out = 1 but 0 scale_out events in the log"),
+    ("loan", lambda r: setattr(r, "events", r.events[r.events["event"] != "preempt"]),
+     "job A: n_preemptions = 1 but 0 preempt events in the log"),
+    ("loan", lambda r: (_set_job("n_moves", "B", 2)(r), _set_summary("n_moves", 2)(r)),
+     "job B: n_moves = 2 but 0 move events in the log"),
     ("loan", _set_summary("mean_loaned_servers", 2.5),
      "mean loaned servers above the inference cluster"),
     ("loan", lambda r: r.timeseries.__setitem__("time_s", r.timeseries["time_s"][::-1].values),

@@ -212,7 +212,9 @@ def check_result(res: SimResult) -> None:
     infeasible: never started); allocated GPU-seconds equal the sum over jobs
     and at most the available GPU-seconds, and no job got more than its maximum
     size for the time since its arrival; the summary's counts equal the jobs
-    table's.  O(n_jobs + time-series rows).
+    table's, and, when the event log was kept, each job's preemption, scale-in,
+    scale-out and move counts equal its events of that kind.
+    O(n_jobs + n_events + time-series rows).
 
     Raises
     ------
@@ -308,6 +310,21 @@ def check_result(res: SimResult) -> None:
             raise InvariantError(f"summary {key} != the sum over jobs")
     if s["n_reclaim_preemptions"] > s["n_preemptions"]:
         raise InvariantError("more reclaim preemptions than preemptions")
+    ev = res.events
+    if len(ev):  # the event log was kept: each job's counters are its events
+        counted = pd.crosstab(ev["job_id"], ev["event"])
+        ids = jobs["job_id"].astype(str)
+        for name, col in (("preempt", "n_preemptions"), ("scale_in", "n_scale_in"),
+                          ("scale_out", "n_scale_out"), ("move", "n_moves")):
+            per_job = (counted[name] if name in counted.columns
+                       else pd.Series(dtype=np.int64)).reindex(ids, fill_value=0)
+            off = per_job.to_numpy() != jobs[col].to_numpy()
+            if off.any():
+                i = int(np.flatnonzero(off)[0])
+                raise InvariantError(
+                    f"job {ids.iloc[i]}: {col} = {int(jobs[col].iloc[i])} but "
+                    f"{int(per_job.iloc[i])} {name} events in the log"
+                )
     cl = s["cluster"]
     n_inf = cl["n_inference_servers"]
     if not s["mean_loaned_servers"] <= n_inf + tol:
