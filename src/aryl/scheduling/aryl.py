@@ -141,6 +141,27 @@ class ArylPass(SjfPass):
             self.scratch = [a + b for a, b in zip(self.real, self.st.ex_srv, strict=True)]
         return self.scratch
 
+    def _took_free(self, p: Placement, w: int, g: int) -> Placement:
+        """``p`` (``w`` workers) was placed on truly free GPUs: take them (and from
+        the scratch view)."""
+        self.real_left -= w * g
+        if self.scratch is not None:
+            for s, k in p.items():
+                self.scratch[s] -= k * g
+        return p
+
+    def _took_scratch(self, p: Placement, g: int) -> Placement:
+        """``p`` was placed on free GPUs and GPUs of extras: take the free ones; a
+        server short of free GPUs displaces extras there."""
+        real = self.real
+        for s, k in p.items():
+            if real[s] < k * g:
+                self.displaced = True
+            took = min(real[s], k * g)
+            real[s] -= took
+            self.real_left -= took
+        return p
+
     def place(self, free: list[int], j: int) -> Placement | None:
         """Best fit on truly free GPUs first; else also on GPUs of extra workers."""
         if self.typed:
@@ -151,24 +172,14 @@ class ArylPass(SjfPass):
         real = self.real
         p = bf_place(real, self.groups, w, g)
         if p is not None:
-            self.real_left -= w * g
-            if self.scratch is not None:
-                for s, k in p.items():
-                    self.scratch[s] -= k * g
-            return p
+            return self._took_free(p, w, g)
         if not self.el:
             return None
         scratch = self.build_scratch()
         p = bf_place(scratch, self.groups, w, g)
         if p is None:
             return None
-        for s, k in p.items():
-            if real[s] < k * g:
-                self.displaced = True
-            took = min(real[s], k * g)
-            real[s] -= took
-            self.real_left -= took
-        return p
+        return self._took_scratch(p, g)
 
     def take(self, free: list[int], place: Placement, j: int) -> None:
         pass  # place already took the GPUs
@@ -189,23 +200,13 @@ class ArylPass(SjfPass):
         real = self.real
         p = self._first_type(order, real, j, w, g)
         if p is not None:
-            self.real_left -= w * g
-            if self.scratch is not None:
-                for s, k in p.items():
-                    self.scratch[s] -= k * g
-            return p
+            return self._took_free(p, w, g)
         if not self.el:
             return None
         p = self._first_type(order, self.build_scratch(), j, w, g)
         if p is None:
             return None
-        for s, k in p.items():
-            if real[s] < k * g:
-                self.displaced = True
-            took = min(real[s], k * g)
-            real[s] -= took
-            self.real_left -= took
-        return p
+        return self._took_scratch(p, g)
 
     def _first_type(
         self, order: list[str], free: list[int], j: int, w: int, g: int
