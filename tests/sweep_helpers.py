@@ -150,6 +150,7 @@ def interrupt(proc: subprocess.Popen[str], *, twice: bool = False) -> tuple[floa
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
         proc.kill()
+        proc.wait()  # reaped: no "still running" warning in a later test
         raise AssertionError("the process did not exit within 30 s of SIGINT") from None
     return time.monotonic() - t0, kids
 

@@ -98,13 +98,16 @@ def report_interrupt(console: Console, outcome: Any, data_dir: Path) -> None:
 def exit_interrupted(outcome: Any) -> NoReturn:
     """Exit with status 130 once the interrupted work is cleaned up.
 
-    After a Ray sweep the interpreter's own teardown (Ray's and Arrow's native
-    libraries) takes close to a second more; every file is already written and
-    every Ray process ended, so the process leaves at once (``os._exit``) to
-    keep Ctrl-C within about 2 s.  Elsewhere (and under click's test runner) a
-    normal exit.
+    Every file is already written and every worker ended (the pool's by
+    SIGTERM/SIGKILL, Ray's by its shutdown), so the process leaves at once
+    (``os._exit``): the interpreter's own teardown can take seconds after Ray
+    (its and Arrow's native libraries) and, after a process pool whose workers
+    were killed, can block for good (the pool's queue feeder thread, joined at
+    exit, may wait on a pipe no worker reads).  In-process sweeps and click's
+    test runner exit normally.
     """
-    if getattr(outcome, "backend", None) == "ray" and sys.stdout is sys.__stdout__:
+    if (getattr(outcome, "backend", None) in ("ray", "pool")
+            and sys.stdout is sys.__stdout__):
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:
                 stream.flush()
