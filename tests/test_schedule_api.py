@@ -155,8 +155,9 @@ def test_an_over_committed_server_is_refused() -> None:
     doc = two_jobs_state()
     doc["jobs"][0].update(status="running", placement=[{"server": "t0", "workers": 8}])
     doc["jobs"][1].update(status="running", placement=[{"server": "t0", "workers": 4}])
-    with pytest.raises(InvalidInputError, match=r"servers\[0\] \('t0'\): placements use 12 "
-                                                 r"GPUs of 8"):
+    with pytest.raises(InvalidInputError, match=r"jobs\[1\] \('B'\).placement: 4 worker\(s\) "
+                                                 r"of 1 GPU\(s\) do not fit server 't0' "
+                                                 r"\(0 of 8 GPUs free\)"):
         state_from_json(doc)
 
 

@@ -198,7 +198,7 @@ _REFUSALS = [
      "state.elastic_memo: unknown field(s) 'x'"),
     (_set(["speed_model"], "fast"), "state.speed_model: must be an object or null"),
     (_set(["speed_model"], {"table": "mine"}),
-     "state.speed_model.table: must be 'bundled' or null"),
+     "state.speed_model.table: must be 'bundled', a table object or null, got 'mine'"),
     (_set(["speed_model"], {"factors": [1.0]}), "state.speed_model.factors: must be an object"),
     (_set(["speed_model"], {"relative_speed_override": 2}),
      "state.speed_model.relative_speed_override: must be an object"),
@@ -211,9 +211,11 @@ _REFUSALS = [
         {"id": "S", "arrival_s": 30.0, "gpus_per_worker": 2, "ref_workers": 3,
          "status": "running", "remaining_s": 5.0,
          "placement": [{"server": "t0", "workers": 3}]}),
-     "servers[0] ('t0'): placements use 10 GPUs of 8"),
+     "jobs[2] ('S').placement: 3 worker(s) of 2 GPU(s) do not fit server 't0' "
+     "(4 of 8 GPUs free)"),
     (_set(["jobs", 1, "placement", 1], {"server": "i0", "workers": 1}),
-     "servers[1] ('i0'): an inference server that is not on loan cannot host training workers"),
+     "jobs[1] ('R').placement: server 'i0' is an inference server that is not on loan; it "
+     "cannot host training workers"),
 ]
 
 
@@ -477,16 +479,26 @@ def test_plan_to_json_and_back() -> None:
     assert back == plan
 
 
-def test_plan_from_json_defaults() -> None:
+def test_plan_from_json_requires_every_field_of_the_schema() -> None:
+    # Before, {} read as an empty plan at the state's time and a placement entry
+    # without "workers" as 0 workers: the reader now wants what the schema requires.
     st = _three_server_state()
-    plan = plan_from_json({}, st)
-    assert plan == SchedulePlan(now_s=100.0)  # the state's time, nothing decided
-    assert plan.elastic_memo == (-1, -1)
-    assert not plan
-    plan = plan_from_json({"now_s": 120, "start": [{"job": "Q", "reason": "sjf_order",
-                                                     "placement": [{"server": "t0"}]}]}, st)
-    assert plan.now_s == 120.0
-    assert plan.starts == [(0, {0: 0}, Reason.SJF_ORDER)]  # workers default to 0
+    for doc, message in (
+        ({}, "plan.now_s: required field missing"),
+        ({"now_s": 100.0}, "plan.reclaim: must be an object"),
+        ({"now_s": 100.0, "reclaim": {"actions": [], "servers": []}},
+         "plan.reclaim.shortfall: required field missing"),
+        (_complete_plan({"start": [{"job": "Q", "reason": "sjf_order",
+                                    "placement": [{"server": "t0"}]}]}),
+         "plan.start[0].placement[0].workers: required field missing"),
+        (_complete_plan({"borrow": None}), "plan.borrow: must be a list, got None"),
+    ):
+        with pytest.raises(InvalidInputError) as info:
+            plan_from_json(doc, st)
+        assert str(info.value) == message
+    assert jsonschema.Draft202012Validator(plan_schema()).is_valid(_complete_plan({}))
+    plan = plan_from_json(_complete_plan({}), st)
+    assert plan == SchedulePlan(now_s=100.0) and plan.elastic_memo == (-1, -1) and not plan
 
 
 _PLAN_REFUSALS = [
@@ -518,15 +530,29 @@ _PLAN_REFUSALS = [
      "plan.start[0].placement[1].server: unknown server 'q'"),
     ({"start": [{"job": "Q", "reason": "fifo", "placement": []}]},
      "plan.start[0].reason: unknown reason 'fifo'"),
-    ({"start": [{"job": "Q", "reason": "sjf_order"}]}, "plan.start[0].placement: must be a list"),
+    ({"start": [{"job": "Q", "reason": "sjf_order"}]},
+     "plan.start[0].placement: required field missing"),
 ]
+
+
+def _complete_plan(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc``'s fields over an empty plan at 100 s (every required field present)."""
+    full: dict[str, Any] = {"now_s": 100.0,
+                            "reclaim": {"actions": [], "servers": [], "shortfall": 0},
+                            "borrow": [], "preempt": [], "resize": [], "start": [], "return": []}
+    for key, value in doc.items():
+        if key == "reclaim":
+            full["reclaim"].update(value)
+        else:
+            full[key] = value
+    return full
 
 
 @pytest.mark.parametrize(("doc", "message"), _PLAN_REFUSALS,
                          ids=[m[:40] for _, m in _PLAN_REFUSALS])
 def test_plan_refusals_name_the_item_and_the_field(doc: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidInputError) as info:
-        plan_from_json(doc, _three_server_state())
+        plan_from_json(_complete_plan(doc), _three_server_state())
     assert str(info.value) == message
 
 

@@ -777,20 +777,36 @@ def test_apply_refuses_actions_that_do_not_fit_the_state() -> None:
         "resize of job 'Q', not running")
     assert refused(SchedulePlan(now_s=10.0, starts=[(r, {0: 1}, Reason.SJF_ORDER)])) == (
         "start of job 'R', not queued")
-    # t0 has 4 free GPUs: 5 one-GPU workers do not fit; server 7 does not exist; 0 workers
-    assert refused(SchedulePlan(now_s=10.0, starts=[(q, {0: 5}, Reason.SJF_ORDER)])) == (
-        "placement of job 'Q': 5 worker(s) of 1 GPU(s) do not fit server 0 (4 free)")
-    assert refused(SchedulePlan(now_s=10.0, starts=[(q, {7: 1}, Reason.SJF_ORDER)])) == (
-        "placement of job 'Q': 1 worker(s) of 1 GPU(s) do not fit server 7 (no such server)")
-    assert refused(SchedulePlan(now_s=10.0, starts=[(q, {-1: 1}, Reason.SJF_ORDER)])) == (
-        "placement of job 'Q': 1 worker(s) of 1 GPU(s) do not fit server -1 (no such server)")
-    assert refused(SchedulePlan(now_s=10.0, starts=[(q, {0: 0}, Reason.SJF_ORDER)])) == (
-        "placement of job 'Q': 0 worker(s) of 1 GPU(s) do not fit server 0 (4 free)")
-    assert refused(SchedulePlan(now_s=10.0, resizes=[(r, {0: 9}, Reason.MCKP_SCALE_OUT)])) == (
-        "placement of job 'R': 9 worker(s) of 1 GPU(s) do not fit server 0 (8 free)")
-    assert refused(SchedulePlan(now_s=10.0, reclaim_actions=[
-        (r, {1: 1}, Reason.RECLAIM_SCALE_IN)])) == (
-        "placement of job 'R': 1 worker(s) of 1 GPU(s) do not fit server 1 (0 free)")
+    # the reader's own placement check (ClusterState.check_placement): t0 has 4 free
+    # GPUs (R holds 4); Q is rigid at 2 workers, R at 4; i0 (server 1) is not on loan
+    B = st.add_job("B", arrival_s=0.0, gpus_per_worker=1, ref_workers=6, remaining_s=9.0)
+    st.enqueue(B, 10.0)
+    for plan, message in (
+        (SchedulePlan(now_s=10.0, starts=[(q, {0: 5}, Reason.SJF_ORDER)]),
+         "start of job 'Q': placement: 5 workers outside [min_workers, max_workers] = [2, 2]"),
+        (SchedulePlan(now_s=10.0, starts=[(q, {0: 1}, Reason.SJF_ORDER)]),
+         "start of job 'Q': placement: 1 workers outside [min_workers, max_workers] = [2, 2]"),
+        (SchedulePlan(now_s=10.0, starts=[(B, {0: 6}, Reason.SJF_ORDER)]),
+         "start of job 'B': placement: 6 worker(s) of 1 GPU(s) do not fit server 't0' "
+         "(4 of 8 GPUs free)"),
+        (SchedulePlan(now_s=10.0, starts=[(q, {7: 2}, Reason.SJF_ORDER)]),
+         "start of job 'Q': placement: no server with index 7"),
+        (SchedulePlan(now_s=10.0, starts=[(q, {-1: 2}, Reason.SJF_ORDER)]),
+         "start of job 'Q': placement: no server with index -1"),
+        (SchedulePlan(now_s=10.0, starts=[(q, {0: 0, 1: 2}, Reason.SJF_ORDER)]),
+         "start of job 'Q': placement: workers on server 't0' must be an integer >= 1, got 0"),
+        (SchedulePlan(now_s=10.0, starts=[(q, {}, Reason.SJF_ORDER)]),
+         "start of job 'Q': placement: must list at least one server, got {}"),
+        (SchedulePlan(now_s=10.0, starts=[(q, {1: 2}, Reason.SJF_ORDER)]),
+         "start of job 'Q': placement: server 'i0' is an inference server that is not on "
+         "loan; it cannot host training workers"),
+        (SchedulePlan(now_s=10.0, resizes=[(r, {0: 9}, Reason.MCKP_SCALE_OUT)]),
+         "resize of job 'R': placement: 9 workers outside [min_workers, max_workers] = [4, 4]"),
+        (SchedulePlan(now_s=10.0, reclaim_actions=[(r, {1: 1}, Reason.RECLAIM_SCALE_IN)]),
+         "reclaim action on job 'R': placement: server 'i0' is an inference server that is "
+         "not on loan; it cannot host training workers"),
+    ):
+        assert refused(plan) == message
     # without validation the same start is applied as given
     after = SchedulePlan(now_s=10.0, starts=[(q, {0: 4}, Reason.SJF_ORDER)]).apply(
         st, validate=False)

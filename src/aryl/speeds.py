@@ -410,6 +410,96 @@ class SpeedTable:
         scal = {k: (sorted(v), [v[r] for r in sorted(v)]) for k, v in pts.items()}
         return cls(rel, scal, reference=reference, extrapolation=extrapolation, source=label)
 
+    # ------------------------------------------------------------ JSON form
+    def to_dict(self) -> dict[str, Any]:
+        """The table as a JSON-serialisable dict that :meth:`from_dict` reads back exactly.
+
+        Measured: ``{"kind": "measured", "reference", "extrapolation", "source",
+        "pairs": [{"family", "gpu_type", "relative_speed", "replicas", "scaling"}]}``
+        (pairs sorted by family, then type); parametric: ``{"kind": "parametric",
+        "reference", "alpha", "factors"}``.  Floats are kept as they are (JSON
+        writers print the shortest repr, which reads back to the same double).
+        """
+        if self._parametric:
+            return {"kind": "parametric", "reference": self._reference, "alpha": self._alpha,
+                    "factors": dict(self._factors)}
+        pairs = []
+        for (fam, typ), rel in sorted(self._rel.items()):
+            c = self._curves[(fam, typ)]
+            pairs.append({"family": fam, "gpu_type": typ, "relative_speed": rel,
+                          "replicas": c.replicas.tolist(), "scaling": c.scaling.tolist()})
+        return {"kind": "measured", "reference": self._reference,
+                "extrapolation": self._extrapolation, "source": self._source, "pairs": pairs}
+
+    @classmethod
+    def from_dict(cls, doc: Any, *, where: str = "speed table") -> SpeedTable:
+        """The table of a :meth:`to_dict` document (every rule of the constructor applies).
+
+        Raises
+        ------
+        InvalidInputError
+            Naming ``where`` and the field: an unknown or missing key, a pair
+            listed twice, or whatever the constructor or :meth:`parametric`
+            refuses.
+        """
+        def obj(w: str, d: Any, required: set[str], optional: set[str]) -> Mapping[str, Any]:
+            if not isinstance(d, Mapping):
+                raise InvalidInputError(f"{w}: must be an object, got {d!r}")
+            extra = sorted(set(d) - required - optional)
+            if extra:
+                raise InvalidInputError(f"{w}: unknown field(s) {extra}")
+            missing = sorted(required - set(d))
+            if missing:
+                raise InvalidInputError(f"{w}: required field(s) missing: {missing}")
+            return d
+
+        def text(w: str, v: Any) -> str:
+            if not isinstance(v, str) or not v:
+                raise InvalidInputError(f"{w}: must be a non-empty string, got {v!r}")
+            return v
+
+        kind = doc.get("kind") if isinstance(doc, Mapping) else None
+        if kind == "parametric":
+            d = obj(where, doc, {"kind", "alpha"}, {"reference", "factors"})
+            factors = d.get("factors", {})
+            if not isinstance(factors, Mapping):
+                raise InvalidInputError(f"{where}.factors: must be an object")
+            try:
+                return cls.parametric(d["alpha"], factors,
+                                      reference=text(f"{where}.reference",
+                                                     d.get("reference", REFERENCE_GPU_TYPE)))
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"{where}: {exc}") from None
+        if kind != "measured":
+            raise InvalidInputError(f"{where}.kind: must be 'measured' or 'parametric', "
+                                    f"got {kind!r}")
+        d = obj(where, doc, {"kind", "pairs"}, {"reference", "extrapolation", "source"})
+        pairs = d["pairs"]
+        if not isinstance(pairs, list):
+            raise InvalidInputError(f"{where}.pairs: must be a list")
+        rel: dict[tuple[str, str], float] = {}
+        scal: dict[tuple[str, str], tuple[Sequence[int], Sequence[float]]] = {}
+        for i, pd_ in enumerate(pairs):
+            w = f"{where}.pairs[{i}]"
+            e = obj(w, pd_, {"family", "gpu_type", "relative_speed", "replicas", "scaling"},
+                    set())
+            key = (text(f"{w}.family", e["family"]), text(f"{w}.gpu_type", e["gpu_type"]))
+            if key in rel:
+                raise InvalidInputError(f"{w}: family {key[0]!r}, gpu_type {key[1]!r} listed "
+                                        f"twice")
+            for name in ("replicas", "scaling"):
+                if not isinstance(e[name], list):
+                    raise InvalidInputError(f"{w}.{name}: must be a list")
+            rel[key] = e["relative_speed"]
+            scal[key] = (e["replicas"], e["scaling"])
+        reference = text(f"{where}.reference", d.get("reference", REFERENCE_GPU_TYPE))
+        source = text(f"{where}.source", d.get("source", where))
+        try:
+            return cls(rel, scal, reference=reference,
+                       extrapolation=d.get("extrapolation", "doubling"), source=source)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"{where}: {exc}") from None
+
     # ------------------------------------------------------------ properties
     @property
     def is_parametric(self) -> bool:

@@ -56,7 +56,7 @@ def plan_command(state_file: str, policy: str, options: tuple[str, ...], out: st
         plan = schedule(state, policy=policy, options=opts or None)
     except InvalidInputError as exc:
         raise click.UsageError(str(exc)) from None
-    text = json.dumps(plan_to_json(plan, state), indent=1) + "\n"
+    text = json.dumps(plan_to_json(plan, state), indent=1, allow_nan=False) + "\n"
     if out is not None:
         from aryl._io import atomic_write_text
 

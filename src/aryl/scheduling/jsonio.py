@@ -42,10 +42,13 @@ from aryl.scheduling.state import (
     JOB_STATUS_NAMES,
     QUEUED,
     RUNNING,
+    LOANED,
     SERVER_STATUS_NAMES,
+    TRAINING,
     ClusterState,
     Placement,
     SchedulerConfig,
+    is_finite_number,
 )
 
 __all__ = [
@@ -84,8 +87,10 @@ def _unknown(where: str, got: Mapping[str, Any], known: set[str]) -> None:
         raise InvalidInputError(f"{where}: unknown field(s) {', '.join(hints)}")
 
 
-def _get(where: str, d: Mapping[str, Any], key: str, kind: str, default: Any = ...) -> Any:
-    """Field ``key`` of ``d`` checked against ``kind`` (int, number, number_or_null, bool, str)."""
+def _get(where: str, d: Mapping[str, Any], key: str, kind: str, default: Any = ...,
+         lo: int | None = None, hi: int | None = None) -> Any:
+    """Field ``key`` of ``d`` checked against ``kind`` (int, number, number_or_null, bool,
+    str); an int also against ``[lo, hi]`` when given."""
     if key not in d:
         if default is ...:
             raise InvalidInputError(f"{where}.{key}: required field missing")
@@ -95,10 +100,12 @@ def _get(where: str, d: Mapping[str, Any], key: str, kind: str, default: Any = .
     if kind == "int":
         if isinstance(v, bool) or not isinstance(v, int):
             raise InvalidInputError(f"{name}: must be an integer, got {v!r}")
+        if lo is not None and hi is not None and not lo <= v <= hi:
+            raise InvalidInputError(f"{name}: must be an integer in [{lo}, {hi}], got {v!r}")
     elif kind in ("number", "number_or_null"):
         if v is None and kind == "number_or_null":
             return math.inf
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        if not is_finite_number(v):
             raise InvalidInputError(f"{name}: must be a finite number, got {v!r}")
         v = float(v)
     elif kind == "bool":
@@ -130,20 +137,19 @@ def state_from_json(doc: Mapping[str, Any] | str) -> ClusterState:
     if not isinstance(doc, Mapping):
         raise InvalidInputError("state: the document must be a JSON object")
     _unknown("state", doc, _TOP_KEYS)
-    version = doc.get("schema_version", SCHEMA_VERSION)
-    if version != SCHEMA_VERSION:
-        raise InvalidInputError(
-            f"state.schema_version: this aryl reads version {SCHEMA_VERSION}, got {version!r}"
-        )
+    _check_version("state", doc)
     now = _get("state", doc, "now_s", "number")
     cfg_doc = doc.get("config", {})
     if not isinstance(cfg_doc, Mapping):
         raise InvalidInputError("state.config: must be an object")
     _unknown("state.config", cfg_doc, set(SchedulerConfig.field_names()))
+    cfg = dict(cfg_doc)
+    if "starvation_bound_s" in cfg and cfg["starvation_bound_s"] is None:
+        cfg["starvation_bound_s"] = math.inf  # null: no bound (JSON has no Infinity)
     try:
-        config = SchedulerConfig(**dict(cfg_doc))
-    except TypeError as exc:  # pragma: no cover - guarded by _unknown
-        raise InvalidInputError(f"state.config: {exc}") from None
+        config = SchedulerConfig(**cfg)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"state.{exc}") from None
     st = ClusterState(now_s=now, config=config, speeds=_speed_model(doc.get("speed_model")))
     servers = doc.get("servers")
     if not isinstance(servers, list) or not servers:
@@ -173,8 +179,8 @@ def state_from_json(doc: Mapping[str, Any] | str) -> ClusterState:
             sid,
             role=role,
             gpus=_get(where, sd, "gpus", "int"),
-            pool=sd.get("pool"),
-            gpu_type=sd.get("gpu_type", "default"),
+            pool=_get(where, sd, "pool", "str", None),
+            gpu_type=_get(where, sd, "gpu_type", "str", "default"),
             status=status,
             reclaimed_s=-math.inf if reclaimed is None else _get(
                 where, sd, "reclaimed_s", "number"
@@ -194,6 +200,7 @@ def state_from_json(doc: Mapping[str, Any] | str) -> ClusterState:
     if not isinstance(jobs, list):
         raise InvalidInputError("state.jobs: must be a list")
     seen: set[str] = set()
+    pending: list[tuple[int, Placement]] = []
     for i, jd in enumerate(jobs):
         where = f"jobs[{i}]"
         if not isinstance(jd, Mapping):
@@ -247,31 +254,19 @@ def state_from_json(doc: Mapping[str, Any] | str) -> ClusterState:
         place_doc = jd.get("placement")
         if not isinstance(place_doc, list) or not place_doc:
             raise InvalidInputError(f"{where}.placement: a running job needs a non-empty list")
-        place: Placement = {}
-        for k, pd_ in enumerate(place_doc):
-            pw = f"{where}.placement[{k}]"
-            if not isinstance(pd_, Mapping):
-                raise InvalidInputError(f"{pw}: must be an object")
-            _unknown(pw, pd_, {"server", "workers"})
-            sid = _get(pw, pd_, "server", "str")
-            if sid not in server_index:
-                raise InvalidInputError(f"{pw}.server: unknown server {sid!r}")
-            s = server_index[sid]
-            w = _get(pw, pd_, "workers", "int")
-            if w < 1:
-                raise InvalidInputError(f"{pw}.workers: must be >= 1")
-            if s in place:
-                raise InvalidInputError(f"{pw}.server: server {sid!r} listed twice")
-            place[s] = w
-        w_total = sum(place.values())
-        lo, hi = st.min_workers[j], st.max_workers[j]
-        if not lo <= w_total <= hi:
-            raise InvalidInputError(
-                f"{where}.placement: {w_total} workers outside [min_workers, max_workers] = "
-                f"[{lo}, {hi}]"
-            )
         st.status[j] = RUNNING
         st.running[j] = None
+        pending.append((j, _placement_from_json(f"{where}.placement", place_doc, server_index)))
+    # every running job's placement through the check every plan's placements pass
+    # (ClusterState.check_placement), on the GPUs the jobs before it left free
+    free = [st.server_gpus[s] if st.server_status[s] in (TRAINING, LOANED) else 0
+            for s in range(st.n_servers)]
+    for j, place in pending:
+        st.check_placement(j, place, free, f"jobs[{j}] ({st.job_id[j]!r}).placement")
+        g = st.gpus_per_worker[j]
+        for s, k in place.items():
+            free[s] -= k * g
+        w_total = sum(place.values())
         st.placement[j] = place
         st.workers[j] = w_total
         st.speed[j] = st.speed_at(j, w_total, place)
@@ -282,7 +277,7 @@ def state_from_json(doc: Mapping[str, Any] | str) -> ClusterState:
         index = {st.job_id[j]: j for j in st.running}
         ranked: dict[int, None] = {}
         for i, x in enumerate(order):
-            if x not in index:
+            if not isinstance(x, str) or x not in index:
                 raise InvalidInputError(
                     f"state.running[{i}]: {x!r} is not a running job of state.jobs"
                 )
@@ -298,25 +293,55 @@ def state_from_json(doc: Mapping[str, Any] | str) -> ClusterState:
         if not isinstance(memo, Mapping):
             raise InvalidInputError("state.elastic_memo: must be an object")
         _unknown("state.elastic_memo", memo, {"free_gpus", "loaned_servers"})
-        st.elastic_memo = (
-            _get("state.elastic_memo", memo, "free_gpus", "int"),
-            _get("state.elastic_memo", memo, "loaned_servers", "int"),
-        )
+        st.elastic_memo = _memo("state.elastic_memo", memo)
     st.rebuild_indexes()
-    for s in range(st.n_servers):
-        # first: an inference server not on loan has no GPUs for training (its free
-        # count is 0), so the over-commit test below would misreport its usage
-        if st.jobs_on[s] and st.server_status[s] not in (0, 3):
-            raise InvalidInputError(
-                f"servers[{s}] ({st.server_id[s]!r}): an inference server that is not on "
-                f"loan cannot host training workers"
-            )
-        if st.free[s] < 0:
-            raise InvalidInputError(
-                f"servers[{s}] ({st.server_id[s]!r}): placements use "
-                f"{st.server_gpus[s] - st.free[s]} GPUs of {st.server_gpus[s]}"
-            )
+    st.validate()
     return st
+
+
+#: Largest value of an elastic-memo field (the compiled pass keeps them in int64).
+MAX_MEMO = 1 << 62
+
+
+def _memo(where: str, memo: Any) -> tuple[int, int]:
+    """The elastic phase's memo ``(free GPUs, loaned servers)``; ``-1`` each: none."""
+    if not isinstance(memo, Mapping):
+        raise InvalidInputError(f"{where}: must be an object")
+    _unknown(where, memo, {"free_gpus", "loaned_servers"})
+    return (_get(where, memo, "free_gpus", "int", lo=-1, hi=MAX_MEMO),
+            _get(where, memo, "loaned_servers", "int", lo=-1, hi=MAX_MEMO))
+
+
+def _check_version(where: str, doc: Mapping[str, Any]) -> None:
+    version = doc.get("schema_version", SCHEMA_VERSION)
+    if isinstance(version, bool) or version != SCHEMA_VERSION:
+        raise InvalidInputError(
+            f"{where}.schema_version: this aryl reads version {SCHEMA_VERSION}, got {version!r}"
+        )
+
+
+def _placement_from_json(where: str, doc: Any, server_index: Mapping[str, int]) -> Placement:
+    """``[{"server": id, "workers": n}, ...]`` as server index -> workers (types and ids;
+    :meth:`ClusterState.check_placement` checks the rest)."""
+    if not isinstance(doc, list):
+        raise InvalidInputError(f"{where}: must be a list")
+    place: Placement = {}
+    for k, pd_ in enumerate(doc):
+        pw = f"{where}[{k}]"
+        if not isinstance(pd_, Mapping):
+            raise InvalidInputError(f"{pw}: must be an object")
+        _unknown(pw, pd_, {"server", "workers"})
+        sid = _get(pw, pd_, "server", "str")
+        if sid not in server_index:
+            raise InvalidInputError(f"{pw}.server: unknown server {sid!r}")
+        s = server_index[sid]
+        w = _get(pw, pd_, "workers", "int")
+        if w < 1:
+            raise InvalidInputError(f"{pw}.workers: must be >= 1")
+        if s in place:
+            raise InvalidInputError(f"{pw}.server: server {sid!r} listed twice")
+        place[s] = w
+    return place
 
 
 def _speed_model(doc: Any) -> Any:
@@ -330,19 +355,36 @@ def _speed_model(doc: Any) -> Any:
     _unknown("state.speed_model", doc,
              {"reference_gpu_type", "factors", "table", "relative_speed_override"})
     table = None
-    if doc.get("table") is not None:
-        if doc["table"] != "bundled":
-            raise InvalidInputError("state.speed_model.table: must be 'bundled' or null")
+    raw = doc.get("table")
+    if raw is not None:
         from aryl.speeds import SpeedTable
 
-        table = SpeedTable.bundled()
+        if raw == "bundled":
+            table = SpeedTable.bundled()
+        elif isinstance(raw, Mapping):
+            table = SpeedTable.from_dict(raw, where="state.speed_model.table")
+        else:
+            raise InvalidInputError(
+                f"state.speed_model.table: must be 'bundled', a table object or null, "
+                f"got {raw!r}"
+            )
     for key in ("factors", "relative_speed_override"):
-        if not isinstance(doc.get(key, {}), Mapping):
+        d = doc.get(key, {})
+        if not isinstance(d, Mapping):
             raise InvalidInputError(f"state.speed_model.{key}: must be an object")
-    return SpeedModel(
-        str(doc.get("reference_gpu_type", "default")), factors=doc.get("factors"),
-        table=table, relative_speed_override=doc.get("relative_speed_override"),
-    )
+        for t, v in d.items():
+            if not is_finite_number(v):
+                raise InvalidInputError(
+                    f"state.speed_model.{key}[{t!r}]: must be a finite number > 0, got {v!r}"
+                )
+    try:
+        return SpeedModel(
+            _get("state.speed_model", doc, "reference_gpu_type", "str", "default"),
+            factors=doc.get("factors"), table=table,
+            relative_speed_override=doc.get("relative_speed_override"),
+        )
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"state.speed_model: {exc}") from None
 
 
 def read_state(path: str | Path) -> ClusterState:
@@ -367,8 +409,17 @@ def _placement_json(st: ClusterState, place: Placement) -> list[dict[str, Any]]:
 def state_to_json(st: ClusterState) -> dict[str, Any]:
     """The JSON document of ``st`` (active jobs only, in job-index order).
 
-    ``state_from_json(state_to_json(st))`` decides exactly as ``st`` does.
+    ``state_from_json(state_to_json(st))`` decides exactly as ``st`` does, and
+    the document is strict JSON (``json.dumps(doc, allow_nan=False)`` writes it:
+    every infinity is ``null``).
+
+    Raises
+    ------
+    InvalidInputError
+        A state its reader would refuse (:meth:`ClusterState.validate`: jobs out
+        of arrival order, a job that arrives after ``now_s`` ...).
     """
+    st.validate()
     servers = []
     n_train = len(st.training_servers)
     for s in range(st.n_servers):
@@ -415,7 +466,7 @@ def state_to_json(st: ClusterState) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
         "now_s": st.now_s,
-        "config": st.config.to_dict(),
+        "config": _config_json(st.config),
         "speed_model": None if st.speeds is None else st.speeds.to_dict(),
         "servers": servers,
         "inference": {
@@ -426,6 +477,12 @@ def state_to_json(st: ClusterState) -> dict[str, Any]:
         "running": [st.job_id[j] for j in st.running],
         "elastic_memo": {"free_gpus": st.elastic_memo[0], "loaned_servers": st.elastic_memo[1]},
     }
+
+
+def _config_json(config: SchedulerConfig) -> dict[str, Any]:
+    d = config.to_dict()
+    d["starvation_bound_s"] = _num_or_null(d["starvation_bound_s"])  # inf: no bound
+    return d
 
 
 def plan_to_json(plan: SchedulePlan, st: ClusterState) -> dict[str, Any]:
@@ -459,10 +516,18 @@ def plan_to_json(plan: SchedulePlan, st: ClusterState) -> dict[str, Any]:
 def plan_from_json(doc: Mapping[str, Any] | str, st: ClusterState) -> SchedulePlan:
     """A :class:`SchedulePlan` for ``st`` from its JSON document (ids mapped to indexes).
 
+    Strict like :func:`state_from_json`: every field the schema requires, no
+    unknown field, ids of ``st``'s servers and jobs, reason labels, placements
+    that list each server once.  Whether the actions fit ``st`` is checked when
+    the plan is applied (:meth:`SchedulePlan.apply`, the reader's own placement
+    check).  ``plan_to_json(plan_from_json(d, st), st) == d`` for every document
+    ``plan_to_json`` writes.
+
     Raises
     ------
     InvalidInputError
-        Malformed document, unknown ids or reasons.
+        Malformed document, unknown ids or reasons; the message names the field
+        (``plan.start[0].placement[1].server: server 't0' listed twice``).
     """
     if isinstance(doc, str):
         try:
@@ -471,59 +536,77 @@ def plan_from_json(doc: Mapping[str, Any] | str, st: ClusterState) -> SchedulePl
             raise InvalidInputError(f"plan: not valid JSON ({exc})") from None
     if not isinstance(doc, Mapping):
         raise InvalidInputError("plan: the document must be a JSON object")
+    _unknown("plan", doc, {"schema_version", "now_s", "reclaim", "borrow", "preempt", "resize",
+                           "start", "return", "elastic_memo"})
+    _check_version("plan", doc)
     servers = {x: i for i, x in enumerate(st.server_id)}
     jobs = {x: i for i, x in enumerate(st.job_id)}
     reasons = {r.label: r for r in Reason}
 
+    def lst(where: str, d: Mapping[str, Any], key: str) -> list[Any]:
+        if key not in d:
+            raise InvalidInputError(f"{where}.{key}: required field missing")
+        v = d[key]
+        if not isinstance(v, list):
+            raise InvalidInputError(f"{where}.{key}: must be a list, got {v!r}")
+        return v
+
+    def obj(where: str, x: Any, keys: set[str]) -> Mapping[str, Any]:
+        if not isinstance(x, Mapping):
+            raise InvalidInputError(f"{where}: must be an object")
+        _unknown(where, x, keys)
+        return x
+
     def server(where: str, x: Any) -> int:
-        if x not in servers:
+        if not isinstance(x, str) or x not in servers:
             raise InvalidInputError(f"{where}: unknown server {x!r}")
         return servers[x]
 
-    def job(where: str, x: Any) -> int:
+    def job(where: str, d: Mapping[str, Any]) -> int:
+        x = _get(where, d, "job", "str")
         if x not in jobs:
-            raise InvalidInputError(f"{where}: unknown job {x!r}")
+            raise InvalidInputError(f"{where}.job: unknown job {x!r}")
         return jobs[x]
 
-    def reason(where: str, x: Any) -> Reason:
+    def reason(where: str, d: Mapping[str, Any]) -> Reason:
+        x = _get(where, d, "reason", "str")
         if x not in reasons:
-            raise InvalidInputError(f"{where}: unknown reason {x!r}")
+            raise InvalidInputError(f"{where}.reason: unknown reason {x!r}")
         return reasons[x]
 
-    def place(where: str, x: Any) -> Placement:
-        if not isinstance(x, list):
-            raise InvalidInputError(f"{where}: must be a list")
-        return {server(f"{where}[{k}].server", e.get("server")): int(e.get("workers", 0))
-                for k, e in enumerate(x)}
-
-    plan = SchedulePlan(now_s=float(doc.get("now_s", st.now_s)))
-    rec = doc.get("reclaim", {})
-    for i, a in enumerate(rec.get("actions", [])):
+    plan = SchedulePlan(now_s=_get("plan", doc, "now_s", "number"))
+    rec = obj("plan.reclaim", doc.get("reclaim"), {"actions", "servers", "shortfall"})
+    for i, a in enumerate(lst("plan.reclaim", rec, "actions")):
         w = f"plan.reclaim.actions[{i}]"
+        a = obj(w, a, {"job", "placement", "reason"})
         plan.reclaim_actions.append((
-            job(f"{w}.job", a.get("job")),
-            place(f"{w}.placement", a["placement"]) if "placement" in a else None,
-            reason(f"{w}.reason", a.get("reason")),
+            job(w, a),
+            _placement_from_json(f"{w}.placement", a["placement"], servers)
+            if "placement" in a else None,
+            reason(w, a),
         ))
     plan.reclaimed_servers = [server(f"plan.reclaim.servers[{i}]", x)
-                              for i, x in enumerate(rec.get("servers", []))]
-    plan.reclaim_shortfall = int(rec.get("shortfall", 0))
+                              for i, x in enumerate(lst("plan.reclaim", rec, "servers"))]
+    plan.reclaim_shortfall = _get("plan.reclaim", rec, "shortfall", "int", lo=0,
+                                  hi=st.n_servers)
     for key, target in (("borrow", plan.borrowed_servers), ("return", plan.returned_servers)):
-        for i, a in enumerate(doc.get(key, [])):
+        for i, a in enumerate(lst("plan", doc, key)):
             w = f"plan.{key}[{i}]"
-            target.append((server(f"{w}.server", a.get("server")),
-                           reason(f"{w}.reason", a.get("reason"))))
-    for i, a in enumerate(doc.get("preempt", [])):
+            a = obj(w, a, {"server", "reason"})
+            target.append((server(f"{w}.server", _get(w, a, "server", "str")), reason(w, a)))
+    for i, a in enumerate(lst("plan", doc, "preempt")):
         w = f"plan.preempt[{i}]"
-        plan.preemptions.append((job(f"{w}.job", a.get("job")),
-                                 reason(f"{w}.reason", a.get("reason"))))
+        a = obj(w, a, {"job", "reason"})
+        plan.preemptions.append((job(w, a), reason(w, a)))
     for key, target2 in (("resize", plan.resizes), ("start", plan.starts)):
-        for i, a in enumerate(doc.get(key, [])):
+        for i, a in enumerate(lst("plan", doc, key)):
             w = f"plan.{key}[{i}]"
-            target2.append((job(f"{w}.job", a.get("job")),
-                            place(f"{w}.placement", a.get("placement")),
-                            reason(f"{w}.reason", a.get("reason"))))
+            a = obj(w, a, {"job", "placement", "reason"})
+            if "placement" not in a:
+                raise InvalidInputError(f"{w}.placement: required field missing")
+            target2.append((job(w, a), _placement_from_json(f"{w}.placement", a["placement"],
+                                                            servers), reason(w, a)))
     memo = doc.get("elastic_memo")
     if memo is not None:
-        plan.elastic_memo = (int(memo["free_gpus"]), int(memo["loaned_servers"]))
+        plan.elastic_memo = _memo("plan.elastic_memo", memo)
     return plan

@@ -140,14 +140,17 @@ class SchedulePlan:
         checkpoint and requeue; resized jobs pause for ``rescale_pause_s``;
         starts of preempted jobs pay ``restart_cost_s``.  ``state.now_s`` becomes
         ``now_s``; ``elastic_memo`` is stored.  O(actions x servers per job).
-        ``validate=False`` skips the checks that each placement fits (for plans
-        that :func:`aryl.schedule` just made for this state).
+        ``validate=False`` skips the placement checks (for plans that
+        :func:`aryl.schedule` just made for this state).
 
         Raises
         ------
         InvalidInputError
             An action that does not fit the state (a job not running, a server not
-            idle, a placement over a server's free GPUs ...).
+            idle ...) or a placement that the state document's reader would refuse
+            (:meth:`ClusterState.check_placement`, the same function: workers
+            outside ``[min_workers, max_workers]``, a server that does not exist or
+            is not on loan, more GPUs than a server has free).
         """
         from aryl.errors import InvalidInputError
 
@@ -170,7 +173,8 @@ class SchedulePlan:
             else:
                 old = st.unplace_for_resize(j, now)
                 if validate:
-                    _check_fits(st, j, place)
+                    st.check_placement(j, place, st.free,
+                                       f"reclaim action on job {st.job_id[j]!r}: placement")
                 st.place_resized(j, place, now)
                 if obs is not None:
                     obs.job_resized(j, old, reason)
@@ -200,7 +204,8 @@ class SchedulePlan:
                 olds.append(st.unplace_for_resize(j, now))
             for (j, place, reason), old in zip(self.resizes, olds, strict=True):
                 if validate:
-                    _check_fits(st, j, place)
+                    st.check_placement(j, place, st.free,
+                                       f"resize of job {st.job_id[j]!r}: placement")
                 st.place_resized(j, place, now)
                 if obs is not None:
                     obs.job_resized(j, old, reason)
@@ -209,7 +214,7 @@ class SchedulePlan:
             if j not in queued:
                 raise InvalidInputError(f"start of job {st.job_id[j]!r}, not queued")
             if validate:
-                _check_fits(st, j, place)
+                st.check_placement(j, place, st.free, f"start of job {st.job_id[j]!r}: placement")
             st.start(j, place, now)
             if obs is not None:
                 obs.job_started(j, reason)
@@ -222,15 +227,3 @@ class SchedulePlan:
         st.elastic_memo = self.elastic_memo
         return st
 
-
-def _check_fits(st: ClusterState, j: int, place: Placement) -> None:
-    from aryl.errors import InvalidInputError
-
-    g = st.gpus_per_worker[j]
-    for s, k in place.items():
-        if not (0 <= s < st.n_servers) or k < 1 or k * g > st.free[s]:
-            room = f"{st.free[s]} free" if 0 <= s < st.n_servers else "no such server"
-            raise InvalidInputError(
-                f"placement of job {st.job_id[j]!r}: {k} worker(s) of {g} GPU(s) do not fit "
-                f"server {s} ({room})"
-            )

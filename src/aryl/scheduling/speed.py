@@ -139,10 +139,17 @@ class SpeedModel:
         return lut
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable description (the table by its source)."""
+        """JSON-serialisable description; the table as ``"bundled"`` when it is the
+        bundled one (:meth:`aryl.speeds.SpeedTable.bundled`), else its whole content
+        (:meth:`aryl.speeds.SpeedTable.to_dict`), so that the model reads back exactly."""
+        table: Any = None
+        if self.table is not None:
+            from aryl.speeds import SpeedTable
+
+            table = "bundled" if self.table is SpeedTable.bundled() else self.table.to_dict()
         return {
             "reference_gpu_type": self.reference_gpu_type,
             "factors": dict(self.factors),
-            "table": None if self.table is None else "bundled",
+            "table": table,
             "relative_speed_override": dict(self.override),
         }

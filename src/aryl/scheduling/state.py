@@ -50,6 +50,9 @@ from aryl.scheduling.speed import DEFAULT_GPU_TYPE, SpeedModel
 __all__ = [
     "DONE",
     "IDLE",
+    "MAX_SEED",
+    "MAX_SERVER_GPUS",
+    "MAX_WORKERS",
     "INFERENCE",
     "LOANED",
     "PENDING",
@@ -78,6 +81,17 @@ INFERENCE = "inference"
 ROLES = ("training", "inference")
 
 RECLAIM_POLICIES = ("aryl", "random", "fewest-jobs", "most-idle", "exact")
+
+# Sizes where they enter the compiled pass (int64 there; every product and sum of
+# them stays far inside int64): published in the JSON Schema, checked by
+# :meth:`ClusterState.add_server`, :meth:`ClusterState.add_job` and
+# :class:`SchedulerConfig`.
+#: Largest GPU count of one server (and so of one worker).
+MAX_SERVER_GPUS = 1 << 20
+#: Largest worker count of a job (min, max and reference size).
+MAX_WORKERS = (1 << 31) - 1
+#: Largest seed (the compiled pass keeps it in an int64).
+MAX_SEED = (1 << 63) - 1
 
 
 @dataclass(frozen=True)
@@ -132,12 +146,12 @@ class SchedulerConfig:
         if not self.checkpoint_interval_s > 0:
             raise InvalidInputError("config.checkpoint_interval_s: must be > 0")
         v = self.starvation_bound_s
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+        if not (v == math.inf or is_finite_number(v)) or not v >= 0:
             raise InvalidInputError(
                 f"config.starvation_bound_s: must be a number >= 0 (inf allowed), got {v!r}"
             )
-        _int_at_least("config.loan_reserve_servers", self.loan_reserve_servers, 0)
-        _int_at_least("config.seed", self.seed, 0)
+        _int_in_range("config.loan_reserve_servers", self.loan_reserve_servers, 0, MAX_WORKERS)
+        _int_in_range("config.seed", self.seed, 0, MAX_SEED)
         if self.reclaim_policy not in RECLAIM_POLICIES:
             raise InvalidInputError(
                 f"config.reclaim_policy: unknown {self.reclaim_policy!r}; "
@@ -161,14 +175,25 @@ class SchedulerConfig:
         return tuple(f.name for f in fields(cls))
 
 
+def is_finite_number(v: Any) -> bool:
+    """``v`` is an int or float (not a bool) that is a finite float (huge ints are not)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
+
+
 def _finite_at_least(name: str, v: Any, lo: float) -> None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < lo:
+    if not is_finite_number(v) or v < lo:
         raise InvalidInputError(f"{name}: must be a finite number >= {lo:g}, got {v!r}")
 
 
-def _int_at_least(name: str, v: Any, lo: int) -> None:
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise InvalidInputError(f"{name}: must be an integer >= {lo}, got {v!r}")
+def _int_in_range(name: str, v: Any, lo: int, hi: int) -> None:
+    """``v`` is an int (not a bool) in ``[lo, hi]``; the message names both ends."""
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise InvalidInputError(f"{name}: must be an integer in [{lo}, {hi}], got {v!r}")
 
 
 def throughput_1(w: int, alpha: float) -> float:
@@ -421,7 +446,7 @@ class ClusterState:
                     f"{where}.status: must be one of {list(SERVER_STATUS_NAMES)}, got {status!r}"
                 )
             status = SERVER_STATUS_NAMES.index(status)
-        _int_at_least(f"{where}.gpus", gpus, 1)
+        _int_in_range(f"{where}.gpus", gpus, 1, MAX_SERVER_GPUS)
         if role == "training":
             if self.n_servers > len(self.training_servers):
                 raise InvalidInputError(
@@ -491,10 +516,10 @@ class ClusterState:
         where = f"jobs[{j}] ({job_id!r})"
         mn = ref_workers if min_workers is None else min_workers
         mx = ref_workers if max_workers is None else max_workers
-        _int_at_least(f"{where}.gpus_per_worker", gpus_per_worker, 1)
-        _int_at_least(f"{where}.ref_workers", ref_workers, 1)
-        _int_at_least(f"{where}.min_workers", mn, 1)
-        _int_at_least(f"{where}.max_workers", mx, 1)
+        _int_in_range(f"{where}.gpus_per_worker", gpus_per_worker, 1, MAX_SERVER_GPUS)
+        _int_in_range(f"{where}.ref_workers", ref_workers, 1, MAX_WORKERS)
+        _int_in_range(f"{where}.min_workers", mn, 1, MAX_WORKERS)
+        _int_in_range(f"{where}.max_workers", mx, 1, MAX_WORKERS)
         if mx < mn:
             raise InvalidInputError(f"{where}: max_workers {mx} < min_workers {mn}")
         if not isinstance(elastic, bool):
@@ -505,9 +530,7 @@ class ClusterState:
         if alpha > 1:
             raise InvalidInputError(f"{where}.alpha: must be in [0, 1], got {alpha!r}")
         _finite_at_least(f"{where}.remaining_s", remaining_s, 0.0)
-        if isinstance(arrival_s, bool) or not isinstance(arrival_s, (int, float)) or not (
-            math.isfinite(arrival_s)
-        ):
+        if not is_finite_number(arrival_s):
             raise InvalidInputError(f"{where}.arrival_s: must be a finite number")
         if family is not None and (not isinstance(family, str) or not family):
             raise InvalidInputError(f"{where}.family: must be a non-empty string or null")
@@ -568,6 +591,109 @@ class ClusterState:
         self.attained_at_s.append(0.0)
         return j
 
+    def check_placement(self, j: int, place: Any, free: list[int], where: str) -> None:
+        """Refuse a placement of job ``j`` that this state cannot hold.
+
+        The one check of every placement that enters a state: the running jobs of
+        a state document (:func:`aryl.scheduling.state_from_json`) and every
+        start, resize and reclaim scale-in of :meth:`SchedulePlan.apply`.
+        ``place`` maps server index -> workers (a dict lists each server once).
+
+        Parameters
+        ----------
+        j : int
+            Job index.
+        place : dict of int to int
+            The job's whole new placement.
+        free : list of int
+            Free GPUs per server before this placement (the caller's count).
+        where : str
+            Prefix of the messages (``jobs[1] ('R').placement``).
+
+        Raises
+        ------
+        InvalidInputError
+            A server that does not exist, an inference server not on loan (it
+            hosts no training work), a worker count that is not an integer >= 1,
+            a total outside ``[min_workers, max_workers]``, or more GPUs on a server
+            than ``free`` has there; in that order, first offending server first.
+        """
+        if not isinstance(place, dict) or not place:
+            raise InvalidInputError(f"{where}: must list at least one server, got {place!r}")
+        g = self.gpus_per_worker[j]
+        total = 0
+        for s, k in place.items():
+            if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < self.n_servers:
+                raise InvalidInputError(f"{where}: no server with index {s!r}")
+            sid = self.server_id[s]
+            if self.server_status[s] not in (TRAINING, LOANED):
+                raise InvalidInputError(
+                    f"{where}: server {sid!r} is an inference server that is not on loan; "
+                    f"it cannot host training workers"
+                )
+            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+                raise InvalidInputError(
+                    f"{where}: workers on server {sid!r} must be an integer >= 1, got {k!r}"
+                )
+            total += k
+        lo, hi = self.min_workers[j], self.max_workers[j]
+        if not lo <= total <= hi:
+            raise InvalidInputError(
+                f"{where}: {total} workers outside [min_workers, max_workers] = [{lo}, {hi}]"
+            )
+        for s, k in place.items():
+            if k * g > free[s]:
+                raise InvalidInputError(
+                    f"{where}: {k} worker(s) of {g} GPU(s) do not fit server "
+                    f"{self.server_id[s]!r} ({free[s]} of {self.server_gpus[s]} GPUs free)"
+                )
+
+    def validate(self) -> None:
+        """Refuse a state that no cluster can be in (the checks of a state document).
+
+        :func:`aryl.scheduling.state_from_json` runs it on every document it reads
+        and :func:`aryl.scheduling.state_to_json` before writing one, so a state is
+        written only if it reads back.  The active (queued and running) jobs, in
+        job-index order, must be in arrival order (equal times allowed: the index
+        breaks ties), and none may have arrived, entered the queue or closed its
+        GPU-second account after ``now_s``; ``servers_needed`` is at most the
+        inference servers.  (Placements are checked as they enter:
+        :meth:`check_placement`.)  O(servers + active jobs).
+
+        Raises
+        ------
+        InvalidInputError
+            The first offending job (``jobs[3] ('b')``, with the pair out of
+            order) or field.
+        """
+        now = self.now_s
+        if not math.isfinite(now):
+            raise InvalidInputError(f"state.now_s: must be a finite number, got {now!r}")
+        n_inf = self.n_servers - len(self.training_servers)
+        if self.servers_needed > n_inf:
+            raise InvalidInputError(
+                f"state.inference.servers_needed: {self.servers_needed} is more than the "
+                f"{n_inf} inference server(s)"
+            )
+        prev = -1
+        for j in sorted([*self.queued, *self.running]):
+            where = f"jobs[{j}] ({self.job_id[j]!r})"
+            a = self.arrival_s[j]
+            for name, t in (("arrival_s", a), ("queued_since_s", self.queued_since_s[j]),
+                            ("attained_at_s", self.attained_at_s[j])):
+                if t > now:
+                    raise InvalidInputError(
+                        f"{where}.{name}: {t!r} is after now_s {now!r} (list only jobs that "
+                        f"have arrived, with their past)"
+                    )
+            if prev >= 0 and a < self.arrival_s[prev]:
+                raise InvalidInputError(
+                    f"{where}.arrival_s: {a!r} is before {self.arrival_s[prev]!r} of "
+                    f"jobs[{prev}] ({self.job_id[prev]!r}); list the jobs in arrival order "
+                    f"(the position breaks ties between equal times)"
+                )
+            prev = j
+
     def static_arrays(self) -> tuple[Any, Any, Any, Any]:
         """``min_workers``, ``max_workers``, ``gpus_per_worker`` (int64) and ``alpha``
         (float64) as ndarrays over every job (cached; rebuilt when jobs are added)."""
@@ -608,14 +734,17 @@ class ClusterState:
 
         n = len(job_id)
         start = self.n_jobs
-        cols = {"gpus_per_worker": gpus_per_worker, "ref_workers": ref_workers,
-                "min_workers": min_workers, "max_workers": max_workers}
-        for name, col in cols.items():
+        cols = {"gpus_per_worker": (gpus_per_worker, MAX_SERVER_GPUS),
+                "ref_workers": (ref_workers, MAX_WORKERS),
+                "min_workers": (min_workers, MAX_WORKERS),
+                "max_workers": (max_workers, MAX_WORKERS)}
+        for name, (col, hi) in cols.items():
             a = np.asarray(col)
-            if n and (a.dtype.kind not in "iu" or a.min() < 1):
-                i = 0 if a.dtype.kind not in "iu" else int(np.argmin(a))
+            if n and (a.dtype.kind not in "iu" or a.min() < 1 or a.max() > hi):
+                i = 0 if a.dtype.kind not in "iu" else int(np.flatnonzero((a < 1) | (a > hi))[0])
                 raise InvalidInputError(
-                    f"jobs[{start + i}] ({job_id[i]!r}).{name}: must be an integer >= 1"
+                    f"jobs[{start + i}] ({job_id[i]!r}).{name}: must be an integer in "
+                    f"[1, {hi}]"
                 )
         mn, mx, el = np.asarray(min_workers), np.asarray(max_workers), np.asarray(elastic)
         bad = (mx < mn) | (~el & (mn != mx)) if n else np.zeros(0, dtype=bool)
