@@ -498,7 +498,9 @@ def test_plan_from_json_requires_every_field_of_the_schema() -> None:
         assert str(info.value) == message
     assert jsonschema.Draft202012Validator(plan_schema()).is_valid(_complete_plan({}))
     plan = plan_from_json(_complete_plan({}), st)
-    assert plan == SchedulePlan(now_s=100.0) and plan.elastic_memo == (-1, -1) and not plan
+    assert plan == SchedulePlan(now_s=100.0)
+    assert plan.elastic_memo == (-1, -1)
+    assert not plan
 
 
 _PLAN_REFUSALS = [

@@ -132,8 +132,10 @@ def _state() -> ClusterState:
 @pytest.mark.parametrize(
     ("kwargs", "expected"),
     [
-        ({"gpus_per_worker": 0}, "jobs[0] ('j').gpus_per_worker: must be an integer in [1, 1048576], got 0"),
-        ({"ref_workers": 0}, "jobs[0] ('j').ref_workers: must be an integer in [1, 2147483647], got 0"),
+        ({"gpus_per_worker": 0},
+         "jobs[0] ('j').gpus_per_worker: must be an integer in [1, 1048576], got 0"),
+        ({"ref_workers": 0},
+         "jobs[0] ('j').ref_workers: must be an integer in [1, 2147483647], got 0"),
         ({"min_workers": 0, "elastic": True},
          "jobs[0] ('j').min_workers: must be an integer in [1, 2147483647], got 0"),
         ({"max_workers": 0, "min_workers": 1, "elastic": True},
@@ -224,12 +226,16 @@ _GOOD = dict(job_id=["a", "b", "c"], arrival_s=[0.0, 1.0, 2.0], gpus_per_worker=
 @pytest.mark.parametrize(
     ("column", "value", "expected"),
     [
-        ("gpus_per_worker", [1, 0, 1], "jobs[1] ('b').gpus_per_worker: must be an integer in [1, 1048576]"),
+        ("gpus_per_worker", [1, 0, 1],
+         "jobs[1] ('b').gpus_per_worker: must be an integer in [1, 1048576]"),
         ("gpus_per_worker", [1.0, 2.0, 1.0],
          "jobs[0] ('a').gpus_per_worker: must be an integer in [1, 1048576]"),
-        ("ref_workers", [2, 1, -4], "jobs[2] ('c').ref_workers: must be an integer in [1, 2147483647]"),
-        ("min_workers", [2, 0, 2], "jobs[1] ('b').min_workers: must be an integer in [1, 2147483647]"),
-        ("max_workers", [2, 1, 0], "jobs[2] ('c').max_workers: must be an integer in [1, 2147483647]"),
+        ("ref_workers", [2, 1, -4],
+         "jobs[2] ('c').ref_workers: must be an integer in [1, 2147483647]"),
+        ("min_workers", [2, 0, 2],
+         "jobs[1] ('b').min_workers: must be an integer in [1, 2147483647]"),
+        ("max_workers", [2, 1, 0],
+         "jobs[2] ('c').max_workers: must be an integer in [1, 2147483647]"),
         ("max_workers", [2, 1, 1], "jobs[2] ('c'): max_workers 1 < min_workers 2"),
         ("elastic", [False, False, False],
          "jobs[2] ('c'): a rigid job needs min_workers == max_workers"),

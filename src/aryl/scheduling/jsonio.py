@@ -40,9 +40,9 @@ from aryl.errors import InvalidInputError
 from aryl.scheduling.plan import Reason, SchedulePlan
 from aryl.scheduling.state import (
     JOB_STATUS_NAMES,
+    LOANED,
     QUEUED,
     RUNNING,
-    LOANED,
     SERVER_STATUS_NAMES,
     TRAINING,
     ClusterState,

@@ -50,11 +50,11 @@ from aryl.scheduling.speed import DEFAULT_GPU_TYPE, SpeedModel
 __all__ = [
     "DONE",
     "IDLE",
+    "INFERENCE",
+    "LOANED",
     "MAX_SEED",
     "MAX_SERVER_GPUS",
     "MAX_WORKERS",
-    "INFERENCE",
-    "LOANED",
     "PENDING",
     "QUEUED",
     "RUNNING",
