@@ -263,22 +263,22 @@ def test_reasons_of_jobs_that_keep_their_size(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_scale_in_and_infeasible_jobs(backend: str) -> None:
+def test_scale_in(backend: str) -> None:
     # b holds 3 extra workers (current 4), a is at base; 0 free GPUs: capacity 3.
     # a: R = 1,000, b: R = 10 (almost done).  Giving the 3 GPUs to a: J_a(0) = 1000,
     # J_a(3) = 250 + 30: value 720; b keeping them: J_b(0) = 10 + 30 (a change), J_b(3) =
     # 2.5: value 37.5.  a gets them; b is scaled in to its base 1.
-    # x: current 5 > max 4: infeasible, left as is and not in the capacity
     reply = solve(ElasticRequest([ej("a", remaining_work=1000.0),
-                                  ej("b", current_workers=4, remaining_work=10.0),
-                                  ej("x", current_workers=5)], 0, 30.0), backend=backend)
-    a, b, x = reply.decisions
+                                  ej("b", current_workers=4, remaining_work=10.0)], 0, 30.0),
+                  backend=backend)
+    a, b = reply.decisions
     assert (a.target_workers, a.reason, a.jct_reduction_s) == (4, DecisionReason.SCALED_OUT,
                                                                720.0)
     assert (b.target_workers, b.extra_workers, b.reason, b.jct_reduction_s) == (
         1, 0, DecisionReason.SCALED_IN, 0.0)
-    assert (x.target_workers, x.extra_workers, x.reason, x.jct_reduction_s) == (
-        5, 4, DecisionReason.INFEASIBLE, 0.0)
-    assert reply.infeasible == ("x",)
     assert reply.capacity_gpus == 3
     assert dataclasses.asdict(reply)["used_gpus"] == 3
+    # x: current 5 > max 4 is refused (it was answered "infeasible" with 4 extra workers)
+    with pytest.raises(InvalidInputError, match=r"^job 'x': current_workers 5 outside "
+                                                r"\[min_workers, max_workers\] = \[1, 4\]$"):
+        solve(ElasticRequest([ej("a"), ej("x", current_workers=5)], 0, 30.0), backend=backend)

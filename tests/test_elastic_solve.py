@@ -197,19 +197,23 @@ def test_throughput_table_equals_alpha() -> None:
     assert ra.total_value_s == pytest.approx(rb.total_value_s)
 
 
-def test_infeasible_jobs_are_reported_not_dropped() -> None:
-    jobs = [job("low", current_workers=1, min_workers=2, max_workers=4),
-            job("ok"),
-            job("high", current_workers=5, min_workers=1, max_workers=4),
-            job("inverted", current_workers=3, min_workers=3, max_workers=2)]
-    reply = both(ElasticRequest(jobs, free_gpus=2))
-    assert reply.infeasible == ("low", "high", "inverted")
-    assert [d.job_id for d in reply.decisions] == ["low", "ok", "high", "inverted"]
-    for d in reply.decisions:
-        if d.job_id != "ok":
-            assert d.reason is DecisionReason.INFEASIBLE
-    assert reply.decisions[1].target_workers == 3
-    assert reply.capacity_gpus == 2  # infeasible jobs' GPUs are not redistributed
+@pytest.mark.parametrize(("bad", "message"), [
+    # before: these were answered (reason INFEASIBLE, extra_workers current - min:
+    # -1 for "low") instead of refused; the state reader refuses the same sizes
+    (job("low", current_workers=1, min_workers=2, max_workers=4),
+     "job 'low': current_workers 1 outside [min_workers, max_workers] = [2, 4]"),
+    (job("high", current_workers=5, min_workers=1, max_workers=4),
+     "job 'high': current_workers 5 outside [min_workers, max_workers] = [1, 4]"),
+    (job("inverted", current_workers=3, min_workers=3, max_workers=2),
+     "job 'inverted': max_workers 2 < min_workers 3"),
+    (job("inverted0", current_workers=0, min_workers=5, max_workers=2),
+     "job 'inverted0': max_workers 2 < min_workers 5"),
+])
+def test_inconsistent_sizes_are_refused_naming_the_job(bad: ElasticJob, message: str) -> None:
+    for backend in ("native", "reference"):
+        with pytest.raises(InvalidInputError) as info:
+            solve(ElasticRequest([job("ok"), bad], free_gpus=2), backend=backend)
+        assert str(info.value) == message
 
 
 def test_empty_request() -> None:

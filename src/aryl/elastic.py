@@ -59,7 +59,7 @@ import logging
 import math
 import numbers
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -557,7 +557,6 @@ class DecisionReason(enum.Enum):
     AT_MAX = "at_max"  #: unchanged, already at max_workers (includes rigid jobs)
     NO_GAIN = "no_gain"  #: unchanged; no larger size beats it (JCT gain net of the pause)
     NO_CAPACITY = "no_capacity"  #: unchanged; a larger size would help but GPUs went elsewhere
-    INFEASIBLE = "infeasible"  #: inconsistent input (e.g. current < min); left as is
 
 
 @dataclass(frozen=True)
@@ -571,9 +570,9 @@ class ElasticJob:
     gpus_per_worker : int
         GPUs per worker, ``>= 1``.
     current_workers : int
-        Workers now (``>= 0``; consistent jobs have min <= current <= max).
+        Workers now, ``min_workers <= current_workers <= max_workers``.
     min_workers, max_workers : int
-        Base size ``>= 1`` and largest size (``max < min`` is reported infeasible).
+        Base size ``>= 1`` and largest size (``>= min_workers``).
     remaining_work : float
         Remaining work in single-worker seconds (``>= 0``).
     alpha : float or None
@@ -624,22 +623,19 @@ class ElasticReply:
     Attributes
     ----------
     decisions : tuple of ElasticDecision
-        One per job, in request order (infeasible jobs included, unchanged).
+        One per job, in request order.
     total_value_s : float
         Sum of ``jct_reduction_s``.
     used_gpus : int
         GPUs held by extra workers after the decision.
     capacity_gpus : int
-        The MCKP capacity: free GPUs + GPUs of the consistent jobs' current extras.
-    infeasible : tuple
-        ``job_id`` of each job with inconsistent input.
+        The MCKP capacity: free GPUs + GPUs of the jobs' current extras.
     """
 
     decisions: tuple[ElasticDecision, ...]
     total_value_s: float
     used_gpus: int
     capacity_gpus: int
-    infeasible: tuple[str | int, ...] = field(default=())
 
 
 #: Largest count (workers, GPUs) :func:`solve` accepts, so that sums stay in int64.
@@ -700,7 +696,7 @@ def solve(request: ElasticRequest, *, backend: Backend = "native") -> ElasticRep
 
     Builds the JCT-reduction MCKP of :func:`jct_reduction_table` (or from each
     job's explicit throughput table), with capacity = ``free_gpus`` plus the GPUs
-    that the consistent jobs' current extra workers hold (extras are re-decided
+    that the jobs' current extra workers hold (extras are re-decided
     from scratch), and solves it with :func:`solve_mckp`.
 
     Parameters
@@ -713,16 +709,16 @@ def solve(request: ElasticRequest, *, backend: Backend = "native") -> ElasticRep
     Returns
     -------
     ElasticReply
-        One decision per job in request order.  Jobs with inconsistent sizes
-        (``current < min``, ``current > max`` or ``max < min``) get reason
-        ``INFEASIBLE``, keep their current workers and GPUs (not counted in the
-        capacity) and are listed in ``infeasible``.
+        One decision per job in request order.
 
     Raises
     ------
     InvalidInputError
         Malformed input: ``request`` not an :class:`ElasticRequest`, non-integer,
         negative or above-2**61 counts, ``gpus_per_worker < 1``, ``min_workers < 1``,
+        sizes out of order (``max_workers < min_workers``, ``current_workers`` outside
+        ``[min_workers, max_workers]``: the job is named; the state reader and
+        :meth:`aryl.scheduling.SchedulePlan.apply` refuse the same),
         negative or non-finite work/alpha/pause, both or neither of
         ``alpha``/``throughput_table``, a table of the wrong length or with
         non-numeric or non-positive entries, duplicate or unhashable job ids,
@@ -762,7 +758,6 @@ def solve(request: ElasticRequest, *, backend: Backend = "native") -> ElasticRep
         raise InvalidInputError(f"rescale_pause_s must be finite and >= 0, got {pause!r}")
     seen: set[str | int] = set()
     ok: list[int] = []
-    infeasible: list[int] = []
     for idx, job in enumerate(jobs):
         if not isinstance(job, ElasticJob):
             raise InvalidInputError(f"jobs[{idx}] must be an ElasticJob, got {type(job).__name__}")
@@ -802,10 +797,14 @@ def solve(request: ElasticRequest, *, backend: Backend = "native") -> ElasticRep
                 raise InvalidInputError(
                     f"job {job.job_id!r}: throughput_table entries must be finite and > 0"
                 )
-        if hi < lo or cur < lo or cur > hi:
-            infeasible.append(idx)
-        else:
-            ok.append(idx)
+        if hi < lo:
+            raise InvalidInputError(f"job {job.job_id!r}: max_workers {hi} < min_workers {lo}")
+        if not lo <= cur <= hi:
+            raise InvalidInputError(
+                f"job {job.job_id!r}: current_workers {cur} outside [min_workers, "
+                f"max_workers] = [{lo}, {hi}]"
+            )
+        ok.append(idx)
 
     sel = [jobs[i] for i in ok]
     n = len(sel)
@@ -859,22 +858,10 @@ def solve(request: ElasticRequest, *, backend: Backend = "native") -> ElasticRep
                 better = _best_gain_beyond(job, int(usable[row]), float(pause)) > gain
             reason = DecisionReason.NO_CAPACITY if better else DecisionReason.NO_GAIN
         decisions[idx] = ElasticDecision(job.job_id, target, k, gain, reason)
-    for idx in infeasible:
-        job = jobs[idx]
-        decisions[idx] = ElasticDecision(
-            job.job_id,
-            job.current_workers,
-            job.current_workers - job.min_workers,
-            0.0,
-            DecisionReason.INFEASIBLE,
-        )
-    if infeasible:
-        logger.info("elastic solve: %d job(s) with inconsistent sizes left as is", len(infeasible))
     final = tuple(d for d in decisions if d is not None)
     return ElasticReply(
         decisions=final,
         total_value_s=result.value,
         used_gpus=result.used_gpus,
         capacity_gpus=capacity,
-        infeasible=tuple(jobs[i].job_id for i in infeasible),
     )

@@ -992,8 +992,10 @@ class ArylPass : public SjfPass {
       rem[i] = st.remaining_work(cand[i], now);
       base[i] = st.min_workers[u];
       cur[i] = static_cast<i64>(i) < n_run ? st.workers[u] : st.min_workers[u];
-      mx[i] = st.max_workers[u];
       g[i] = st.gpus_per_worker[u];
+      // ArylPass.elastic_phase: the table sized by what can be placed (capacity // g
+      // extra workers at most), not by max_workers
+      mx[i] = std::min(st.max_workers[u], base[i] + capacity / g[i]);
       alpha[i] = st.alpha[u];
       pause[i] = static_cast<i64>(i) < n_run ? st.config.rescale_pause_s : 0.0;
     }

@@ -468,8 +468,12 @@ class ArylPass(SjfPass):
         bw_a, mw_a, gw_a, al_a = st.static_arrays()
         base = bw_a[ci]
         cur = np.array([wk[j] for j in cand[:n_run]] + [bw[j] for j, _ in new], dtype=np.int64)
-        mx = mw_a[ci]
         g = gw_a[ci]
+        # the table is sized by what can be placed, not by max_workers: more extra
+        # workers than ``capacity // g`` never fit, so those options are cut before
+        # the table is built (no choice changes where max_workers fits; a huge
+        # max_workers costs nothing)
+        mx = np.minimum(mw_a[ci], base + capacity // g)
         alpha = al_a[ci]
         pause = np.zeros(n)
         pause[:n_run] = float(st.config.rescale_pause_s)

@@ -183,12 +183,19 @@ def reclaim_hook(backend: str) -> Callable[[dict[str, Any], int, int], tuple[lis
 
 
 def _replicas_of(st: ClusterState) -> Callable[[str], int]:
+    """The replicas a family's look-up table must cover: each job's base and reference
+    sizes, and as many workers up to its maximum as the whole cluster's GPUs hold (a
+    job never runs larger: the table is sized by what can be placed)."""
+    total = sum(st.server_gpus)
+
     def most(f: str) -> int:
         r = 1
         for j, fj in enumerate(st.family):
             if fj == f:
-                w = max(st.max_workers[j], st.ref_workers[j], st.min_workers[j])
-                r = max(r, w * st.gpus_per_worker[j])
+                g = st.gpus_per_worker[j]
+                w = max(min(st.max_workers[j], total // g), st.ref_workers[j],
+                        st.min_workers[j])
+                r = max(r, w * g)
         return r
 
     return most

@@ -10,16 +10,68 @@ from __future__ import annotations
 
 from typing import Any
 
+from aryl.scheduling.jsonio import MAX_MEMO
 from aryl.scheduling.plan import Reason
-from aryl.scheduling.state import RECLAIM_POLICIES, SERVER_STATUS_NAMES
+from aryl.scheduling.state import (
+    MAX_SEED,
+    MAX_SERVER_GPUS,
+    MAX_WORKERS,
+    RECLAIM_POLICIES,
+    SERVER_STATUS_NAMES,
+)
 
 __all__ = ["plan_schema", "state_schema"]
 
 _NUM = {"type": "number"}
 _NUM_OR_NULL = {"type": ["number", "null"]}
 _NONNEG_INT = {"type": "integer", "minimum": 0}
-_POS_INT = {"type": "integer", "minimum": 1}
 _ID = {"type": "string", "minLength": 1}
+# sizes: the reader's limits (where they enter the compiled pass, int64 there)
+_WORKERS = {"type": "integer", "minimum": 1, "maximum": MAX_WORKERS}
+_GPUS = {"type": "integer", "minimum": 1, "maximum": MAX_SERVER_GPUS}
+_MEMO = {
+    "type": "object",
+    "description": "The elastic phase's capacity memo; -1 each: none.",
+    "required": ["free_gpus", "loaned_servers"],
+    "additionalProperties": False,
+    "properties": {"free_gpus": {"type": "integer", "minimum": -1, "maximum": MAX_MEMO},
+                   "loaned_servers": {"type": "integer", "minimum": -1, "maximum": MAX_MEMO}},
+}
+_POS_NUM = {"type": "number", "exclusiveMinimum": 0}
+_SPEED_TABLE = {
+    "description": "A speed table's whole content (aryl.speeds.SpeedTable.to_dict).",
+    "oneOf": [
+        {"type": "object",
+         "required": ["kind", "pairs"],
+         "additionalProperties": False,
+         "properties": {
+             "kind": {"const": "measured"},
+             "reference": _ID,
+             "extrapolation": {"enum": ["doubling", "flat"]},
+             "source": _ID,
+             "pairs": {"type": "array", "minItems": 1, "items": {
+                 "type": "object",
+                 "required": ["family", "gpu_type", "relative_speed", "replicas", "scaling"],
+                 "additionalProperties": False,
+                 "properties": {
+                     "family": _ID, "gpu_type": _ID, "relative_speed": _POS_NUM,
+                     "replicas": {"type": "array", "minItems": 1,
+                                  "items": {"type": "integer", "minimum": 1}},
+                     "scaling": {"type": "array", "minItems": 1,
+                                 "items": {"type": "number", "minimum": 1}},
+                 }}},
+         }},
+        {"type": "object",
+         "required": ["kind", "alpha"],
+         "additionalProperties": False,
+         "properties": {
+             "kind": {"const": "parametric"},
+             "reference": _ID,
+             "alpha": {"type": "number", "minimum": 0, "maximum": 1},
+             "factors": {"type": "object", "additionalProperties": _POS_NUM},
+         }},
+    ],
+}
 
 _PLACEMENT = {
     "type": "array",
@@ -28,7 +80,7 @@ _PLACEMENT = {
         "type": "object",
         "required": ["server", "workers"],
         "additionalProperties": False,
-        "properties": {"server": _ID, "workers": _POS_INT},
+        "properties": {"server": _ID, "workers": _WORKERS},
     },
 }
 
@@ -56,11 +108,13 @@ def state_schema() -> dict[str, Any]:
                     "rescale_pause_s": {"type": "number", "minimum": 0},
                     "checkpoint_interval_s": {"type": "number", "exclusiveMinimum": 0},
                     "restart_cost_s": {"type": "number", "minimum": 0},
-                    "loan_reserve_servers": _NONNEG_INT,
+                    "loan_reserve_servers": {"type": "integer", "minimum": 0,
+                                             "maximum": MAX_WORKERS},
                     "loan_cooldown_s": {"type": "number", "minimum": 0},
-                    "starvation_bound_s": {"type": "number", "minimum": 0},
+                    "starvation_bound_s": {"type": ["number", "null"], "minimum": 0,
+                                           "description": "null: no bound."},
                     "reclaim_policy": {"enum": list(RECLAIM_POLICIES)},
-                    "seed": _NONNEG_INT,
+                    "seed": {"type": "integer", "minimum": 0, "maximum": MAX_SEED},
                     "backend": {"enum": ["native", "reference"]},
                     "mix_gpu_types": {"type": "boolean"},
                 },
@@ -70,14 +124,11 @@ def state_schema() -> dict[str, Any]:
                 "description": "Speeds per GPU type; null: every type equally fast.",
                 "additionalProperties": False,
                 "properties": {
-                    "reference_gpu_type": {"type": "string"},
-                    "factors": {"type": "object",
-                                "additionalProperties": {"type": "number",
-                                                         "exclusiveMinimum": 0}},
-                    "table": {"enum": ["bundled", None]},
+                    "reference_gpu_type": _ID,
+                    "factors": {"type": "object", "additionalProperties": _POS_NUM},
+                    "table": {"anyOf": [{"enum": ["bundled", None]}, _SPEED_TABLE]},
                     "relative_speed_override": {
-                        "type": "object",
-                        "additionalProperties": {"type": "number", "exclusiveMinimum": 0}},
+                        "type": "object", "additionalProperties": _POS_NUM},
                 },
             },
             "servers": {
@@ -91,9 +142,9 @@ def state_schema() -> dict[str, Any]:
                     "properties": {
                         "id": _ID,
                         "role": {"enum": ["training", "inference"]},
-                        "gpus": _POS_INT,
-                        "pool": {"type": "string"},
-                        "gpu_type": {"type": "string"},
+                        "gpus": _GPUS,
+                        "pool": _ID,
+                        "gpu_type": _ID,
                         "status": {"enum": list(SERVER_STATUS_NAMES)},
                         "reclaimed_s": _NUM_OR_NULL,
                     },
@@ -103,7 +154,10 @@ def state_schema() -> dict[str, Any]:
                 "type": "object",
                 "additionalProperties": False,
                 "properties": {
-                    "servers_needed": _NONNEG_INT,
+                    "servers_needed": {
+                        **_NONNEG_INT,
+                        "description": "At most the number of inference servers.",
+                    },
                     "reclaim_deadline_s": {
                         **_NUM_OR_NULL,
                         "description": "By when missing inference servers must be returned; "
@@ -113,8 +167,10 @@ def state_schema() -> dict[str, Any]:
             },
             "jobs": {
                 "type": "array",
-                "description": "Active jobs (queued and running) in arrival order; the "
-                               "position breaks ties between jobs.",
+                "description": "Active jobs (queued and running) in arrival order (a job "
+                               "out of order is refused, naming the pair); the position "
+                               "breaks ties between equal arrival times.  No time of a job "
+                               "(arrival_s, queued_since_s, attained_at_s) is after now_s.",
                 "items": {
                     "type": "object",
                     "required": ["id", "arrival_s", "gpus_per_worker", "ref_workers",
@@ -123,10 +179,10 @@ def state_schema() -> dict[str, Any]:
                     "properties": {
                         "id": _ID,
                         "arrival_s": _NUM,
-                        "gpus_per_worker": _POS_INT,
-                        "ref_workers": _POS_INT,
-                        "min_workers": _POS_INT,
-                        "max_workers": _POS_INT,
+                        "gpus_per_worker": _GPUS,
+                        "ref_workers": _WORKERS,
+                        "min_workers": _WORKERS,
+                        "max_workers": _WORKERS,
                         "elastic": {"type": "boolean"},
                         "alpha": {"type": "number", "minimum": 0, "maximum": 1},
                         "family": {"type": ["string", "null"],
@@ -154,13 +210,7 @@ def state_schema() -> dict[str, Any]:
                 "items": _ID,
                 "description": "Ids of the running jobs in the order they started.",
             },
-            "elastic_memo": {
-                "type": "object",
-                "required": ["free_gpus", "loaned_servers"],
-                "additionalProperties": False,
-                "properties": {"free_gpus": {"type": "integer"},
-                               "loaned_servers": {"type": "integer"}},
-            },
+            "elastic_memo": _MEMO,
         },
     }
 
@@ -210,12 +260,6 @@ def plan_schema() -> dict[str, Any]:
             "resize": {"type": "array", "items": job_action},
             "start": {"type": "array", "items": job_action},
             "return": {"type": "array", "items": server_action},
-            "elastic_memo": {
-                "type": "object",
-                "required": ["free_gpus", "loaned_servers"],
-                "additionalProperties": False,
-                "properties": {"free_gpus": {"type": "integer"},
-                               "loaned_servers": {"type": "integer"}},
-            },
+            "elastic_memo": _MEMO,
         },
     }

@@ -114,9 +114,14 @@ class NativeEngine:
                              remaining_s=dur, min_workers=mn, max_workers=mx, elastic=el,
                              alpha=al)
 
+        total_gpus = sum(st.server_gpus)
+
         def replicas(f: str) -> int:
+            # sized by what can be placed (aryl.scheduling.native._replicas_of)
             sel = np.asarray([x == f for x in families or []], dtype=bool)
-            w = np.maximum(np.maximum(mx, ref), mn)[sel] * gpw[sel]
+            g = gpw[sel].astype(np.int64)
+            placeable = np.minimum(mx[sel], total_gpus // g)
+            w = np.maximum(np.maximum(placeable, ref[sel]), mn[sel]) * g
             return int(w.max()) if w.size else 1
 
         speed_d, fam_idx = speeds_prep(st.speeds, st.gpu_types, families, replicas)
