@@ -157,7 +157,8 @@ def test_maximal_state_document_round_trips_and_decides_the_same(bound: float | 
     st = check_round_trip(maximal_state_doc(bound))
     assert st.config.starvation_bound_s == (math.inf if bound is None else bound)
     assert st.config.seed == 2**63 - 1
-    assert st.speeds is not None and st.speeds.table is not SpeedTable.bundled()
+    assert st.speeds is not None
+    assert st.speeds.table is not SpeedTable.bundled()
     # the pass does something with every part: i0 reclaimed (a's worker there goes),
     # the plan of both backends alike
     plans = plan_docs(st)

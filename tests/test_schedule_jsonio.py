@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from aryl.errors import InvalidInputError
-from aryl.scheduling import ClusterState, Reason, SchedulePlan, SchedulerConfig
+from aryl.scheduling import ClusterState, Reason, SchedulePlan, SchedulerConfig, schedule
 from aryl.scheduling.jsonio import (
     plan_from_json,
     plan_to_json,
@@ -205,6 +205,68 @@ _REFUSALS = [
     (_set(["speed_model"], {"factor": {}}),
      "state.speed_model: unknown field(s) 'factor' (did you mean 'factors'?)"),
     (_set(["unknown_key"], 1), "state: unknown field(s) 'unknown_key'"),
+    # a state no cluster can be in (ClusterState.validate; before, accepted silently)
+    (_set(["jobs", 0, "arrival_s"], 150.0),
+     "jobs[0] ('Q').arrival_s: 150.0 is after now_s 100.0 (list only jobs that have arrived, "
+     "with their past)"),
+    (_set(["jobs", 1, "arrival_s"], 5.0),
+     "jobs[1] ('R').arrival_s: 5.0 is before 10.0 of jobs[0] ('Q'); list the jobs in arrival "
+     "order (the position breaks ties between equal times)"),
+    (_set(["jobs", 0, "queued_since_s"], 100.5),
+     "jobs[0] ('Q').queued_since_s: 100.5 is after now_s 100.0 (list only jobs that have "
+     "arrived, with their past)"),
+    (_set(["jobs", 1, "attained_at_s"], 101.0),
+     "jobs[1] ('R').attained_at_s: 101.0 is after now_s 100.0 (list only jobs that have "
+     "arrived, with their past)"),
+    # i0 and i1 are the 2 inference servers (the plan reported shortfall 0 for 3)
+    (_set(["inference", "servers_needed"], 3),
+     "state.inference.servers_needed: 3 is more than the 2 inference server(s)"),
+    # sizes where they enter the compiled pass (before: "Unable to cast", OverflowError,
+    # std::bad_alloc)
+    (_set(["config", "seed"], 2**63),
+     "state.config.seed: must be an integer in [0, 9223372036854775807], got "
+     "9223372036854775808"),
+    (_set(["config", "loan_reserve_servers"], 2**31),
+     "state.config.loan_reserve_servers: must be an integer in [0, 2147483647], got "
+     "2147483648"),
+    (_set(["servers", 0, "gpus"], 2**63),
+     "servers[0] ('t0').gpus: must be an integer in [1, 1048576], got 9223372036854775808"),
+    (_set(["jobs", 0, "max_workers"], 2**40),
+     "jobs[0] ('Q').max_workers: must be an integer in [1, 2147483647], got 1099511627776"),
+    (_set(["jobs", 0, "gpus_per_worker"], 2**20 + 1),
+     "jobs[0] ('Q').gpus_per_worker: must be an integer in [1, 1048576], got 1048577"),
+    (_set(["elastic_memo"], {"free_gpus": 2**63, "loaned_servers": 0}),
+     "state.elastic_memo.free_gpus: must be an integer in [-1, 4611686018427387904], got "
+     "9223372036854775808"),
+    (_set(["elastic_memo"], {"free_gpus": 0, "loaned_servers": -2}),
+     "state.elastic_memo.loaned_servers: must be an integer in [-1, 4611686018427387904], "
+     "got -2"),
+    (_set(["now_s"], 2**1024),  # an int no double holds
+     "state.now_s: must be a finite number, got " + str(2**1024)),
+    (_set(["jobs", 0, "remaining_s"], math.inf),
+     "jobs[0] ('Q').remaining_s: must be a finite number, got inf"),
+    (_set(["config", "starvation_bound_s"], "never"),
+     "state.config.starvation_bound_s: must be a number >= 0 (inf allowed), got 'never'"),
+    (_set(["servers", 0, "pool"], ""),
+     "servers[0] ('t0').pool: must be a non-empty string, got ''"),
+    (_set(["servers", 1, "gpu_type"], 7),
+     "servers[1] ('i0').gpu_type: must be a non-empty string, got 7"),
+    (_set(["running"], [["R"]]), "state.running[0]: ['R'] is not a running job of state.jobs"),
+    (_set(["speed_model"], {"table": {"kind": "measured", "pairs": []}}),
+     "state.speed_model.table: empty speed table"),
+    (_set(["speed_model"], {"table": {"kind": "measured", "source": "mine.csv", "pairs": [
+        {"family": "f", "gpu_type": "V100", "relative_speed": 1.0, "replicas": [1, 2],
+         "scaling": [1.0, 3.0]}]}}),
+     "state.speed_model.table: mine.csv: family 'f', gpu_type 'V100': scaling 3.0 at "
+     "replicas 2 is above linear"),
+    (_set(["speed_model"], {"table": {"kind": "measured", "pairs": [
+        {"family": "f", "gpu_type": "V100", "relative_speed": 1.0, "replicas": [1],
+         "scaling": [1.0], "x": 1}]}}),
+     "state.speed_model.table.pairs[0]: unknown field(s) ['x']"),
+    (_set(["speed_model"], {"table": {"kind": "parametric", "alpha": 2.0}}),
+     "state.speed_model.table: alpha: must be a number in [0, 1], got 2.0"),
+    (_set(["speed_model"], {"table": {"kind": "lookup"}}),
+     "state.speed_model.table.kind: must be 'measured' or 'parametric', got 'lookup'"),
     # R's 2 workers of 2 GPUs on t0 plus Q... Q is queued: put 3 more 2-GPU workers of
     # a second running job on t0: 4 + 6 = 10 GPUs of 8
     (lambda d: d["jobs"].append(
@@ -534,6 +596,21 @@ _PLAN_REFUSALS = [
      "plan.start[0].reason: unknown reason 'fifo'"),
     ({"start": [{"job": "Q", "reason": "sjf_order"}]},
      "plan.start[0].placement: required field missing"),
+    # before: the second entry silently replaced the first (a dict by server)
+    ({"start": [{"job": "Q", "reason": "sjf_order",
+                 "placement": [{"server": "t0", "workers": 1}, {"server": "t0", "workers": 1}]}]},
+     "plan.start[0].placement[1].server: server 't0' listed twice"),
+    ({"start": [{"job": "Q", "reason": "sjf_order",
+                 "placement": [{"server": "t0", "workers": 1.5}]}]},
+     "plan.start[0].placement[0].workers: must be an integer, got 1.5"),
+    ({"reclaim": {"shortfall": -1}},
+     "plan.reclaim.shortfall: must be an integer in [0, 3], got -1"),
+    ({"elastic_memo": {"free_gpus": 2**63, "loaned_servers": 0}},
+     "plan.elastic_memo.free_gpus: must be an integer in [-1, 4611686018427387904], got "
+     "9223372036854775808"),
+    ({"now_s": "soon"}, "plan.now_s: must be a finite number, got 'soon'"),
+    ({"schema_version": 2}, "plan.schema_version: this aryl reads version 1, got 2"),
+    ({"extra": []}, "plan: unknown field(s) 'extra'"),
 ]
 
 
@@ -619,6 +696,60 @@ def test_a_document_at_every_edge_is_valid_for_the_schema_and_the_reader() -> No
         doc2["servers"][1]["status"] = status
         state_validator().validate(doc2)
         state_from_json(doc2)
+
+
+def _upper_edge_doc() -> dict[str, Any]:
+    """Every size at the upper limit of the schema and the reader (where it enters the
+    compiled pass), and the infinite starvation bound (null)."""
+    doc = base_doc()
+    doc["config"].update(seed=2**63 - 1, loan_reserve_servers=2**31 - 1,
+                         starvation_bound_s=None)
+    doc["servers"][0]["gpus"] = 2**20
+    doc["jobs"][1].update(max_workers=2**31 - 1)
+    doc["jobs"][0].update(gpus_per_worker=2**20, ref_workers=2**31 - 1)
+    doc["elastic_memo"] = {"free_gpus": 2**62, "loaned_servers": 2**62}
+    return doc
+
+
+@pytest.mark.parametrize("backend", ["native", "reference"])
+def test_a_document_at_every_upper_size_limit_is_valid_and_planned(backend: str) -> None:
+    # before: seed 2**63 - 1 passed but 2**63 reached the compiled pass ("Unable to
+    # cast"); max_workers 2**31 - 1 sized the knapsack by max_workers (std::bad_alloc).
+    # R (2-GPU workers, 3 now) may grow to 2**31 - 1 workers: the table is sized by
+    # what can be placed.  Capacity: t0's 2**20 GPUs - R's 4 there, plus i1's 8 - 2:
+    # R takes every free GPU it can as 2-GPU workers (alpha 0.05: each one helps).
+    doc = _upper_edge_doc()
+    state_validator().validate(doc)
+    st = state_from_json(doc)
+    assert st.config.starvation_bound_s == math.inf
+    plan = schedule(st, backend=backend)
+    assert plan_to_json(plan, st) == plan_to_json(schedule(st, backend="reference"), st)
+    (j, place, _), = plan.resizes
+    assert st.job_id[j] == "R"
+    assert place == {0: (2**20 - 4) // 2 + 2, 2: 4}
+    state_validator().validate(state_to_json(st))
+
+
+_BOTH_REFUSE_UPPER = [
+    _set(["config", "seed"], 2**63),
+    _set(["config", "loan_reserve_servers"], 2**31),
+    _set(["servers", 0, "gpus"], 2**20 + 1),
+    _set(["jobs", 1, "max_workers"], 2**31),
+    _set(["jobs", 0, "gpus_per_worker"], 2**20 + 1),
+    _set(["jobs", 0, "ref_workers"], 2**31),
+    _set(["elastic_memo", "free_gpus"], 2**62 + 1),
+    _set(["elastic_memo", "loaned_servers"], -2),
+    _set(["jobs", 1, "placement", 0, "workers"], 2**31),
+]
+
+
+@pytest.mark.parametrize("edit", _BOTH_REFUSE_UPPER)
+def test_one_step_past_a_size_limit_is_refused_by_the_schema_and_the_reader(edit: Any) -> None:
+    doc = _upper_edge_doc()
+    edit(doc)
+    assert not state_validator().is_valid(doc)
+    with pytest.raises(InvalidInputError):
+        state_from_json(doc)
 
 
 _BOTH_REFUSE = [

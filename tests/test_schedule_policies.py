@@ -50,17 +50,31 @@ def test_policy_options_are_checked() -> None:
     assert message(make_policy, "aryl", {"return_idle_loans": 1}) == (
         "policy 'aryl': option return_idle_loans must be true or false")
     assert message(make_policy, "sjf", {"starvation_bound_s": -1}) == (
-        "policy 'sjf': option starvation_bound_s must be a number >= 0")
+        "policy 'sjf': option starvation_bound_s must be a number >= 0 "
+        "(inf: no bound)")
     assert message(make_policy, "aryl", {"starvation_bound_s": True}) == (
-        "policy 'aryl': option starvation_bound_s must be a number >= 0")
+        "policy 'aryl': option starvation_bound_s must be a number >= 0 "
+        "(inf: no bound)")
     assert message(make_policy, "sjf", {"starvation_bound_s": "1"}) == (
-        "policy 'sjf': option starvation_bound_s must be a number >= 0")
+        "policy 'sjf': option starvation_bound_s must be a number >= 0 "
+        "(inf: no bound)")
     assert message(make_policy, "sjf", {"starvation_bound_s": math.nan}) == (
-        "policy 'sjf': option starvation_bound_s must be a number >= 0")
+        "policy 'sjf': option starvation_bound_s must be a number >= 0 "
+        "(inf: no bound)")
     assert message(make_policy, "tiresias", {"las_thresholds_gpu_s": ["a"]}) == (
-        "policy 'tiresias': option las_thresholds_gpu_s must be a list of numbers")
+        "policy 'tiresias': option las_thresholds_gpu_s must be a list of numbers "
+        "(not NaN)")
     assert message(make_policy, "tiresias", {"las_thresholds_gpu_s": 5}) == (
-        "policy 'tiresias': option las_thresholds_gpu_s must be a list of numbers")
+        "policy 'tiresias': option las_thresholds_gpu_s must be a list of numbers "
+        "(not NaN)")
+    # sizes that used to escape as OverflowError (a traceback from `aryl plan --option`)
+    assert message(make_policy, "sjf", {"starvation_bound_s": 10**400}) == (
+        "policy 'sjf': option starvation_bound_s must be a number >= 0 (inf: no bound)")
+    assert message(make_policy, "tiresias", {"las_thresholds_gpu_s": [10**400]}) == (
+        "policy 'tiresias': option las_thresholds_gpu_s must be a list of numbers (not NaN)")
+    assert message(make_policy, "tiresias", {"las_thresholds_gpu_s": [1.0, math.nan]}) == (
+        "policy 'tiresias': option las_thresholds_gpu_s must be a list of numbers (not NaN)")
+    assert make_policy("sjf", {"starvation_bound_s": math.inf}).bound_option == math.inf
     assert message(make_policy, "sjf", {"las_thresholds_gpu_s": [1]}) == (
         "policy 'sjf': unknown option(s) ['las_thresholds_gpu_s']; known: "
         "['return_idle_loans', 'starvation_bound_s']")

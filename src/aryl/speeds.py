@@ -493,11 +493,15 @@ class SpeedTable:
             rel[key] = e["relative_speed"]
             scal[key] = (e["replicas"], e["scaling"])
         reference = text(f"{where}.reference", d.get("reference", REFERENCE_GPU_TYPE))
-        source = text(f"{where}.source", d.get("source", where))
+        source = text(f"{where}.source", d["source"]) if "source" in d else None
         try:
+            # the constructor's messages start with the source: ``where`` when none given
             return cls(rel, scal, reference=reference,
-                       extrapolation=d.get("extrapolation", "doubling"), source=source)
+                       extrapolation=d.get("extrapolation", "doubling"),
+                       source=where if source is None else source)
         except InvalidInputError as exc:
+            if source is None:
+                raise
             raise InvalidInputError(f"{where}: {exc}") from None
 
     # ------------------------------------------------------------ properties

@@ -19,13 +19,14 @@ placement of :class:`SjfPass`.
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 from aryl.errors import InvalidInputError
 from aryl.scheduling.placement import gang_place_typed
 from aryl.scheduling.plan import Reason, SchedulePlan
 from aryl.scheduling.policy import PassContext, Policy
-from aryl.scheduling.state import ClusterState, Placement
+from aryl.scheduling.state import ClusterState, Placement, is_finite_number
 
 __all__ = ["SjfPass", "SjfPolicy", "sjf_key_elastic", "sjf_key_rigid", "wait_origin_key"]
 
@@ -139,9 +140,10 @@ class SjfPolicy(Policy):
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
         b = self.options.get("starvation_bound_s")
-        if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float)) or not b >= 0):
+        if b is not None and (not (b == math.inf or is_finite_number(b)) or not b >= 0):
             raise InvalidInputError(
-                f"policy {self.name!r}: option starvation_bound_s must be a number >= 0"
+                f"policy {self.name!r}: option starvation_bound_s must be a number >= 0 "
+                f"(inf: no bound)"
             )
         self.bound_option = None if b is None else float(b)
         self.queue_key = (

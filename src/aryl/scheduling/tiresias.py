@@ -19,13 +19,14 @@ was queued (it does not change while it waits).
 from __future__ import annotations
 
 import bisect
+import math
 from typing import Any, ClassVar
 
 from aryl.errors import InvalidInputError
 from aryl.scheduling.placement import gang_place_typed
 from aryl.scheduling.plan import Reason, SchedulePlan
 from aryl.scheduling.policy import PassContext, Policy
-from aryl.scheduling.state import ClusterState, Placement
+from aryl.scheduling.state import ClusterState, Placement, is_finite_number
 
 __all__ = ["TiresiasPolicy"]
 
@@ -40,12 +41,13 @@ class TiresiasPolicy(Policy):
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
         th = self.options.get("las_thresholds_gpu_s", (3600.0, 36000.0))
-        try:
-            self.thresholds = sorted(float(x) for x in th)
-        except (TypeError, ValueError):
+        items = list(th) if isinstance(th, (list, tuple)) else [None]
+        if not all(x == math.inf or is_finite_number(x) for x in items):
             raise InvalidInputError(
-                "policy 'tiresias': option las_thresholds_gpu_s must be a list of numbers"
-            ) from None
+                "policy 'tiresias': option las_thresholds_gpu_s must be a list of numbers "
+                "(not NaN)"
+            )
+        self.thresholds = sorted(float(x) for x in th)
         key = ",".join(repr(x) for x in self.thresholds)
         self.queue_name = f"las:{key}"
 
