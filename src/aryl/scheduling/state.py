@@ -738,13 +738,14 @@ class ClusterState:
                 "ref_workers": (ref_workers, MAX_WORKERS),
                 "min_workers": (min_workers, MAX_WORKERS),
                 "max_workers": (max_workers, MAX_WORKERS)}
-        for name, (col, hi) in cols.items():
+        for name, (col, top) in cols.items():
             a = np.asarray(col)
-            if n and (a.dtype.kind not in "iu" or a.min() < 1 or a.max() > hi):
-                i = 0 if a.dtype.kind not in "iu" else int(np.flatnonzero((a < 1) | (a > hi))[0])
+            if n and (a.dtype.kind not in "iu" or a.min() < 1 or a.max() > top):
+                i = 0 if a.dtype.kind not in "iu" else int(
+                    np.flatnonzero((a < 1) | (a > top))[0])
                 raise InvalidInputError(
                     f"jobs[{start + i}] ({job_id[i]!r}).{name}: must be an integer in "
-                    f"[1, {hi}]"
+                    f"[1, {top}]"
                 )
         mn, mx, el = np.asarray(min_workers), np.asarray(max_workers), np.asarray(elastic)
         bad = (mx < mn) | (~el & (mn != mx)) if n else np.zeros(0, dtype=bool)
