@@ -24,8 +24,17 @@ State document (``schema_version`` 1)::
 
 ``jobs`` lists the active jobs (queued and running) in arrival order: their
 position breaks every tie between jobs (equal SJF estimates, equal arrival
-times).  ``running`` lists the running jobs' ids in the order they started
-(the elastic phase's order); when absent, the order of ``jobs``.
+times); a job listed before an earlier one is refused, naming the pair
+(:meth:`ClusterState.validate`, which also refuses times after ``now_s`` and
+``servers_needed`` above the inference servers).  ``running`` lists the running
+jobs' ids in the order they started (the elastic phase's order); when absent,
+the order of ``jobs``.  Placements pass :meth:`ClusterState.check_placement`,
+the check :meth:`SchedulePlan.apply` makes of every plan's placements.
+
+Both documents are strict JSON (``json.dumps(doc, allow_nan=False)``): every
+infinity is ``null``.  A speed model's table is ``"bundled"`` or written whole
+(:meth:`aryl.speeds.SpeedTable.to_dict`), so that a state read back decides
+exactly as the one written.
 """
 
 from __future__ import annotations
