@@ -31,6 +31,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hst
 
+from aryl.errors import InvalidInputError
 from aryl.scheduling import ClusterState, SchedulePlan, SchedulerConfig, schedule
 from aryl.scheduling.jsonio import plan_from_json, plan_to_json, state_from_json, state_to_json
 from aryl.scheduling.schema import plan_schema, state_schema
@@ -349,3 +350,56 @@ def test_a_document_of_one_change_reads_back_changed() -> None:
     other["jobs"][0]["remaining_s"] = 5.0
     assert state_to_json(state_from_json(other)) != doc
     assert SchedulePlan(now_s=1.0) != SchedulePlan(now_s=2.0)
+
+
+def _api_state() -> ClusterState:
+    """t0 (8 GPUs), i0 (inference, idle); a and b queued at 0 s and 5 s; now 10 s."""
+    st = ClusterState(now_s=10.0)
+    st.add_server("t0", role="training", gpus=8)
+    st.add_server("i0", role="inference", gpus=8)
+    for name, t in (("a", 0.0), ("b", 5.0)):
+        j = st.add_job(name, arrival_s=t, gpus_per_worker=1, ref_workers=2, remaining_s=9.0)
+        st.enqueue(j, t)
+    return st
+
+
+def _set_attr(name: str, index: int | None, value: Any) -> Any:
+    def edit(st: ClusterState) -> None:
+        if index is None:
+            setattr(st, name, value)
+        else:
+            getattr(st, name)[index] = value
+    return edit
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    # each would be written as a document that does not read back the same (an
+    # infinity turned null, NaN not JSON) or that the reader refuses
+    (_set_attr("reclaim_deadline_s", None, math.nan),
+     "state.inference.reclaim_deadline_s: must be a finite number or inf (none asked), got nan"),
+    (_set_attr("reclaim_deadline_s", None, -math.inf),
+     "state.inference.reclaim_deadline_s: must be a finite number or inf (none asked), got -inf"),
+    (_set_attr("server_reclaimed_s", 1, math.inf),
+     "servers[1] ('i0').reclaimed_s: must be a time up to now_s 10.0 or -inf (never), got inf"),
+    (_set_attr("server_reclaimed_s", 1, 11.0),
+     "servers[1] ('i0').reclaimed_s: must be a time up to now_s 10.0 or -inf (never), "
+     "got 11.0"),
+    (_set_attr("next_checkpoint_s", 0, -math.inf),
+     "jobs[0] ('a').next_checkpoint_s: must be a finite number or inf (none), got -inf"),
+    (_set_attr("waited_s", 1, math.inf),
+     "jobs[1] ('b').waited_s: must be a finite number, got inf"),
+    (_set_attr("queued_since_s", 0, math.nan),
+     "jobs[0] ('a').queued_since_s: must be a finite number, got nan"),
+    (_set_attr("servers_needed", None, 2),
+     "state.inference.servers_needed: 2 is more than the 1 inference server(s)"),
+    (_set_attr("arrival_s", 1, -1.0),
+     "jobs[1] ('b').arrival_s: -1.0 is before 0.0 of jobs[0] ('a'); list the jobs in arrival "
+     "order (the position breaks ties between equal times)"),
+])
+def test_state_to_json_writes_only_what_reads_back(edit: Any, message: str) -> None:
+    st = _api_state()
+    assert state_from_json(strict(state_to_json(st))) is not None
+    edit(st)
+    with pytest.raises(InvalidInputError) as info:
+        state_to_json(st)
+    assert str(info.value) == message

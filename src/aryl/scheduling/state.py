@@ -657,7 +657,10 @@ class ClusterState:
         job-index order, must be in arrival order (equal times allowed: the index
         breaks ties), and none may have arrived, entered the queue or closed its
         GPU-second account after ``now_s``; ``servers_needed`` is at most the
-        inference servers.  (Placements are checked as they enter:
+        inference servers; every time and amount is finite (``next_checkpoint_s``
+        and ``reclaim_deadline_s`` may be ``inf``, a server's ``reclaimed_s``
+        ``-inf``: the values JSON writes as ``null``) and no server was reclaimed
+        after ``now_s``.  (Placements are checked as they enter:
         :meth:`check_placement`.)  O(servers + active jobs).
 
         Raises
@@ -669,6 +672,19 @@ class ClusterState:
         now = self.now_s
         if not math.isfinite(now):
             raise InvalidInputError(f"state.now_s: must be a finite number, got {now!r}")
+        d = self.reclaim_deadline_s
+        if not (math.isfinite(d) or d == math.inf):
+            raise InvalidInputError(
+                f"state.inference.reclaim_deadline_s: must be a finite number or inf (none "
+                f"asked), got {d!r}"
+            )
+        for s in range(self.n_servers):
+            r = self.server_reclaimed_s[s]
+            if not (math.isfinite(r) or r == -math.inf) or r > now:
+                raise InvalidInputError(
+                    f"servers[{s}] ({self.server_id[s]!r}).reclaimed_s: must be a time up to "
+                    f"now_s {now!r} or -inf (never), got {r!r}"
+                )
         n_inf = self.n_servers - len(self.training_servers)
         if self.servers_needed > n_inf:
             raise InvalidInputError(
@@ -681,6 +697,8 @@ class ClusterState:
             a = self.arrival_s[j]
             for name, t in (("arrival_s", a), ("queued_since_s", self.queued_since_s[j]),
                             ("attained_at_s", self.attained_at_s[j])):
+                if not math.isfinite(t):
+                    raise InvalidInputError(f"{where}.{name}: must be a finite number, got {t!r}")
                 if t > now:
                     raise InvalidInputError(
                         f"{where}.{name}: {t!r} is after now_s {now!r} (list only jobs that "
@@ -693,6 +711,21 @@ class ClusterState:
                     f"(the position breaks ties between equal times)"
                 )
             prev = j
+            for name, col in (("remaining_s", self.remaining_s),
+                              ("progress_at_s", self.progress_at_s),
+                              ("checkpoint_remaining_s", self.checkpoint_remaining_s),
+                              ("waited_s", self.waited_s),
+                              ("attained_gpu_s", self.attained_gpu_s)):
+                if not math.isfinite(col[j]):
+                    raise InvalidInputError(
+                        f"{where}.{name}: must be a finite number, got {col[j]!r}"
+                    )
+            nc = self.next_checkpoint_s[j]
+            if not (math.isfinite(nc) or nc == math.inf):
+                raise InvalidInputError(
+                    f"{where}.next_checkpoint_s: must be a finite number or inf (none), "
+                    f"got {nc!r}"
+                )
 
     def static_arrays(self) -> tuple[Any, Any, Any, Any]:
         """``min_workers``, ``max_workers``, ``gpus_per_worker`` (int64) and ``alpha``
