@@ -439,6 +439,7 @@ def test_state_to_json_writes_every_field() -> None:
     st.add_server("i1", role="inference", gpus=8, status="serving")
     st.servers_needed = 1
     st.reclaim_deadline_s = 60.0
+    st.reclaim_requests = [(70.0, 1)]
     a = st.add_job("a", arrival_s=1.0, gpus_per_worker=2, ref_workers=2, remaining_s=30.0,
                    min_workers=1, max_workers=4, elastic=True, alpha=0.1)
     b = st.add_job("b", arrival_s=2.0, gpus_per_worker=1, ref_workers=3, remaining_s=9.0)
@@ -465,7 +466,8 @@ def test_state_to_json_writes_every_field() -> None:
             {"id": "i1", "role": "inference", "gpus": 8, "pool": "inference",
              "gpu_type": "default", "status": "serving", "reclaimed_s": None},
         ],
-        "inference": {"servers_needed": 1, "reclaim_deadline_s": 60.0},
+        "inference": {"servers_needed": 1, "reclaim_deadline_s": 60.0,
+                      "reclaim_requests": [{"deadline_s": 70.0, "servers": 1}]},
         "jobs": [
             {"id": "a", "arrival_s": 1.0, "gpus_per_worker": 2, "ref_workers": 2,
              "min_workers": 1, "max_workers": 4, "elastic": True, "alpha": 0.1,
@@ -512,6 +514,7 @@ def test_plan_to_json_and_back() -> None:
         starts=[(q, {1: 2}, Reason.BACKFILL)],
         returned_servers=[(2, Reason.IDLE_LOAN)],
         elastic_memo=(6, 2),
+        next_wakeup_s=700.0,
     )
     doc = plan_to_json(plan, st)
     assert doc == {
@@ -535,6 +538,7 @@ def test_plan_to_json_and_back() -> None:
                    "placement": [{"server": "i0", "workers": 2}]}],
         "return": [{"server": "i1", "reason": "idle_loan"}],
         "elastic_memo": {"free_gpus": 6, "loaned_servers": 2},
+        "next_wakeup_s": 700.0,
     }
     jsonschema.validate(doc, plan_schema())
     back = plan_from_json(json.dumps(doc), st)
@@ -923,7 +927,13 @@ def test_the_schemas_describe_what_a_client_must_know() -> None:
                     ["Training servers first, then inference servers"]),
         "reclaim_deadline_s": (
             props["inference"]["properties"]["reclaim_deadline_s"]["description"],
-            ["By when missing inference servers must be returned; null: nothing asked"]),
+            ["once it has come, every missing inference server is due; null: nothing asked"]),
+        "reclaim_requests": (
+            props["inference"]["properties"]["reclaim_requests"]["description"],
+            ["each rise of the inference demand with its own deadline",
+             "earliest deadline first"]),
+        "next_wakeup_s": (plan_schema()["properties"]["next_wakeup_s"]["description"],
+                          ["call the pass again by then", "null: no timed rule pending"]),
         "jobs": (props["jobs"]["description"],
                  ["Active jobs (queued and running) in arrival order",
                   "position breaks ties"]),

@@ -389,6 +389,11 @@ py::tuple schedule_state(const py::handle& obj, StateCache& cache, const py::dic
     st.gpu_types = prep["gpu_types"].cast<std::vector<std::string>>();
     st.servers_needed = obj.attr("servers_needed").cast<i64>();
     st.reclaim_deadline_s = obj.attr("reclaim_deadline_s").cast<double>();
+    st.reclaim_requests.clear();
+    for (const auto& r : obj.attr("reclaim_requests").cast<py::list>()) {
+        const py::tuple rt = r.cast<py::tuple>();
+        st.reclaim_requests.emplace_back(rt[0].cast<double>(), rt[1].cast<i64>());
+    }
     py::tuple memo = obj.attr("elastic_memo");
     st.memo_left = memo[0].cast<i64>();
     st.memo_loaned = memo[1].cast<i64>();
@@ -530,7 +535,8 @@ py::tuple schedule_state(const py::handle& obj, StateCache& cache, const py::dic
     for (const auto& r : plan.returned_servers) returned.append(py::make_tuple(r.first, r.second));
     return py::make_tuple(plan.now_s, reclaim_actions, reclaimed, plan.reclaim_shortfall, borrowed,
                           preemptions, resizes, starts, returned,
-                          py::make_tuple(plan.memo_left, plan.memo_loaned), plan.n_extra_repairs);
+                          py::make_tuple(plan.memo_left, plan.memo_loaned), plan.n_extra_repairs,
+                          plan.next_wakeup_s);
 }
 
 }  // namespace

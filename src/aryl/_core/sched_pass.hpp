@@ -14,6 +14,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <stdexcept>
 #include <utility>
@@ -294,6 +295,36 @@ inline void settle(const State& st, const Policy& pol, Plan& plan, const std::ve
             plan.returned_servers.emplace_back(s, IDLE_LOAN);
 }
 
+// api.py time_after: the first double t with t - origin >= span
+inline double time_after(double origin, double span) {
+    double t = origin + span;
+    while (t - origin < span) t = std::nextafter(t, kInf);
+    return t;
+}
+
+// Policy.next_wakeup_s of each policy (the policy's own timed rules)
+inline double policy_wakeup(const Policy& pol, const State& st, const Plan& plan) {
+    switch (pol.kind) {
+        case P_TIRESIAS:
+            return tiresias_wakeup(pol, st, plan);
+        default:
+            return kInf;
+    }
+}
+
+// api.py next_wakeup_s: st is the pass's view (after its reclaim step)
+inline double next_wakeup(const State& st, const Policy& pol, const Plan& plan) {
+    const Config& cfg = st.config;
+    double t = policy_wakeup(pol, st, plan);
+    t = py_min(t, st.next_reclaim_deadline_s());
+    if (pol.loans && st.now_s - st.last_reclaim_s < cfg.loan_cooldown_s) {
+        const i64 loanable = st.not_loaned() + static_cast<i64>(plan.returned_servers.size()) -
+                             st.servers_needed - cfg.loan_reserve_servers;
+        if (loanable > 0) t = py_min(t, time_after(st.last_reclaim_s, cfg.loan_cooldown_s));
+    }
+    return t;
+}
+
 // api.py schedule, applied in place for its reclaim part: fills `plan` (cleared
 // here) with the decisions of one pass at st.now_s.  Unlike the Python function,
 // which applies the reclaim to a copy, the reclaim part of the plan (steps 1-2
@@ -310,8 +341,8 @@ void schedule(State& st, const Policy& pol, Plan& plan, Obs* obs, const ReclaimH
     plan.memo_left = st.memo_left;
     plan.memo_loaned = st.memo_loaned;
     // 1. reclaim
-    if (st.n_loaned && st.reclaim_deadline_s <= st.now_s) {
-        const i64 n = py_min(st.reclaim_deficit(), st.n_loaned);
+    if (st.n_loaned) {
+        const i64 n = st.reclaim_due(st.now_s);
         if (n > 0) {
             if (ws.record_requests) {
                 ReclaimRequestArrays r;
@@ -321,6 +352,22 @@ void schedule(State& st, const Policy& pol, Plan& plan, Obs* obs, const ReclaimH
             reclaim_step(st, pol, n, plan, hook, ws);
             apply_reclaim(st, plan, obs, false);
             st.set_serving();
+        }
+        // loaned servers without training work that the inference side has asked
+        // for (due later) go back now instead of taking new work
+        i64 asked = st.reclaim_asked();
+        if (asked > 0) {
+            bool any = false;
+            for (i64 s = st.n_training(); s < st.n_servers() && asked > 0; ++s) {
+                const auto su = static_cast<size_t>(s);
+                if (st.server_status[su] != LOANED || !st.jobs_on[su].empty()) continue;
+                st.give_back(s, true, st.now_s);
+                if (obs) obs->server_returned(s, RECLAIMED);
+                plan.reclaimed_servers.push_back(s);
+                --asked;
+                any = true;
+            }
+            if (any) st.set_serving();
         }
     }
     // 2. offer idle inference servers
@@ -372,6 +419,8 @@ void schedule(State& st, const Policy& pol, Plan& plan, Obs* obs, const ReclaimH
     // 4. settle loans
     if (pol.loans && pol.return_idle_loans && !loaned.empty())
         settle(st, pol, plan, loaned, offered, ws);
+    // 5. when a timed rule could change a decision
+    plan.next_wakeup_s = next_wakeup(st, pol, plan);
 }
 
 }  // namespace sched

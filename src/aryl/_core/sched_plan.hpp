@@ -65,6 +65,7 @@ struct Plan {
     std::vector<std::pair<i64, int>> returned_servers;  // (server, reason)
     i64 memo_left = -1, memo_loaned = -1;               // elastic_memo
     i64 n_extra_repairs = 0;
+    double next_wakeup_s = kInf;  // when a timed rule could change a decision (plan.py)
 
     void clear(double now) {
         now_s = now;
@@ -78,6 +79,7 @@ struct Plan {
         returned_servers.clear();
         memo_left = memo_loaned = -1;
         n_extra_repairs = 0;
+        next_wakeup_s = kInf;
     }
     bool any() const {
         return !reclaim_actions.empty() || !reclaimed_servers.empty() ||

@@ -266,6 +266,50 @@ inline void tiresias_preempt_for(const Policy& pol, const State& st, Plan& plan,
     }
 }
 
+// tiresias.py TiresiasPolicy._crossing
+inline double tiresias_crossing(const Policy& pol, double a0, double t0, i64 rate, double now,
+                                i64 lv_min) {
+    const auto& th = pol.las_thresholds;
+    const double r = static_cast<double>(rate);
+    const i64 k = py_max(las_level(pol, a0 + r * (now - t0)), lv_min);
+    if (k >= static_cast<i64>(th.size()) || rate <= 0) return kInf;
+    const double target = th[static_cast<size_t>(k)];
+    double t = t0 + (target - a0) / r;
+    while (a0 + r * (t - t0) < target) t = std::nextafter(t, kInf);
+    return t;
+}
+
+// tiresias.py TiresiasPolicy.next_wakeup_s
+inline double tiresias_wakeup(const Policy& pol, const State& st, const Plan& plan) {
+    const double now = st.now_s;
+    std::vector<i64> started, preempted;
+    for (const auto& s : plan.starts) started.push_back(s.job);
+    for (const auto& p : plan.preemptions) preempted.push_back(p.first);
+    std::sort(started.begin(), started.end());
+    std::sort(preempted.begin(), preempted.end());
+    auto has = [](const std::vector<i64>& v, i64 j) { return std::binary_search(v.begin(), v.end(), j); };
+    i64 lv_min = static_cast<i64>(pol.las_thresholds.size());
+    for (i64 j : st.queued)
+        if (!has(started, j))
+            lv_min = py_min(lv_min, las_level(pol, st.attained_gpu_s[static_cast<size_t>(j)]));
+    for (i64 j : preempted) lv_min = py_min(lv_min, las_level(pol, st.attained_at(j, now)));
+    double t = kInf;
+    if (lv_min >= static_cast<i64>(pol.las_thresholds.size())) return t;
+    for (i64 r : st.running) {
+        const auto u = static_cast<size_t>(r);
+        if (!has(preempted, r) && !has(started, r))
+            t = py_min(t, tiresias_crossing(pol, st.attained_gpu_s[u], st.attained_at_s[u],
+                                            st.workers[u] * st.gpus_per_worker[u], now, lv_min));
+    }
+    for (const auto& s : plan.starts) {
+        const auto u = static_cast<size_t>(s.job);
+        t = py_min(t, tiresias_crossing(pol, st.attained_gpu_s[u], now,
+                                        place_workers(s.place) * st.gpus_per_worker[u], now,
+                                        lv_min));
+    }
+    return t;
+}
+
 // tiresias.py TiresiasPolicy.decide
 inline void decide_tiresias(const Policy& pol, const State& st, const PassContext& ctx,
                             Plan& plan) {

@@ -424,6 +424,8 @@ struct State {
     // inference side
     i64 servers_needed = 0;
     double reclaim_deadline_s = kInf;
+    // state.py reclaim_requests: (deadline_s, n_servers), ascending deadline
+    std::vector<std::pair<double, i64>> reclaim_requests;
 
     // jobs (static)
     std::vector<double> arrival_s;
@@ -911,6 +913,63 @@ struct State {
             server_reclaimed_s[su] = now;
             if (now > last_reclaim_s) last_reclaim_s = now;
         }
+        // a server back on the inference side serves the earliest request
+        if (!reclaim_requests.empty()) {
+            if (reclaim_requests.front().second > 1) --reclaim_requests.front().second;
+            else reclaim_requests.erase(reclaim_requests.begin());
+        }
+    }
+    // state.py set_demand
+    void set_demand(i64 needed, double deadline_s) {
+        servers_needed = needed;
+        auto& req = reclaim_requests;
+        const i64 deficit = reclaim_deficit();
+        i64 asked = 0;
+        for (const auto& r : req) asked += r.second;
+        if (deficit > asked) {
+            size_t k = req.size();
+            while (k > 0 && req[k - 1].first > deadline_s) --k;
+            req.insert(req.begin() + static_cast<std::ptrdiff_t>(k), {deadline_s, deficit - asked});
+        } else {
+            while (asked > deficit) {
+                auto& last = req.back();
+                const i64 cut = py_min(last.second, asked - deficit);
+                asked -= cut;
+                if (last.second > cut) last.second -= cut;
+                else req.pop_back();
+            }
+        }
+        set_serving();
+    }
+    // state.py reclaim_due
+    i64 reclaim_due(double t) const {
+        const i64 deficit = reclaim_deficit();
+        i64 due = 0;
+        if (reclaim_deadline_s <= t) {
+            due = deficit;
+        } else {
+            for (const auto& r : reclaim_requests) {
+                if (r.first > t) break;
+                due += r.second;
+            }
+        }
+        return py_min(py_min(due, deficit), n_loaned);
+    }
+    // state.py reclaim_asked
+    i64 reclaim_asked() const {
+        const i64 deficit = reclaim_deficit();
+        if (reclaim_deadline_s < kInf) return deficit;
+        i64 asked = 0;
+        for (const auto& r : reclaim_requests) asked += r.second;
+        return py_min(deficit, asked);
+    }
+    // state.py next_reclaim_deadline_s
+    double next_reclaim_deadline_s() const {
+        if (reclaim_deficit() == 0) return kInf;
+        double t = reclaim_deadline_s > now_s ? reclaim_deadline_s : kInf;
+        for (const auto& r : reclaim_requests)
+            if (r.first > now_s) return t < r.first ? t : r.first;
+        return t;
     }
     // state.py set_serving
     void set_serving() {

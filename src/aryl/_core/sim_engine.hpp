@@ -123,7 +123,7 @@ private:
 };
 
 // event kinds = priorities (engine.py FINISH .. TICK)
-enum EventKind : int { FINISH = 0, DEMAND = 1, RECLAIM = 2, ARRIVAL = 3, TICK = 4 };
+enum EventKind : int { FINISH = 0, DEMAND = 1, WAKE = 2, ARRIVAL = 3, TICK = 4 };
 // event log codes (labels in aryl/sim/metrics.py EVENT_NAMES)
 enum LogCode : int8_t { EV_ARRIVE = 0, EV_INFEASIBLE = 1, EV_START = 2, EV_SCALE_OUT = 3,
                         EV_SCALE_IN = 4, EV_MOVE = 5, EV_PREEMPT = 6, EV_FINISH = 7,
@@ -237,7 +237,8 @@ public:
     std::vector<double> busy_pool_int, loan_pool_int;
     i64 n_loans = 0, n_loan_returns = 0, n_reclaims = 0, n_reclaim_preempt = 0,
         reclaim_deadline_misses = 0, n_decisions = 0;
-    bool reclaim_due = false;
+    i64 wake_seq = -1;     // seq of the live wake-up event (-1: none)
+    double wake_t = kInf;  // its time
     double sched_time_s = 0.0;
     std::vector<Event> heap;
     i64 seq = 0;
@@ -450,12 +451,7 @@ public:
         const i64 needed = sched::py_min(sched::py_max(i64(0), value), cfg.n_inf);
         const double off = inference_at(k + 1).first;
         if (std::isfinite(off)) push(t0 + off, DEMAND, k + 1);
-        st.servers_needed = needed;
-        if (needed - st.not_loaned() > 0) {
-            if (cfg.reclaim_grace_s > 0) push(now + cfg.reclaim_grace_s, RECLAIM, 0);
-            else reclaim_due = true;
-        }
-        st.set_serving();
+        st.set_demand(needed, now + cfg.reclaim_grace_s);
     }
 
     // ------------------------------------------------------------ the pass
@@ -466,13 +462,14 @@ public:
         } else if (kind == DEMAND) {
             demand(p);
         } else {
-            reclaim_due = true;
+            if (wake_seq != sq) return false;
+            wake_seq = -1;
+            wake_t = kInf;
         }
         return true;
     }
     void do_pass() {
         st.now_s = now;
-        st.reclaim_deadline_s = reclaim_due ? now : kInf;
         const auto t_start = std::chrono::steady_clock::now();
         sched::schedule(st, pol, plan, this, reclaim_hook, ws);
         sched_time_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
@@ -483,12 +480,18 @@ public:
         last_preemptions = static_cast<i64>(plan.preemptions.size());
         if (plan.reclaim_shortfall) ++reclaim_deadline_misses;
         sched::apply_rest(st, plan, this, false, !plan.reclaimed_servers.empty());
-        st.reclaim_deadline_s = kInf;
-        reclaim_due = false;
+        const double w = plan.next_wakeup_s;
+        if (w != wake_t) {
+            if (!(w > now))
+                throw SimError("pass at " + py_repr(now) + " s asked to be woken at " + py_repr(w) +
+                               " s");
+            wake_t = w;
+            wake_seq = w < kInf ? push(w, WAKE, 0) : -1;
+        }
         if (cfg.check) after_pass();
     }
     [[noreturn]] void stalled(const std::string& what, int kind = -1) {
-        static const char* kinds[] = {"finish", "demand", "reclaim", "3", "tick"};
+        static const char* kinds[] = {"finish", "demand", "wake", "3", "tick"};
         std::vector<std::pair<std::string, i64>> due;
         for (const auto& e : heap) {
             if (e.t <= now) {

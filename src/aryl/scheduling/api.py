@@ -2,11 +2,13 @@
 
 The pass, for every policy (the policy decides step 3 only):
 
-1. **Reclaim** (when ``state.reclaim_deadline_s <= state.now_s`` and the
-   inference side lacks servers): choose which loaned servers go back with the
+1. **Reclaim** (the servers of the inference side's requests due by now,
+   :meth:`ClusterState.reclaim_due`): choose which loaned servers go back with the
    reclaim kernel (``config.reclaim_policy``, default Aryl's cost greedy
-   [Aryl]); jobs there shrink or are preempted.  Later steps see the state
-   after the reclaim.
+   [Aryl]); jobs there shrink or are preempted.  Then loaned servers without
+   training work go back for the requests not yet due (ascending index), so a
+   server asked for takes no new work.  Later steps see the state after the
+   reclaim.
 2. **Offer** (loaning policies, when a job waits or an elastic job could grow,
    and not within ``config.loan_cooldown_s`` after a reclaim): the idle
    inference servers above ``config.loan_reserve_servers``, highest index
@@ -16,6 +18,11 @@ The pass, for every policy (the policy decides step 3 only):
    servers left without training work are returned (option
    ``return_idle_loans``, default on; off: every offered server is borrowed
    and kept until reclaimed).
+5. **Wake-up**: ``plan.next_wakeup_s``, the earliest later time at which a
+   timed rule could change a decision with nothing else happening
+   (:func:`next_wakeup_s`: a pending reclaim deadline, the end of the loan
+   cool-down, the policy's own :meth:`Policy.next_wakeup_s`).  A client calls
+   the pass again then, or on its next event if that comes first.
 
 Deterministic and pure: the same state gives the same plan; nothing is
 remembered between calls (the state's queue indexes are caches of its own
@@ -24,6 +31,7 @@ content).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from aryl.scheduling.kernels import jobs_in_start_order, plan_reclaim
@@ -32,7 +40,7 @@ from aryl.scheduling.policy import PassContext, Policy
 from aryl.scheduling.registry import make_policy
 from aryl.scheduling.state import IDLE, ClusterState, split_placement
 
-__all__ = ["schedule", "schedule_python"]
+__all__ = ["next_wakeup_s", "schedule", "schedule_python", "time_after"]
 
 
 def schedule(
@@ -102,11 +110,24 @@ def schedule_python(state: ClusterState, pol: Policy) -> SchedulePlan:
     st = state
     plan = SchedulePlan(now_s=st.now_s, elastic_memo=st.elastic_memo)
     # 1. reclaim
-    if st.n_loaned and st.reclaim_deadline_s <= st.now_s:
-        n = min(st.reclaim_deficit(), st.n_loaned)
+    if st.n_loaned:
+        n = st.reclaim_due()
         if n > 0:
             _reclaim(st, pol, n, plan)
             st = plan.apply(st)
+        # loaned servers without training work that the inference side has asked
+        # for (due later) go back now instead of taking new work
+        asked = st.reclaim_asked()
+        if asked > 0:
+            jobs_on = st.jobs_on
+            early = [s for s in st.loaned_servers() if not jobs_on[s]][:asked]
+            if early:
+                if n <= 0:
+                    st = st.copy()
+                for s in early:
+                    st.give_back(s, reclaimed=True, now=st.now_s)
+                st.set_serving()
+                plan.reclaimed_servers.extend(early)
     # 2. offer idle inference servers
     cfg = st.config
     offered: list[int] = []
@@ -144,7 +165,49 @@ def schedule_python(state: ClusterState, pol: Policy) -> SchedulePlan:
     # 4. settle loans
     if pol.loans and pol.return_idle_loans and loaned:
         _settle(st, pol, plan, loaned, offered)
+    # 5. when a timed rule could change a decision
+    plan.next_wakeup_s = next_wakeup_s(st, pol, plan)
     return plan
+
+
+def time_after(origin_s: float, span_s: float) -> float:
+    """The first float ``t`` with ``t - origin_s >= span_s``: ``origin_s + span_s``,
+    moved up past rounding, so that a rule ``now - origin < span`` is off at ``t``
+    (a wake-up there never finds the rule still on)."""
+    t = origin_s + span_s
+    while t - origin_s < span_s:
+        t = math.nextafter(t, math.inf)
+    return t
+
+
+def next_wakeup_s(st: ClusterState, pol: Policy, plan: SchedulePlan) -> float:
+    """The earliest time after ``st.now_s`` at which a timed rule could change a
+    decision of the pass over the state after ``plan`` (``inf``: none).
+
+    ``st`` is the pass's view (after its reclaim step).  The rules, every one the
+    pass or a policy has:
+
+    - a pending reclaim request falls due (:meth:`ClusterState.next_reclaim_deadline_s`);
+    - the loan cool-down ends (loaning policies, while an idle inference server
+      could be offered but for it);
+    - the policy's own (:meth:`Policy.next_wakeup_s`; ``tiresias``: a running
+      job's attained service reaches a level boundary above a waiting job's).
+
+    A rule that cannot change a decision when it flips needs no wake-up: the SJF
+    starvation bound (a job that starts starving with nothing else happening
+    gets no more room than it failed to fit in the pass before) and the
+    checkpoints (no pass reads them).  ``tests/test_timed_rules.py`` checks, for
+    every policy, that a pass at a random time before the reported wake-up
+    decides nothing that a pass at the same instant would not.
+    """
+    cfg = st.config
+    t = min(pol.next_wakeup_s(st, plan), st.next_reclaim_deadline_s())
+    if pol.loans and st.now_s - st.last_reclaim_s < cfg.loan_cooldown_s:
+        loanable = (st.not_loaned() + len(plan.returned_servers) - st.servers_needed
+                    - cfg.loan_reserve_servers)
+        if loanable > 0:
+            t = min(t, time_after(st.last_reclaim_s, cfg.loan_cooldown_s))
+    return t
 
 
 def _reclaim(st: ClusterState, pol: Policy, n: int, plan: SchedulePlan) -> None:

@@ -14,7 +14,8 @@ State document (``schema_version`` 1)::
                   "pool": "training", "gpu_type": "V100"},
                  {"id": "i0", "role": "inference", "gpus": 8, "status": "idle",
                   "reclaimed_s": null}],
-     "inference": {"servers_needed": 0, "reclaim_deadline_s": null},
+     "inference": {"servers_needed": 0, "reclaim_deadline_s": null,
+                   "reclaim_requests": [{"deadline_s": 4200.0, "servers": 1}]},
      "jobs": [{"id": "a", "arrival_s": 0.0, "gpus_per_worker": 1, "ref_workers": 4,
                "min_workers": 2, "max_workers": 8, "elastic": true, "alpha": 0.05,
                "status": "running", "remaining_s": 5000.0,
@@ -35,6 +36,14 @@ Both documents are strict JSON (``json.dumps(doc, allow_nan=False)``): every
 infinity is ``null``.  A speed model's table is ``"bundled"`` or written whole
 (:meth:`aryl.speeds.SpeedTable.to_dict`), so that a state read back decides
 exactly as the one written.
+
+``inference.reclaim_requests`` (optional, default none): the inference side's
+pending requests for servers back, each rise of its demand with its own
+deadline (ordered by deadline on reading, ties in document order).
+``inference.reclaim_deadline_s`` is the older form, still read: when it has
+come, every server the inference side lacks is due.  The plan document carries
+``next_wakeup_s``: when to call the pass again if nothing else happens first
+(``null``: no timed rule pending).
 """
 
 from __future__ import annotations
@@ -50,6 +59,7 @@ from aryl.scheduling.plan import Reason, SchedulePlan
 from aryl.scheduling.state import (
     JOB_STATUS_NAMES,
     LOANED,
+    MAX_WORKERS,
     QUEUED,
     RUNNING,
     SERVER_STATUS_NAMES,
@@ -125,6 +135,24 @@ def _get(where: str, d: Mapping[str, Any], key: str, kind: str, default: Any = .
     return v
 
 
+def _reclaim_requests(v: Any) -> list[tuple[float, int]]:
+    """``state.inference.reclaim_requests``: checked, ordered by deadline (stable)."""
+    where = "state.inference.reclaim_requests"
+    if not isinstance(v, list):
+        raise InvalidInputError(f"{where}: must be a list")
+    out: list[tuple[float, int]] = []
+    for i, r in enumerate(v):
+        w = f"{where}[{i}]"
+        if not isinstance(r, Mapping):
+            raise InvalidInputError(f"{w}: must be an object")
+        _unknown(w, r, {"deadline_s", "servers"})
+        d = _get(w, r, "deadline_s", "number")
+        n = _get(w, r, "servers", "int", lo=1, hi=MAX_WORKERS)
+        out.append((d, n))
+    out.sort(key=lambda r: r[0])
+    return out
+
+
 def _num_or_null(x: float) -> float | None:
     return None if math.isinf(x) else x
 
@@ -198,13 +226,14 @@ def state_from_json(doc: Mapping[str, Any] | str) -> ClusterState:
     inf = doc.get("inference", {})
     if not isinstance(inf, Mapping):
         raise InvalidInputError("state.inference: must be an object")
-    _unknown("state.inference", inf, {"servers_needed", "reclaim_deadline_s"})
+    _unknown("state.inference", inf, {"servers_needed", "reclaim_deadline_s", "reclaim_requests"})
     needed = _get("state.inference", inf, "servers_needed", "int", 0)
     if needed < 0:
         raise InvalidInputError("state.inference.servers_needed: must be >= 0")
     st.servers_needed = needed
     st.reclaim_deadline_s = _get("state.inference", inf, "reclaim_deadline_s", "number_or_null",
                                  math.inf)
+    st.reclaim_requests = _reclaim_requests(inf.get("reclaim_requests", []))
     jobs = doc.get("jobs", [])
     if not isinstance(jobs, list):
         raise InvalidInputError("state.jobs: must be a list")
@@ -481,6 +510,8 @@ def state_to_json(st: ClusterState) -> dict[str, Any]:
         "inference": {
             "servers_needed": st.servers_needed,
             "reclaim_deadline_s": _num_or_null(st.reclaim_deadline_s),
+            "reclaim_requests": [{"deadline_s": d, "servers": n}
+                                 for d, n in st.reclaim_requests],
         },
         "jobs": jobs,
         "running": [st.job_id[j] for j in st.running],
@@ -519,6 +550,7 @@ def plan_to_json(plan: SchedulePlan, st: ClusterState) -> dict[str, Any]:
         "return": [{"server": sid[s], "reason": r.label} for s, r in plan.returned_servers],
         "elastic_memo": {"free_gpus": plan.elastic_memo[0],
                          "loaned_servers": plan.elastic_memo[1]},
+        "next_wakeup_s": _num_or_null(plan.next_wakeup_s),
     }
 
 
@@ -618,4 +650,5 @@ def plan_from_json(doc: Mapping[str, Any] | str, st: ClusterState) -> SchedulePl
     memo = doc.get("elastic_memo")
     if memo is not None:
         plan.elastic_memo = _memo("plan.elastic_memo", memo)
+    plan.next_wakeup_s = _get("plan", doc, "next_wakeup_s", "number_or_null", math.inf)
     return plan

@@ -203,7 +203,7 @@ def _replicas_of(st: ClusterState) -> Callable[[str], int]:
 
 def plan_from_native(t: tuple[Any, ...]) -> SchedulePlan:
     """A :class:`SchedulePlan` from the tuples of ``_sched.schedule_state``."""
-    now, ra, rs, short, bor, pre, res, sta, ret, memo, reps = t
+    now, ra, rs, short, bor, pre, res, sta, ret, memo, reps, wake = t
     plan = SchedulePlan(now_s=float(now))
     plan.reclaim_actions = [(j, None if p is None else dict(p), Reason(r)) for j, p, r in ra]
     plan.reclaimed_servers = list(rs)
@@ -215,6 +215,7 @@ def plan_from_native(t: tuple[Any, ...]) -> SchedulePlan:
     plan.returned_servers = [(s, Reason(r)) for s, r in ret]
     plan.elastic_memo = (int(memo[0]), int(memo[1]))
     plan.n_extra_repairs = int(reps)
+    plan.next_wakeup_s = float(wake)
     return plan
 
 

@@ -20,6 +20,7 @@ workers``).  Reason codes tell why (:class:`Reason`).
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -97,6 +98,13 @@ class SchedulePlan:
     n_extra_repairs : int
         Diagnostic: elastic phases whose first knapsack choice could not all be
         placed and was repaired (docs/simulator.md, "Placement of extra workers").
+    next_wakeup_s : float
+        The earliest time after ``now_s`` at which a timed rule (a reclaim
+        deadline, the end of the loan cool-down, the policy's own, e.g. a
+        ``tiresias`` level boundary) could change a decision of a pass over the
+        state after this plan with nothing else happening; ``inf``: none.  Call
+        :func:`aryl.schedule` again by then (the simulator schedules a wake-up
+        event there).  Not part of the state change (:meth:`apply` ignores it).
     """
 
     now_s: float
@@ -110,6 +118,7 @@ class SchedulePlan:
     returned_servers: list[tuple[int, Reason]] = field(default_factory=list)
     elastic_memo: tuple[int, int] = (-1, -1)
     n_extra_repairs: int = 0
+    next_wakeup_s: float = math.inf
 
     def __bool__(self) -> bool:
         return bool(

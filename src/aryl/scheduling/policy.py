@@ -9,6 +9,7 @@ around it by :func:`aryl.scheduling.schedule`, the same for every policy.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -94,3 +95,12 @@ class Policy:
     def decide(self, st: ClusterState, ctx: PassContext, plan: SchedulePlan) -> None:
         """Fill ``plan`` (starts, resizes, preemptions, the elastic memo)."""
         raise NotImplementedError
+
+    def next_wakeup_s(self, st: ClusterState, plan: SchedulePlan) -> float:
+        """The earliest time after ``st.now_s`` at which one of this policy's timed
+        rules could change its decision over the state after ``plan`` with nothing
+        else happening (``inf``: none, the default).  A policy whose decisions
+        depend on the clock must say when here (and in the compiled pass,
+        ``sched_pass.hpp`` ``policy_wakeup``); the pass reports the minimum with
+        its own rules as ``SchedulePlan.next_wakeup_s``."""
+        return math.inf

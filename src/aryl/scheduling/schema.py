@@ -160,8 +160,25 @@ def state_schema() -> dict[str, Any]:
                     },
                     "reclaim_deadline_s": {
                         **_NUM_OR_NULL,
-                        "description": "By when missing inference servers must be returned; "
-                                       "null: nothing asked.",
+                        "description": "The older form of a request: once it has come, every "
+                                       "missing inference server is due; null: nothing asked "
+                                       "this way.",
+                    },
+                    "reclaim_requests": {
+                        "type": "array",
+                        "description": "Pending requests for servers back, each rise of the "
+                                       "inference demand with its own deadline; returned "
+                                       "servers serve the earliest deadline first.",
+                        "items": {
+                            "type": "object",
+                            "required": ["deadline_s", "servers"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "deadline_s": _NUM,
+                                "servers": {"type": "integer", "minimum": 1,
+                                            "maximum": MAX_WORKERS},
+                            },
+                        },
                     },
                 },
             },
@@ -261,5 +278,12 @@ def plan_schema() -> dict[str, Any]:
             "start": {"type": "array", "items": job_action},
             "return": {"type": "array", "items": server_action},
             "elastic_memo": _MEMO,
+            "next_wakeup_s": {
+                **_NUM_OR_NULL,
+                "description": "When a timed rule (a reclaim deadline, the end of the loan "
+                               "cool-down, a policy's own) could change a decision if "
+                               "nothing else happens: call the pass again by then; null: "
+                               "no timed rule pending.",
+            },
         },
     }

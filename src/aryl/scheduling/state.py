@@ -255,8 +255,13 @@ class ClusterState:
     Inference
     ---------
     ``servers_needed``: inference servers the inference side needs now;
-    ``reclaim_deadline_s``: by when the servers it lacks must be returned
-    (``inf`` when nothing is asked).
+    ``reclaim_requests``: its pending requests for servers back, ``(deadline_s,
+    n_servers)`` in ascending deadline order (ties: order of asking), each rise of
+    the demand with its own deadline (:meth:`set_demand`); the servers returned
+    serve the earliest request first (:meth:`give_back`).  ``reclaim_deadline_s``
+    (the format before per-request deadlines, still honoured): when it is
+    ``<= now_s`` every server the inference side lacks is due (``inf``: nothing
+    asked that way).
     """
 
     __slots__ = (
@@ -299,6 +304,7 @@ class ClusterState:
         "queued",
         "queued_since_s",
         "reclaim_deadline_s",
+        "reclaim_requests",
         "ref_throughput",
         "ref_workers",
         "remaining_s",
@@ -359,6 +365,7 @@ class ClusterState:
         # inference side
         self.servers_needed = 0
         self.reclaim_deadline_s = math.inf
+        self.reclaim_requests: list[tuple[float, int]] = []  # (deadline_s, n_servers)
         # jobs
         self.job_id: list[str] = []
         self.arrival_s: list[float] = []
@@ -1179,6 +1186,81 @@ class ClusterState:
             self.server_reclaimed_s[s] = now
             if now > self.last_reclaim_s:
                 self.last_reclaim_s = now
+        # a server back on the inference side serves the earliest request
+        req = self.reclaim_requests
+        if req:
+            d, n = req[0]
+            if n > 1:
+                req[0] = (d, n - 1)
+            else:
+                del req[0]
+
+    def set_demand(self, servers_needed: int, deadline_s: float) -> None:
+        """The inference side now needs ``servers_needed`` servers.
+
+        A rise of the servers it lacks (:meth:`reclaim_deficit`) above those already
+        asked for adds a request for the difference, due at ``deadline_s`` (the
+        simulator: now + ``reclaim_grace_s``); a fall cancels the requests with the
+        latest deadlines first (what is still lacking has been lacking since the
+        earlier requests).  Then :meth:`set_serving`.  O(requests).
+        """
+        self.servers_needed = int(servers_needed)
+        req = self.reclaim_requests
+        deficit = self.reclaim_deficit()
+        asked = sum(n for _, n in req)
+        if deficit > asked:
+            d = float(deadline_s)
+            k = len(req)
+            while k > 0 and req[k - 1][0] > d:
+                k -= 1
+            req.insert(k, (d, deficit - asked))
+        else:
+            while asked > deficit:
+                d, n = req[-1]
+                cut = min(n, asked - deficit)
+                asked -= cut
+                if n > cut:
+                    req[-1] = (d, n - cut)
+                else:
+                    req.pop()
+        self.set_serving()
+
+    def reclaim_due(self, now: float | None = None) -> int:
+        """Loaned servers the inference side may take back at ``now`` (default
+        ``now_s``): those of its requests due by then (every server it lacks if the
+        legacy ``reclaim_deadline_s <= now``), at most the servers it lacks and the
+        servers on loan.  O(requests)."""
+        t = self.now_s if now is None else now
+        deficit = self.reclaim_deficit()
+        if self.reclaim_deadline_s <= t:
+            due = deficit
+        else:
+            due = 0
+            for d, n in self.reclaim_requests:
+                if d > t:
+                    break
+                due += n
+        return min(due, deficit, self.n_loaned)
+
+    def reclaim_asked(self) -> int:
+        """Servers the inference side has asked back, due or not (every server it lacks
+        while the legacy ``reclaim_deadline_s`` is set), at most the servers it lacks."""
+        deficit = self.reclaim_deficit()
+        if self.reclaim_deadline_s < math.inf:
+            return deficit
+        return min(deficit, sum(n for _, n in self.reclaim_requests))
+
+    def next_reclaim_deadline_s(self) -> float:
+        """The earliest deadline after ``now_s`` of a pending request (or of the legacy
+        ``reclaim_deadline_s``) while the inference side lacks servers; ``inf`` if none."""
+        if self.reclaim_deficit() == 0:
+            return math.inf
+        now = self.now_s
+        t = self.reclaim_deadline_s if self.reclaim_deadline_s > now else math.inf
+        for d, _ in self.reclaim_requests:
+            if d > now:
+                return min(t, d)
+        return t
 
     def set_serving(self) -> None:
         """The lowest-index inference servers not on loan serve ``servers_needed``; the

@@ -11,7 +11,9 @@ training servers finds room (backfill: a job that does not fit is skipped).
 Then, if the first job that did not fit outranks running jobs, the
 lowest-priority running jobs (highest level, latest index first) are preempted
 when that frees enough room to place it; one such preemption round per pass.
-Runs on the periodic tick too (levels grow while jobs run).  No loaning, no
+Runs on the periodic tick too (levels grow while jobs run), and reports as its
+wake-up (:meth:`TiresiasPolicy.next_wakeup_s`) the first time a running job's
+level rises above a waiting job's, so that the preemption comes then.  No loaning, no
 elastic scaling.  A queued job's level is that of its attained service when it
 was queued (it does not change while it waits).
 """
@@ -83,6 +85,47 @@ class TiresiasPolicy(Policy):
             )
         if blocked is not None:
             self._preempt_for(st, plan, free, blocked)
+
+    def next_wakeup_s(self, st: ClusterState, plan: SchedulePlan) -> float:
+        """When a running job's attained service first reaches a level boundary that
+        puts it above the lowest level of a job waiting after ``plan`` (the
+        preemption rule may act then; ``inf`` if nothing waits or no boundary is
+        left).  Jobs running after the plan accrue ``workers x gpus_per_worker``
+        GPU-seconds per second; O(running + queued + thresholds)."""
+        now = st.now_s
+        started = {j: place for j, place, _ in plan.starts}
+        preempted = {j for j, _ in plan.preemptions}
+        lv_min = len(self.thresholds)
+        for j in st.queued:
+            if j not in started:
+                lv_min = min(lv_min, self.level(st.attained_gpu_s[j]))
+        for j in preempted:
+            lv_min = min(lv_min, self.level(st.attained_at(j, now)))
+        t = math.inf
+        if lv_min >= len(self.thresholds):
+            return t
+        gpw = st.gpus_per_worker
+        for r in st.running:
+            if r not in preempted and r not in started:
+                t = min(t, self._crossing(st.attained_gpu_s[r], st.attained_at_s[r],
+                                          st.workers[r] * gpw[r], now, lv_min))
+        for j, place in started.items():
+            t = min(t, self._crossing(st.attained_gpu_s[j], now, sum(place.values()) * gpw[j],
+                                      now, lv_min))
+        return t
+
+    def _crossing(self, a0: float, t0: float, rate: int, now: float, lv_min: int) -> float:
+        """First time ``t`` at which ``a0 + rate (t - t0)`` reaches a level above
+        ``lv_min`` (``inf``: never)."""
+        th = self.thresholds
+        k = max(self.level(a0 + rate * (now - t0)), lv_min)
+        if k >= len(th) or rate <= 0:
+            return math.inf
+        target = th[k]
+        t = t0 + (target - a0) / rate
+        while a0 + rate * (t - t0) < target:
+            t = math.nextafter(t, math.inf)
+        return t
 
     def _preempt_for(
         self, st: ClusterState, plan: SchedulePlan, free: list[int], head: tuple[int, int]

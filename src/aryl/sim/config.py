@@ -104,8 +104,9 @@ class SimConfig:
     loan_reserve_servers : int
         Idle inference servers kept back from loaning (safety reserve).
     reclaim_grace_s : float
-        Time between an inference demand rise and the reclaim deadline (0:
-        reclaim at once).
+        Time between an inference demand rise and the reclaim deadline of the
+        servers that rise asks for (each rise its own deadline; 0: reclaim at
+        once).
     reclaim_policy : str
         Which loaned servers a reclaim returns: ``aryl`` (cost greedy),
         ``random``, ``fewest-jobs``, ``most-idle``, ``exact`` (small cases).

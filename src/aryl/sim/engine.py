@@ -16,8 +16,13 @@ order).  Events at the same time are processed in this fixed order:
 
 1. job finishes (priority 0),
 2. inference demand changes (1) — a rise above the servers not on loan asks
-   for servers back, due at once with a grace period of 0 s,
-3. reclaim deadlines (2),
+   for the servers it adds back, due at once with a grace period of 0 s, else
+   ``reclaim_grace_s`` later (each rise its own deadline,
+   :meth:`~aryl.scheduling.ClusterState.set_demand`),
+3. wake-ups (2): the time the last pass reported as ``next_wakeup_s``, when a
+   timed rule (a reclaim deadline, the end of the loan cool-down, a policy's
+   own) could change a decision with nothing else happening; one live wake-up,
+   the one of the last pass (older ones are dropped when popped),
 4. job arrivals (3), in arrival order then input row order,
 5. periodic ticks (4),
 
@@ -78,7 +83,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Engine", "InferenceSchedule"]
 
-FINISH, DEMAND, RECLAIM, ARRIVAL, TICK = 0, 1, 2, 3, 4
+FINISH, DEMAND, WAKE, ARRIVAL, TICK = 0, 1, 2, 3, 4
 
 _EPS = 1e-9
 # passes in a row with nothing running, no arrival left and jobs waiting
@@ -276,7 +281,8 @@ class Engine:
         self.n_reclaims = 0
         self.n_reclaim_preempt = 0
         self.reclaim_deadline_misses = 0
-        self.reclaim_due = False
+        self.wake_seq = -1  # seq of the live wake-up event (-1: none)
+        self.wake_t = math.inf  # its time
         self.sched_time_s = 0.0
         self.n_decisions = 0
         self.heap: list[tuple[float, int, int, int, int]] = []
@@ -431,18 +437,13 @@ class Engine:
         if math.isfinite(off):
             self._push(self.t0 + off, DEMAND, k + 1)
         st.servers_needed = needed
-        if needed - st.not_loaned() > 0:
-            if self.config.reclaim_grace_s > 0:
-                self._push(self.now + self.config.reclaim_grace_s, RECLAIM, 0)
-            else:
-                self.reclaim_due = True
-        st.set_serving()
+        st.set_demand(needed, self.now + self.config.reclaim_grace_s)
 
     # ------------------------------------------------------------ the pass
     def _handle(self, kind: int, seq: int, p: int) -> bool:
-        """Apply one finish, demand-change or reclaim-deadline event.
+        """Apply one finish, demand-change or wake-up event.
 
-        Returns whether the state changed (a stale finish event does nothing).
+        Returns whether a pass is due (a stale finish or wake-up event does nothing).
         """
         if kind == FINISH:
             if self.fin_seq[p] != seq:
@@ -451,17 +452,19 @@ class Engine:
         elif kind == DEMAND:
             self._demand(p)
         else:
-            self.reclaim_due = True
+            if self.wake_seq != seq:
+                return False
+            self.wake_seq = -1
+            self.wake_t = math.inf
         return True
 
     def _pass(self) -> None:
         st = self.state
         st.now_s = self.now
-        st.reclaim_deadline_s = self.now if self.reclaim_due else math.inf
-        if self.reclaim_log is not None and self.reclaim_due:
+        if self.reclaim_log is not None:
             from aryl.scheduling.kernels import reclaim_request
 
-            n = min(st.reclaim_deficit(), st.n_loaned)
+            n = st.reclaim_due()
             if n > 0:
                 self.reclaim_log.append(reclaim_request(st, n, self.policy.elastic))
         t = time.perf_counter()
@@ -472,14 +475,18 @@ class Engine:
         if plan.reclaim_shortfall:
             self.reclaim_deadline_misses += 1
         plan.apply(st, inplace=True, observer=self, validate=False)
-        st.reclaim_deadline_s = math.inf
-        self.reclaim_due = False
+        w = plan.next_wakeup_s
+        if w != self.wake_t:
+            if not w > self.now:
+                raise RuntimeError(f"pass at {self.now} s asked to be woken at {w} s")
+            self.wake_t = w
+            self.wake_seq = self._push(w, WAKE, 0) if w < math.inf else -1
         if self.checker is not None:
             self.checker.after_pass()
 
     def _stalled(self, what: str, last_kind: int | None = None) -> None:
         """Raise ``RuntimeError`` with a diagnostic of a replay that makes no progress."""
-        kinds = {FINISH: "finish", DEMAND: "demand", RECLAIM: "reclaim", TICK: "tick"}
+        kinds = {FINISH: "finish", DEMAND: "demand", WAKE: "wake", TICK: "tick"}
         due: dict[str, int] = {}
         for t, kind, _, _, _ in self.heap:
             if t <= self.now:
@@ -634,7 +641,7 @@ class Engine:
                 n_same_t = 0
             changed = False
             ticked = False
-            # finishes, demand changes, reclaim deadlines
+            # finishes, demand changes, wake-ups
             while heap and heap[0][0] <= t and heap[0][1] < ARRIVAL:
                 _, kind, seq, _, p = pop(heap)
                 if self._handle(kind, seq, p):
