@@ -24,7 +24,7 @@ from aryl.errors import InvalidInputError
 from aryl.scheduling.speed import SpeedModel
 from aryl.sim.config import SimConfig
 
-__all__ = ["job_families", "resolve_cluster", "speed_kind", "speed_model"]
+__all__ = ["job_families", "resolve_cluster", "speed_kind", "speed_model", "worker_server_gpus"]
 
 
 def resolve_cluster(cfg: SimConfig) -> ClusterSpec:
@@ -47,6 +47,23 @@ def resolve_cluster(cfg: SimConfig) -> ClusterSpec:
     if path.suffix.lower() == ".toml" or path.exists():
         return load_cluster_spec(path)
     return cluster_preset(name)  # raises, naming the presets and the closest
+
+
+def worker_server_gpus(cfg: SimConfig, spec: ClusterSpec | None = None) -> int:
+    """The server size that fixes a job's GPUs per worker (docs/model.md, "Jobs").
+
+    The largest training server's GPUs of the replay's cluster (``spec``, else
+    :func:`resolve_cluster`), ``cfg.gpus_per_server`` when it has no training
+    pool: a rigid job's workers are the largest divisor of its GPUs that fits
+    it, an elastic job's split workers the largest of 8, 4, 2 that fits it.
+    Every caller that synthesises scaling columns for a replay
+    (``simulate``, ``aryl replay``/``compare``, ``aryl sweep``) uses it, so a
+    cluster spec of 4-GPU servers gets 4-GPU workers, not the 8 of
+    ``gpus_per_server``'s default.
+    """
+    if spec is None:
+        spec = resolve_cluster(cfg)
+    return max((p.gpus_per_server for p in spec.training_pools), default=cfg.gpus_per_server)
 
 
 def speed_kind(cfg: SimConfig, spec: ClusterSpec) -> str:
