@@ -118,11 +118,10 @@ def _one_server(
     need = workers * g
     best = -1
     best_free = 1 << 62
-    uniform = isinstance(server_gpus, int)
     for s in servers:
         f = free[s]
         if need <= f < best_free and (taken is None or s not in taken):
-            size = server_gpus if uniform else server_gpus[s]  # type: ignore[index]
+            size = server_gpus if isinstance(server_gpus, int) else server_gpus[s]
             if workers < size // g or f == size:
                 best, best_free = s, f
                 if f == need:

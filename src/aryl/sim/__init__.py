@@ -90,6 +90,7 @@ def simulate(
     from aryl.sim.jobs import build_job_table
     from aryl.sim.metrics import build_result
     from aryl.sim.setup import (
+        check_run_size,
         check_types,
         job_families,
         resolve_cluster,
@@ -109,6 +110,10 @@ def simulate(
     families = job_families(jobs, cfg, spec)
     if families is not None:
         families = [families[int(i)] for i in table.input_row]
+    from aryl.scheduling.registry import make_policy
+
+    # size guards first: before the demand series, the engine or any event
+    check_run_size(table, cfg, spec, model, families, make_policy(policy).elastic)
     n_inf = spec.n_inference_servers
     if inference is None:
         sched = default_inference(n_inf, cfg.seed)
