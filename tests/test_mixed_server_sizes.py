@@ -319,3 +319,33 @@ def test_the_worker_server_size_of_a_replay(spec_path: Path) -> None:
     assert worker_server_gpus(SimConfig(cluster=str(spec_path))) == 8
     assert worker_server_gpus(SimConfig(gpus_per_server=4)) == 4
     assert worker_server_gpus(SimConfig(n_training_servers=0, gpus_per_server=2)) == 2
+
+
+# ------------------------------------------------------------------ the loan decision
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_wait_for_a_faster_type_counts_only_servers_that_hold_the_worker(
+        backend: str) -> None:
+    # Fast training servers: f0, f1 (4 GPUs, each busy until 10 s) and f2 (8 GPUs,
+    # busy until 1,000 s); a slow idle inference server s0 (8 GPUs, half speed).  N:
+    # one 8-GPU worker, 100 s of work: 200 s on s0 now.  Waiting: only f2 holds its
+    # worker, free at 1,000: 1,000 + 100 = 1,100 > 200, so N starts on s0.  Counting
+    # every fast GPU, f0 and f1 give 8 GPUs at 10 s: 10 + 100 = 110 < 200 and N would
+    # wait (and at 10 s, with 8 GPUs "free", wait again, until 1,000).
+    from aryl.scheduling import Reason
+    from aryl.scheduling.speed import SpeedModel
+
+    st = ClusterState(config=SchedulerConfig(backend=backend, loan_reserve_servers=0),
+                      speeds=SpeedModel("fast", factors={"slow": 0.5}))
+    for i, gpus in enumerate([4, 4, 8]):
+        st.add_server(f"f{i}", role="training", gpus=gpus, gpu_type="fast")
+    st.add_server("s0", role="inference", gpus=8, gpu_type="slow", status="idle")
+    for name, g, s, rem in (("R0", 4, 0, 10.0), ("R1", 4, 1, 10.0), ("R2", 8, 2, 1000.0)):
+        j = st.add_job(name, arrival_s=0.0, gpus_per_worker=g, ref_workers=1, remaining_s=rem,
+                       alpha=0.0)
+        st.enqueue(j, 0.0)
+        st.start(j, {s: 1}, 0.0)
+    queue(st, "N", 0.0, 8, 1, 100.0)
+    plan = schedule(st, policy="aryl")
+    assert [(st.job_id[j], p) for j, p, _ in plan.starts] == [("N", {3: 1})]
+    assert plan.borrowed_servers == [(3, Reason.LOAN_FOR_BASE)]
