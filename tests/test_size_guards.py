@@ -35,8 +35,8 @@ BIG = pd.DataFrame({"job_id": ["a"], "submit_time_s": [0.0], "duration_s": [1e12
                     "gpus": [1]})
 # 1e12 s / 300 s + 1 rows > 5,000,000; a step of 1e12 / 4,999,999 = 2.0e5 s would do
 BIG_MESSAGE = (
-    "timeseries_step_s: 300 s over a run of at least 1e+12 s (job 'a' alone needs 1e+12 s "
-    "at its fastest) gives more than 5,000,000 time-series rows; use a step of at least "
+    "timeseries_step_s: 300 s over a run of 1e+12 s or more (job 'a' cannot finish before "
+    "t = 1e+12 s) gives more than 5,000,000 time-series rows; use a step of at least "
     "2e+05 s, or a horizon_s")
 
 
@@ -293,3 +293,23 @@ def test_the_sweep_grid_size_is_checked_before_it_is_built() -> None:
     assert str(info.value) == (
         "s.toml: [grid].policy_options: 160,000 combinations of options exceed the "
         "100,000 runs a spec may hold; shorten a list")
+
+
+def test_the_guard_names_the_job_or_the_last_arrival(no_work: None) -> None:
+    # b ends no earlier than 1e7 + 10 s: 1e7 + 10 rows at 1 s > 5,000,000
+    rows = pd.DataFrame({"job_id": ["a", "b"], "submit_time_s": [0.0, 1e7],
+                         "duration_s": [10.0, 10.0], "gpus": [1, 1]})
+    with pytest.raises(InvalidInputError) as info:
+        simulate(rows, policy="fifo", config=SimConfig(timeseries_step_s=1.0))
+    assert str(info.value) == (
+        "timeseries_step_s: 1 s over a run of 1e+07 s or more (job 'b' cannot finish before "
+        "t = 1e+07 s) gives more than 5,000,000 time-series rows; use a step of at least "
+        "2 s, or a horizon_s")
+    # b larger than the 46 x 8 GPUs never runs: the last arrival sets the bound
+    rows["gpus"] = [1, 1000]
+    with pytest.raises(InvalidInputError) as info:
+        simulate(rows, policy="fifo", config=SimConfig(timeseries_step_s=1.0))
+    assert str(info.value) == (
+        "timeseries_step_s: 1 s over a run of 1e+07 s or more (the last arrival is at "
+        "t = 1e+07 s) gives more than 5,000,000 time-series rows; use a step of at least "
+        "2 s, or a horizon_s")

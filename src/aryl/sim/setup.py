@@ -241,10 +241,10 @@ def check_run_size(
     span = end - float(t0)
     step = cfg.timeseries_step_s
     if span / step + 1 > MAX_TIMESERIES_POINTS:
-        why = (f"job {str(table.job_id[k])!r} alone needs {span:.6g} s "
-               "at its fastest" if k >= 0 else f"the arrivals span {span:.6g} s")
+        why = (f"job {str(table.job_id[k])!r} cannot finish before t = {end:.6g} s"
+               if k >= 0 else f"the last arrival is at t = {end:.6g} s")
         raise InvalidInputError(
-            f"timeseries_step_s: {step:g} s over a run of at least {span:.6g} s ({why}) "
+            f"timeseries_step_s: {step:g} s over a run of {span:.6g} s or more ({why}) "
             f"gives more than {MAX_TIMESERIES_POINTS:,} time-series rows; use a step of at "
             f"least {span / (MAX_TIMESERIES_POINTS - 1):.3g} s, or a horizon_s"
         )
