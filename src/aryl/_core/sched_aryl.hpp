@@ -736,7 +736,7 @@ class ArylPass : public SjfPass {
       if (st.training_by_type[static_cast<size_t>(v)].empty()) continue;
       const double sp_u = st.throughput_on(j, v, w);
       if (sp_u <= sp_t) continue;
-      const double wait = wait_for(v, need);
+      const double wait = wait_for(v, need, st.gpus_per_worker[u]);
       best = py_min(best, wait + rem / sp_u);
     }
     return rem / sp_t <= best;
@@ -744,9 +744,19 @@ class ArylPass : public SjfPass {
 
   // ArylPass.wait_for: seconds until `need` GPUs of type u's training servers are free
   // (free now + running jobs there released at their expected finish).
-  double wait_for(i64 u, i64 need) {
+  // Only servers that hold a worker of g GPUs count (all of them when the type's
+  // servers have one size; the estimate is then kept for the pass).
+  double wait_for(i64 u, i64 need, i64 g) {
     const auto uu = static_cast<size_t>(u);
-    const std::vector<i64>& tr = st.training_by_type[uu];
+    const std::vector<i64>& all = st.training_by_type[uu];
+    bool small = false;
+    for (i64 s : all)
+      if (st.server_gpus[static_cast<size_t>(s)] < g) small = true;
+    std::vector<i64> fit;
+    if (small)
+      for (i64 s : all)
+        if (st.server_gpus[static_cast<size_t>(s)] >= g) fit.push_back(s);
+    const std::vector<i64>& tr = small ? fit : all;
     i64 have = 0;
     for (i64 s : tr) have += free[static_cast<size_t>(s)];
     if (have >= need) return 0.0;
@@ -754,8 +764,9 @@ class ArylPass : public SjfPass {
       fin_built.assign(static_cast<size_t>(st.n_types()), 0);
       finishes.resize(static_cast<size_t>(st.n_types()));
     }
-    std::vector<std::pair<double, i64>>& fin = finishes[uu];
-    if (!fin_built[uu]) {
+    std::vector<std::pair<double, i64>> own;
+    std::vector<std::pair<double, i64>>& fin = small ? own : finishes[uu];
+    if (small || !fin_built[uu]) {
       fin.clear();
       const double now = st.now_s;
       for (i64 r : st.running) {
@@ -772,7 +783,7 @@ class ArylPass : public SjfPass {
         }
       }
       std::sort(fin.begin(), fin.end());
-      fin_built[uu] = 1;
+      if (!small) fin_built[uu] = 1;
     }
     for (const auto& f : fin) {
       have += f.second;

@@ -31,50 +31,81 @@ inline i64 best_fit(const std::vector<i64>& free, const Servers& servers, i64 ne
     return best;
 }
 
-// placement.py gang_place: fifo gang placement [Aryl]; false if it does not fit now.
-// Whole free servers (lowest index first) for workers // (S // g) full servers'
-// worth, then one best-fit server for the remaining workers.
+// placement.py _one_server: best-fit server for `workers` workers on one server,
+// -1 if none.  Eligible: not in `taken`, workers * g GPUs free, and fewer workers
+// than the server's capacity (server_gpus[s] // g) or the server whole free.
+// Fewest free GPUs first, ties: first in `servers` (ascending).
 template <class Servers>
-inline bool gang_place(const std::vector<i64>& free, const Servers& servers, i64 workers, i64 g,
-                       i64 gpus_per_server, Placement& out) {
-    out.clear();
-    const i64 per_server = floordiv(gpus_per_server, g);
-    if (per_server == 0) return false;  // a worker larger than these servers fits none
-    const i64 n_full = floordiv(workers, per_server);
-    const i64 rest = floormod(workers, per_server);
-    if (n_full == 0) {
-        const i64 s = best_fit(free, servers, rest * g);
-        if (s < 0) return false;
-        out.emplace_back(s, rest);
-        return true;
-    }
-    const i64 full_free = gpus_per_server;
+inline i64 one_server(const std::vector<i64>& free, const Servers& servers, i64 workers, i64 g,
+                      const std::vector<i64>& server_gpus, const Placement& taken) {
+    const i64 need = workers * g;
+    i64 best = -1;
+    i64 best_free = i64(1) << 62;
     for (i64 s : servers) {
-        if (free[static_cast<size_t>(s)] == full_free) {
-            out.emplace_back(s, per_server);
-            if (static_cast<i64>(out.size()) == n_full) break;
-        }
-    }
-    if (static_cast<i64>(out.size()) < n_full) {
-        out.clear();
-        return false;
-    }
-    if (rest) {
-        const i64 need = rest * g;
-        i64 best = -1;
-        i64 best_free = i64(1) << 62;
-        for (i64 s : servers) {
-            const i64 f = free[static_cast<size_t>(s)];
-            if (need <= f && f < best_free && !place_has(out, s)) {
+        const i64 f = free[static_cast<size_t>(s)];
+        if (need <= f && f < best_free && !place_has(taken, s)) {
+            const i64 size = server_gpus[static_cast<size_t>(s)];
+            if (workers < floordiv(size, g) || f == size) {
                 best = s;
                 best_free = f;
+                if (f == need) break;
             }
         }
-        if (best < 0) {
+    }
+    return best;
+}
+
+// placement.py gang_place: fifo gang placement [Aryl]; false if it does not fit now.
+// Each server's own size (server_gpus, indexed by server); a server holds
+// server_gpus[s] // g workers (its capacity).  Fewer workers than a server's
+// capacity, or exactly a whole free server's: one best-fit server.  Otherwise
+// whole free servers, largest capacity first (ties: lower index), each while the
+// workers left fill it, then one best-fit server for the rest (fewer than its
+// capacity).  With one size: workers // (S // g) whole free servers (lowest
+// index first) plus one best-fit server for the remaining workers.
+template <class Servers>
+inline bool gang_place(const std::vector<i64>& free, const Servers& servers, i64 workers, i64 g,
+                       const std::vector<i64>& server_gpus, Placement& out) {
+    out.clear();
+    const i64 one = one_server(free, servers, workers, g, server_gpus, out);
+    if (one >= 0) {
+        out.emplace_back(one, workers);
+        return true;
+    }
+    thread_local std::vector<i64> whole;  // scratch kept between calls
+    whole.clear();
+    bool uniform = true;
+    i64 cap0 = -1;
+    for (i64 s : servers) {
+        const i64 size = server_gpus[static_cast<size_t>(s)];
+        if (free[static_cast<size_t>(s)] == size && size >= g) {
+            const i64 cap = floordiv(size, g);
+            if (cap0 < 0) cap0 = cap;
+            else if (cap != cap0) uniform = false;
+            whole.push_back(s);
+        }
+    }
+    if (!uniform)
+        std::stable_sort(whole.begin(), whole.end(), [&server_gpus, g](i64 a, i64 b) {
+            return floordiv(server_gpus[static_cast<size_t>(a)], g) >
+                   floordiv(server_gpus[static_cast<size_t>(b)], g);
+        });
+    i64 left = workers;
+    for (i64 s : whole) {
+        const i64 cap = floordiv(server_gpus[static_cast<size_t>(s)], g);
+        if (left >= cap) {
+            out.emplace_back(s, cap);
+            left -= cap;
+            if (!left) break;
+        }
+    }
+    if (left) {
+        const i64 s = one_server(free, servers, left, g, server_gpus, out);
+        if (s < 0) {
             out.clear();
             return false;
         }
-        out.emplace_back(best, rest);
+        out.emplace_back(s, left);
     }
     return true;
 }
@@ -140,16 +171,14 @@ inline bool gang_place_typed(const State& st, const std::vector<i64>& free, i64 
             out.clear();
             return false;
         }
-        return gang_place(free, servers, workers, g,
-                          st.server_gpus[static_cast<size_t>(servers[0])], out);
+        return gang_place(free, servers, workers, g, st.server_gpus, out);
     }
     std::vector<i64> types;
     for (i64 t = 0; t < st.n_types(); ++t)
         if (!st.training_by_type[static_cast<size_t>(t)].empty()) types.push_back(t);
     for (i64 t : st.type_order(j, workers, types)) {
         const auto& servers = st.training_by_type[static_cast<size_t>(t)];
-        if (gang_place(free, servers, workers, g,
-                       st.server_gpus[static_cast<size_t>(servers[0])], out))
+        if (gang_place(free, servers, workers, g, st.server_gpus, out))
             return true;
     }
     out.clear();

@@ -140,19 +140,49 @@ inline void decide_fifo(const Policy&, const State& st, const PassContext& ctx, 
     }
 }
 
+// fifo_backfill.py _gpus_on: GPUs of a placement on the servers of `pool` (empty:
+// every server, or the first nt when nt >= 0).
+inline i64 fifo_backfill_gpus_on(const Placement& place, const std::vector<char>& pool, i64 g,
+                                 i64 nt) {
+    i64 w = 0;
+    for (const auto& e : place)
+        if (pool.empty() ? (nt < 0 || e.first < nt) : pool[static_cast<size_t>(e.first)] != 0)
+            w += e.second;
+    return w * g;
+}
+
+// fifo_backfill.py FifoBackfillPolicy._pool: per server, whether it is a training
+// server that holds a worker of g GPUs; empty when that is every training server.
+inline std::vector<char> fifo_backfill_pool(const State& st, i64 g) {
+    bool all = true;
+    for (i64 s : st.training_servers)
+        if (st.server_gpus[static_cast<size_t>(s)] < g) all = false;
+    std::vector<char> pool;
+    if (all) return pool;
+    pool.assign(st.server_gpus.size(), 0);
+    for (i64 s : st.training_servers)
+        pool[static_cast<size_t>(s)] = st.server_gpus[static_cast<size_t>(s)] >= g ? 1 : 0;
+    return pool;
+}
+
 // fifo_backfill.py FifoBackfillPolicy._reservation: shadow time and extra GPUs.
 inline std::pair<double, i64> fifo_backfill_reservation(const State& st, const Plan& plan,
-                                                        i64 avail, i64 need) {
+                                                        i64 avail, const std::vector<i64>& free,
+                                                        const std::vector<char>& pool,
+                                                        i64 need) {
     const double now = st.now_s;
     const i64 nt = st.n_training();  // training servers have the lowest indexes
+    i64 have = avail;
+    if (!pool.empty()) {
+        have = 0;
+        for (i64 s : st.training_servers)
+            if (pool[static_cast<size_t>(s)]) have += free[static_cast<size_t>(s)];
+    }
     std::vector<std::pair<double, i64>> ends;
     for (i64 r : st.running) {
         const auto u = static_cast<size_t>(r);
         // the GPUs it frees on training servers (none on a loaned server counts)
-        i64 w = 0;
-        for (const auto& e : st.placement[u])
-            if (e.first < nt) w += e.second;
-        const i64 gpus = w * st.gpus_per_worker[u];
+        const i64 gpus = fifo_backfill_gpus_on(st.placement[u], pool, st.gpus_per_worker[u], nt);
         if (!gpus) continue;
         const double sp = st.speed[u];
         const double left = st.remaining_at(r, now);
@@ -161,10 +191,10 @@ inline std::pair<double, i64> fifo_backfill_reservation(const State& st, const P
     }
     for (const auto& s : plan.starts) {
         const auto u = static_cast<size_t>(s.job);
-        ends.emplace_back(now + st.remaining_s[u], st.ref_workers[u] * st.gpus_per_worker[u]);
+        const i64 gpus = fifo_backfill_gpus_on(s.place, pool, st.gpus_per_worker[u], nt);
+        if (gpus) ends.emplace_back(now + st.remaining_s[u], gpus);
     }
     std::sort(ends.begin(), ends.end());
-    i64 have = avail;
     for (const auto& e : ends) {
         have += e.second;
         if (have >= need) return {e.first, have - need};
@@ -181,6 +211,7 @@ inline void decide_fifo_backfill(const Policy&, const State& st, const PassConte
     i64 avail = st.training_gpus - (st.busy - st.busy_loaned);  // training servers' free
     const double now = st.now_s;
     bool have_head = false;
+    std::vector<char> pool;
     double shadow = kInf;
     i64 extra = 0;
     Placement p;
@@ -198,7 +229,8 @@ inline void decide_fifo_backfill(const Policy&, const State& st, const PassConte
                 continue;
             }
             have_head = true;
-            const auto res = fifo_backfill_reservation(st, plan, avail, need);
+            pool = fifo_backfill_pool(st, g);
+            const auto res = fifo_backfill_reservation(st, plan, avail, free, pool, need);
             shadow = res.first;
             extra = res.second;
             continue;
@@ -206,11 +238,15 @@ inline void decide_fifo_backfill(const Policy&, const State& st, const PassConte
         if (need > avail) continue;
         const double ends = now + st.remaining_s[u];
         const bool fits_before = ends <= shadow;
-        if (!fits_before && need > extra) continue;
+        if (!fits_before && need > extra && pool.empty()) continue;
         if (!gang_place_typed(st, free, j, w, p)) continue;
+        if (!fits_before) {
+            const i64 used = fifo_backfill_gpus_on(p, pool, g, -1);
+            if (used > extra) continue;
+            extra -= used;
+        }
         take(free, p, g);
         avail -= need;
-        if (!fits_before) extra -= need;
         plan.starts.push_back(JobMove{j, p, BACKFILL});
     }
 }

@@ -267,20 +267,26 @@ def _prepare(o: dict[str, Any], console: Console) -> tuple[Any, RunConfig, Any, 
         raise click.ClickException(f"--horizon: must be a number of seconds > 0, got {horizon:g}")
     rc = _resolve(o)  # every value checked before the trace is read
     inp = rc.input_options()
+    spec = None
+    if rc.get("sim", "cluster") is not None:
+        if _AUTO in (rc.get("sim", "n_training_servers"), rc.get("sim", "n_inference_servers")):
+            raise click.UsageError("--cluster gives the server counts: do not use 'auto'")
+        spec = _cluster_spec(rc)
+    # workers are sized to the replay's largest training server (a spec's pools)
+    worker_gps = rc.get("sim", "gpus_per_server") if spec is None else max(
+        (p.gpus_per_server for p in spec.training_pools), default=rc.get("sim", "gpus_per_server"))
     trace = _load(o, console)
     try:
         trace = synthesize_elastic(trace, elastic_fraction=inp.elastic_fraction,
                                    seed=rc.get("sim", "seed"), alpha_low=inp.alpha_low,
                                    alpha_high=inp.alpha_high,
-                                   gpus_per_server=rc.get("sim", "gpus_per_server"),
+                                   gpus_per_server=worker_gps,
                                    elastic_worker_gpus=inp.elastic_worker_gpus)
     except InvalidInputError as exc:
         raise click.ClickException(f"elastic synthesis: {exc}") from exc
     jobs = trace.jobs
-    if rc.get("sim", "cluster") is not None:
-        if _AUTO in (rc.get("sim", "n_training_servers"), rc.get("sim", "n_inference_servers")):
-            raise click.UsageError("--cluster gives the server counts: do not use 'auto'")
-        n_inf_spec = _cluster_spec(rc).n_inference_servers
+    if spec is not None:
+        n_inf_spec = spec.n_inference_servers
     else:
         n_train, n_inf = _sizes(rc, o, jobs, console)
         src = {f: rc.source("sim", f) for f in ("n_training_servers", "n_inference_servers")}

@@ -248,18 +248,28 @@ class ArylPass(SjfPass):
             sp_u = st.throughput_on(j, u, w)
             if sp_u <= sp_t:
                 continue
-            wait = self.wait_for(u, need)
+            wait = self.wait_for(u, need, st.gpus_per_worker[j])
             best = min(best, wait + rem / sp_u)
         return rem / sp_t <= best
 
-    def wait_for(self, u: str, need: int) -> float:
-        """Seconds until ``need`` GPUs of type ``u``'s training servers are free (estimate)."""
+    def wait_for(self, u: str, need: int, g: int = 1) -> float:
+        """Seconds until ``need`` GPUs of type ``u``'s training servers are free (estimate).
+
+        Only servers that hold a worker of ``g`` GPUs count (all of them when the
+        type's servers have one size; the estimate is then kept for the pass).
+        """
         st = self.st
         tr = st.training_by_type[u]
+        if any(st.server_gpus[s] < g for s in tr):  # servers too small for the worker
+            tr = [s for s in tr if st.server_gpus[s] >= g]
+            fin = None
+            cache = False
+        else:
+            fin = self._finishes.get(u)
+            cache = True
         have = sum(self.real[s] for s in tr)
         if have >= need:
             return 0.0
-        fin = self._finishes.get(u)
         if fin is None:
             on = set(tr)
             now = st.now_s
@@ -274,7 +284,8 @@ class ArylPass(SjfPass):
                     t_end = max(st.progress_at_s[r], now) + (left / sp if sp > 0 else math.inf)
                     fin.append((t_end - now, gpus))
             fin.sort()
-            self._finishes[u] = fin
+            if cache:
+                self._finishes[u] = fin
         for dt, gpus in fin:
             have += gpus
             if have >= need:

@@ -7,9 +7,12 @@ for it, from the expected finish of the running jobs (remaining work at their
 current speed; a job that pauses counts its pause), and the *extra GPUs* are
 those still free at that time beyond its need.  A later job may start now if
 it fits now and either finishes by the shadow time or uses only extra GPUs
-(which it then consumes), so it never delays the head.  GPU counts per pool of
-training servers, as in classic EASY on processor counts: placement
-fragmentation is not modelled in the reservation.  Durations are known (the
+(which it then consumes), so it never delays the head.  GPU counts over the
+training servers that can hold one of the head's workers (a server of ``S``
+GPUs with ``S >= g``; all of them when every server has one size), as in
+classic EASY on processor counts: placement fragmentation is not modelled in
+the reservation, and GPUs of smaller servers neither count for the head nor
+are charged to a backfilled job.  Durations are known (the
 trace's runtimes serve as exact user estimates).  No loaning, no elastic
 scaling.
 """
@@ -42,6 +45,7 @@ class FifoBackfillPolicy(Policy):
         gpw = st.gpus_per_worker
         now = st.now_s
         head: int | None = None
+        pool: list[bool] | None = None
         shadow = math.inf
         extra = 0
         for _, j in queue:
@@ -56,21 +60,25 @@ class FifoBackfillPolicy(Policy):
                     plan.starts.append((j, place, Reason.FIFO_HEAD))
                     continue
                 head = j
-                shadow, extra = self._reservation(st, plan, avail, need)
+                pool = self._pool(st, g)
+                shadow, extra = self._reservation(st, plan, avail, free, pool, need)
                 continue
             if need > avail:
                 continue
             ends = now + self._runtime(st, j)
             fits_before = ends <= shadow
-            if not fits_before and need > extra:
+            if not fits_before and need > extra and pool is None:
                 continue
             place = gang_place_typed(st, free, j, w)
             if place is None:
                 continue
+            if not fits_before:
+                used = _gpus_on(place, pool, g)
+                if used > extra:
+                    continue
+                extra -= used
             _take(free, place, g)
             avail -= need
-            if not fits_before:
-                extra -= need
             plan.starts.append((j, place, Reason.BACKFILL))
 
     @staticmethod
@@ -79,33 +87,62 @@ class FifoBackfillPolicy(Policy):
         return st.remaining_s[j]
 
     @staticmethod
+    def _pool(st: ClusterState, g: int) -> list[bool] | None:
+        """Per server, whether it is a training server that holds a worker of ``g``
+        GPUs; ``None`` when that is every training server (the GPU counts of the
+        whole training cluster)."""
+        train = st.training_servers
+        if all(st.server_gpus[s] >= g for s in train):
+            return None
+        pool = [False] * len(st.server_gpus)
+        for s in train:
+            pool[s] = st.server_gpus[s] >= g
+        return pool
+
+    @staticmethod
     def _reservation(
-        st: ClusterState, plan: SchedulePlan, avail: int, need: int
+        st: ClusterState, plan: SchedulePlan, avail: int, free: list[int],
+        pool: list[bool] | None, need: int,
     ) -> tuple[float, int]:
-        """Shadow time and extra GPUs of the head job needing ``need`` GPUs."""
+        """Shadow time and extra GPUs of the head job needing ``need`` GPUs on the
+        servers of ``pool`` (every training server when ``None``: ``avail`` free
+        GPUs now, else the pool's in ``free``, the pass's scratch free list after
+        the starts so far)."""
         now = st.now_s
         nt = len(st.training_servers)  # training servers have the lowest indexes
+        have = avail if pool is None else sum(free[s] for s in st.training_servers if pool[s])
         ends: list[tuple[float, int]] = []
         for r in st.running:
             place = st.placement[r]
             assert place is not None
             # the GPUs it frees on training servers (none on a loaned server counts)
-            gpus = sum(k for s, k in place.items() if s < nt) * st.gpus_per_worker[r]
+            gpus = _gpus_on(place, pool, st.gpus_per_worker[r], nt)
             if not gpus:
                 continue
             sp = st.speed[r]
             left = st.remaining_at(r, now)
             t_end = max(st.progress_at_s[r], now) + (left / sp if sp > 0 else math.inf)
             ends.append((t_end, gpus))
-        for j, _, _ in plan.starts:  # started in this pass, at their reference size
-            ends.append((now + st.remaining_s[j], st.ref_workers[j] * st.gpus_per_worker[j]))
+        for j, place, _ in plan.starts:  # started in this pass, at their reference size
+            gpus = _gpus_on(place, pool, st.gpus_per_worker[j], nt)
+            if gpus:
+                ends.append((now + st.remaining_s[j], gpus))
         ends.sort()
-        have = avail
         for t_end, gpus in ends:
             have += gpus
             if have >= need:
                 return t_end, have - need
         return math.inf, 0
+
+
+def _gpus_on(place: dict[int, int], pool: list[bool] | None, g: int, nt: int | None = None) -> int:
+    """GPUs of ``place`` on the servers of ``pool`` (``None``: every server, or the
+    first ``nt`` when given)."""
+    if pool is None:
+        if nt is None:
+            return sum(place.values()) * g
+        return sum(k for s, k in place.items() if s < nt) * g
+    return sum(k for s, k in place.items() if pool[s]) * g
 
 
 def _take(free: list[int], place: dict[int, int], g: int) -> None:

@@ -3,9 +3,10 @@
 * :func:`best_fit` — the server with the fewest free GPUs that still holds ``need``.
 * :func:`gang_place` — the fifo baseline's gang placement [Aryl]: a job that fits
   in one server goes on one server (best fit); a larger job takes whole free
-  servers plus one best-fit server for the remainder.  Worker granularity: a
-  server holds ``gpus_per_server // g`` workers of ``g`` GPUs, which equals the
-  GPU rule when ``g`` divides the server size.
+  servers (largest first when sizes differ) plus one best-fit server for the
+  remainder.  Worker granularity: a server of ``S`` GPUs holds ``S // g``
+  workers of ``g`` GPUs, which equals the GPU rule when ``g`` divides ``S``;
+  each server's own size counts (pools of different sizes).
 * :func:`bf_place` — best fit for one job's workers over an ordered list of
   server groups (training first, then loaned servers): one server that holds
   every worker if any (the fullest such, ties to the lower index), otherwise
@@ -41,41 +42,91 @@ def best_fit(free: Sequence[int], servers: Sequence[int], need: int) -> int:
 
 
 def gang_place(
-    free: Sequence[int], servers: Sequence[int], workers: int, g: int, gpus_per_server: int
+    free: Sequence[int],
+    servers: Sequence[int],
+    workers: int,
+    g: int,
+    server_gpus: int | Sequence[int],
 ) -> Placement | None:
     """fifo gang placement [Aryl]; ``None`` if it does not fit now.
 
-    Whole free servers (lowest ids first) for ``workers // (S // g)`` full
-    servers' worth, then one best-fit server for the remaining workers.
+    ``server_gpus`` is every server's size (a list indexed by server) or one
+    size for all.  A server of ``S`` GPUs holds ``S // g`` workers (its
+    *capacity*).  A job of less than a server's capacity goes on one server
+    (best fit: the fewest free GPUs that hold it, ties lower id), as does a job
+    of exactly a whole free server's capacity.  Otherwise: whole free servers,
+    largest capacity first (ties lower id), each while the workers left fill
+    it, then one best-fit server (among the others) for the workers left, which
+    must be fewer than its capacity.  With one server size this is whole free
+    servers (lowest ids) for ``workers // (S // g)`` servers' worth plus one
+    best-fit server for the rest.
     """
-    per_server = gpus_per_server // g
-    if per_server == 0:  # a worker larger than these servers fits none of them
-        return None
-    n_full, rest = divmod(workers, per_server)
-    if n_full == 0:
-        s = best_fit(free, servers, rest * g)
-        return None if s < 0 else {s: rest}
-    full_free = gpus_per_server
-    chosen: Placement = {}
-    for s in servers:
-        if free[s] == full_free:
-            chosen[s] = per_server
-            if len(chosen) == n_full:
-                break
-    if len(chosen) < n_full:
-        return None
-    if rest:
-        need = rest * g
-        best = -1
-        best_free = 1 << 62
-        for s in servers:
-            f = free[s]
-            if s not in chosen and need <= f < best_free:
-                best, best_free = s, f
-        if best < 0:
+    if isinstance(server_gpus, int):
+        size = server_gpus
+        one = _one_server(free, servers, workers, g, size, None)
+        if one >= 0:
+            return {one: workers}
+        cap = size // g
+        if cap == 0:  # a worker larger than these servers fits none of them
             return None
-        chosen[best] = rest
+        chosen: Placement = {}
+        left = workers
+        for s in servers:
+            if left < cap:
+                break
+            if free[s] == size:
+                chosen[s] = cap
+                left -= cap
+    else:
+        sizes = server_gpus
+        one = _one_server(free, servers, workers, g, sizes, None)
+        if one >= 0:
+            return {one: workers}
+        whole = [s for s in servers if free[s] == sizes[s] and sizes[s] >= g]
+        whole.sort(key=lambda s: -(sizes[s] // g))  # stable: ties keep the lower id
+        chosen = {}
+        left = workers
+        for s in whole:
+            cap = sizes[s] // g
+            if left >= cap:
+                chosen[s] = cap
+                left -= cap
+                if not left:
+                    break
+    if left:
+        s = _one_server(free, servers, left, g, server_gpus, chosen)
+        if s < 0:
+            return None
+        chosen[s] = left
     return chosen
+
+
+def _one_server(
+    free: Sequence[int],
+    servers: Sequence[int],
+    workers: int,
+    g: int,
+    server_gpus: int | Sequence[int],
+    taken: Placement | None,
+) -> int:
+    """Best-fit server for ``workers`` workers on one server, ``-1`` if none.
+
+    Eligible: not in ``taken``, ``workers * g`` GPUs free, and ``workers`` fewer
+    than the server's capacity or the server whole free (gang placement's rule).
+    Fewest free GPUs first, ties lower id (``servers`` ascending).
+    """
+    need = workers * g
+    best = -1
+    best_free = 1 << 62
+    for s in servers:
+        f = free[s]
+        if need <= f < best_free and (taken is None or s not in taken):
+            size = server_gpus if isinstance(server_gpus, int) else server_gpus[s]
+            if workers < size // g or f == size:
+                best, best_free = s, f
+                if f == need:
+                    break
+    return best
 
 
 def bf_place(
@@ -133,10 +184,10 @@ def gang_place_typed(
         servers = st.training_servers
         if not servers:
             return None
-        return gang_place(free, servers, workers, g, st.server_gpus[servers[0]])
+        return gang_place(free, servers, workers, g, st.server_gpus)
     for t in st.type_order(j, workers, [x for x in st.gpu_types if st.training_by_type[x]]):
         servers = st.training_by_type[t]
-        p = gang_place(free, servers, workers, g, st.server_gpus[servers[0]])
+        p = gang_place(free, servers, workers, g, st.server_gpus)
         if p is not None:
             return p
     return None

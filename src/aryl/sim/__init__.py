@@ -89,7 +89,14 @@ def simulate(
     from aryl.sim.engine import Engine, InferenceSchedule
     from aryl.sim.jobs import build_job_table
     from aryl.sim.metrics import build_result
-    from aryl.sim.setup import check_types, job_families, resolve_cluster, speed_model
+    from aryl.sim.setup import (
+        check_run_size,
+        check_types,
+        job_families,
+        resolve_cluster,
+        speed_model,
+        worker_server_gpus,
+    )
 
     cfg = config if config is not None else SimConfig()
     spec = resolve_cluster(cfg)
@@ -98,11 +105,15 @@ def simulate(
     jobs, meta = load_jobs(trace)
     if len(jobs) == 0:
         log.warning("the trace has no jobs: empty results")
-    gps = max((p.gpus_per_server for p in spec.training_pools), default=cfg.gpus_per_server)
+    gps = worker_server_gpus(cfg, spec)
     table = build_job_table(jobs, gpus_per_server=gps, default_alpha=cfg.default_alpha)
     families = job_families(jobs, cfg, spec)
     if families is not None:
         families = [families[int(i)] for i in table.input_row]
+    from aryl.scheduling.registry import make_policy
+
+    # size guards first: before the demand series, the engine or any event
+    check_run_size(table, cfg, spec, model, families, make_policy(policy).elastic)
     n_inf = spec.n_inference_servers
     if inference is None:
         sched = default_inference(n_inf, cfg.seed)

@@ -146,6 +146,8 @@ class ServerLayout:
         The GPUs per server of each role when uniform, else None.
     gpus_per_server : int
         The largest training server's GPUs (``config.gpus_per_server`` without any).
+    training_text : str
+        The training servers for messages (per pool when their sizes differ).
     slots : dict[str, list[tuple[int, int]]]
         Per training GPU type, ``(n_servers, gpus_per_server)`` of each pool
         (the feasibility of a job's whole workers).
@@ -176,6 +178,12 @@ class ServerLayout:
         self.gpus_per_server: int = max(
             (p.gpus_per_server for p in spec.training_pools), default=config.gpus_per_server
         )
+        #: the training servers for messages: "46 servers x 8 GPUs", or per pool
+        #: "1 server x 4 GPUs + 1 server x 8 GPUs" when sizes differ
+        self.training_text: str = " + ".join(
+            f"{p.n_servers} server{'s' if p.n_servers != 1 else ''} x {p.gpus_per_server} GPUs"
+            for p in spec.training_pools if p.n_servers
+        ) if self.train_S is None else f"{spec.n_training_servers} servers x {self.train_S} GPUs"
         self.slots: dict[str, list[tuple[int, int]]] = {}
         for p in spec.training_pools:
             self.slots.setdefault(p.gpu_type, []).append((p.n_servers, p.gpus_per_server))
@@ -212,6 +220,7 @@ class Engine:
         st = layout.state
         self.train_S, self.inf_S = layout.train_S, layout.inf_S
         self.gpus_per_server = layout.gpus_per_server
+        self.training_text = layout.training_text
         self._slots = layout.slots
         ids = table.job_id.tolist()
         sub = table.submit_time_s.tolist()
@@ -407,7 +416,6 @@ class Engine:
         base = self.base_workers[j]
         st = self.state
         g = st.gpus_per_worker[j]
-        S = self.gpus_per_server
         if not self.fits_ever(base, g):
             st.status[j] = INFEASIBLE
             st.queued_since_s[j] = self.now
@@ -415,12 +423,11 @@ class Engine:
             self.n_open -= 1
             log.debug(
                 "job %s (%d workers x %d GPUs) can never fit the training cluster "
-                "(%d servers x %d GPUs, whole workers per server); reported as infeasible",
+                "(%s, whole workers per server); reported as infeasible",
                 self.table.job_id[j],
                 base,
                 g,
-                self.n_train,
-                S,
+                self.training_text,
             )
             self._log(j, "infeasible", 0)
             return
@@ -691,11 +698,10 @@ class Engine:
                 str(self.table.job_id[j]) for j in range(n) if st.status[j] == INFEASIBLE
             ][:5]
             log.warning(
-                "%d job(s) can never fit the training cluster (%d servers x %d GPUs); "
+                "%d job(s) can never fit the training cluster (%s); "
                 "reported as infeasible (status 'infeasible' in the jobs table), e.g. %s",
                 self.n_infeasible,
-                self.n_train,
-                self.gpus_per_server,
+                self.training_text,
                 ", ".join(first),
             )
         if self.checker is not None:

@@ -100,6 +100,7 @@ class NativeEngine:
         st = self._servers = layout.state
         self.train_S, self.inf_S = layout.train_S, layout.inf_S
         self.gpus_per_server = layout.gpus_per_server
+        self.training_text = layout.training_text
         slots = layout.slots
         # jobs: the checks of ClusterState.add_jobs, on the arrays
         sub = np.ascontiguousarray(table.submit_time_s, dtype=np.float64)
@@ -219,15 +220,15 @@ class NativeEngine:
                 for j in bad.tolist():
                     log.debug(
                         "job %s (%d workers x %d GPUs) can never fit the training cluster "
-                        "(%d servers x %d GPUs, whole workers per server); reported as infeasible",
+                        "(%s, whole workers per server); reported as infeasible",
                         jid[j], int(self._base_of(j)), int(self.table.gpus_per_worker[j]),
-                        self.n_train, self.gpus_per_server,
+                        self.training_text,
                     )
             first = [str(jid[j]) for j in bad[:5].tolist()]
             log.warning(
-                "%d job(s) can never fit the training cluster (%d servers x %d GPUs); "
+                "%d job(s) can never fit the training cluster (%s); "
                 "reported as infeasible (status 'infeasible' in the jobs table), e.g. %s",
-                self.n_infeasible, self.n_train, self.gpus_per_server, ", ".join(first),
+                self.n_infeasible, self.training_text, ", ".join(first),
             )
         c = core.counters
         self.busy_int = c["busy_int"]

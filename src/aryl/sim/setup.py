@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from aryl.errors import InvalidInputError
 from aryl.scheduling.speed import SpeedModel
 from aryl.sim.config import SimConfig
 
-__all__ = ["job_families", "resolve_cluster", "speed_kind", "speed_model"]
+__all__ = ["job_families", "resolve_cluster", "speed_kind", "speed_model", "worker_server_gpus"]
 
 
 def resolve_cluster(cfg: SimConfig) -> ClusterSpec:
@@ -47,6 +48,23 @@ def resolve_cluster(cfg: SimConfig) -> ClusterSpec:
     if path.suffix.lower() == ".toml" or path.exists():
         return load_cluster_spec(path)
     return cluster_preset(name)  # raises, naming the presets and the closest
+
+
+def worker_server_gpus(cfg: SimConfig, spec: ClusterSpec | None = None) -> int:
+    """The server size that fixes a job's GPUs per worker (docs/model.md, "Jobs").
+
+    The largest training server's GPUs of the replay's cluster (``spec``, else
+    :func:`resolve_cluster`), ``cfg.gpus_per_server`` when it has no training
+    pool: a rigid job's workers are the largest divisor of its GPUs that fits
+    it, an elastic job's split workers the largest of 8, 4, 2 that fits it.
+    Every caller that synthesises scaling columns for a replay
+    (``simulate``, ``aryl replay``/``compare``, ``aryl sweep``) uses it, so a
+    cluster spec of 4-GPU servers gets 4-GPU workers, not the 8 of
+    ``gpus_per_server``'s default.
+    """
+    if spec is None:
+        spec = resolve_cluster(cfg)
+    return max((p.gpus_per_server for p in spec.training_pools), default=cfg.gpus_per_server)
 
 
 def speed_kind(cfg: SimConfig, spec: ClusterSpec) -> str:
@@ -113,4 +131,120 @@ def check_types(spec: ClusterSpec, model: SpeedModel) -> None:
         raise InvalidInputError(
             f"cluster: GPU type(s) {bad} have no measured speeds; known: {sorted(known)} "
             "(use speed_model='parametric', or loaned_gpu_speed for an inference type)"
+        )
+
+
+def shortest_end_s(
+    table: Any, cfg: SimConfig, spec: ClusterSpec, model: SpeedModel,
+    families: list[str | None] | None, elastic_policy: bool,
+) -> tuple[float, int]:
+    """A lower bound on when a replay ends, and the job that sets it (-1: none).
+
+    Before anything is built: a replay runs at least until its last arrival and
+    until every job that can ever fit (the engines' infeasibility rule) has done
+    its work at the fastest rate it could ever get, ``duration / rate_max``,
+    each capped at ``horizon_s``.  ``rate_max`` bounds a job's progress in
+    reference seconds per second on any GPU type of the cluster at any worker
+    count up to its maximum (``max_workers`` when the policy scales it, else
+    its traced size): parametric ``max(f) * max(1, T(m)) / T(ref)``, measured the
+    largest throughput per (family, type) over replica counts up to ``m * g``,
+    over the reference type's at the traced size.  Preemptions, pauses and
+    waits only make a job later, so the bound holds for every policy.
+    O(n_jobs + families x types x replicas).
+
+    Returns
+    -------
+    end_s : float
+        The bound (the clock start when the trace is empty).
+    job : int
+        The index (in ``table``) of the job whose work sets it, or -1 when the
+        last arrival or the clock start does.
+    """
+    import numpy as np
+
+    n = int(table.n_jobs)
+    sub = np.asarray(table.submit_time_s, dtype=np.float64)
+    t0 = cfg.start_time_s if cfg.start_time_s is not None else (float(sub[0]) if n else 0.0)
+    horizon = math.inf if cfg.horizon_s is None else float(cfg.horizon_s)
+    end = min(max(float(t0), float(sub.max()) if n else float(t0)), horizon)
+    if n == 0:
+        return end, -1
+    dur = np.asarray(table.duration_s, dtype=np.float64)
+    g = np.asarray(table.gpus_per_worker, dtype=np.int64)
+    ref = np.asarray(table.traced_workers, dtype=np.int64)
+    el = np.asarray(table.elastic, dtype=bool) & bool(elastic_policy)
+    base = np.where(el, np.asarray(table.min_workers, dtype=np.int64), ref)
+    top = np.where(el, np.maximum(np.asarray(table.max_workers, dtype=np.int64), ref), ref)
+    alpha = np.asarray(table.alpha, dtype=np.float64)
+    # feasibility as the engines decide it (engine.py fits_ever): whole workers per
+    # server, on one GPU type unless types may mix
+    slots: dict[str, list[tuple[int, int]]] = {}
+    for p in spec.training_pools:
+        slots.setdefault(p.gpu_type, []).append((p.n_servers, p.gpus_per_server))
+    feasible = np.zeros(n, dtype=bool)
+    for gv in np.unique(g).tolist():
+        sel = g == gv
+        caps = [sum(k * (size // gv) for k, size in v) for v in slots.values()]
+        cap = sum(caps) if (len(slots) == 1 or cfg.mix_gpu_types) else max(caps, default=0)
+        feasible[sel] = base[sel] <= cap
+    types = list(dict.fromkeys([p.gpu_type for p in spec.pools]))
+    rate = np.ones(n, dtype=np.float64)
+    fam = np.asarray([None] * n if families is None else families, dtype=object)
+    par = np.asarray([f is None for f in fam.tolist()], dtype=bool)
+    if par.any():
+        f_max = max(model.factor(t) for t in types)
+        a, m, r = alpha[par], top[par].astype(np.float64), ref[par].astype(np.float64)
+        t_m = m / (1.0 + a * (m - 1.0))
+        t_r = r / (1.0 + a * (r - 1.0))
+        rate[par] = f_max * np.maximum(1.0, t_m) / t_r
+    for f in sorted({x for x in fam.tolist() if x is not None}):
+        sel = fam == f
+        reps_top = int((top[sel] * g[sel]).max())
+        best = np.zeros(reps_top, dtype=np.float64)
+        for t in types:
+            row = np.asarray(model.throughput_row(f, 0.0, t, 1, reps_top, 1), dtype=np.float64)
+            best = np.maximum(best, np.maximum.accumulate(row))
+        ref_row = np.asarray(
+            model.throughput_row(f, 0.0, model.reference_gpu_type, 1, reps_top, 1),
+            dtype=np.float64)
+        den = ref_row[ref[sel] * g[sel] - 1]
+        num = best[top[sel] * g[sel] - 1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate[sel] = np.where(den > 0, num / den, np.inf)
+    with np.errstate(divide="ignore"):
+        done = np.where(feasible & (sub <= horizon), sub + dur / rate, -np.inf)
+    k = int(np.argmax(done))
+    if done[k] > end:
+        return min(float(done[k]), horizon), k
+    return end, -1
+
+
+def check_run_size(
+    table: Any, cfg: SimConfig, spec: ClusterSpec, model: SpeedModel,
+    families: list[str | None] | None, elastic_policy: bool,
+) -> None:
+    """Refuse, before any replay work, a run whose time series is sure to exceed
+    ``MAX_TIMESERIES_POINTS`` rows (:func:`shortest_end_s` bounds its length).
+
+    Raises
+    ------
+    InvalidInputError
+        Naming ``timeseries_step_s`` (the step that would do) and ``horizon_s``,
+        and the job whose work sets the bound.
+    """
+    from aryl.sim.config import MAX_TIMESERIES_POINTS
+
+    n = int(table.n_jobs)
+    t0 = cfg.start_time_s if cfg.start_time_s is not None else (
+        float(table.submit_time_s[0]) if n else 0.0)
+    end, k = shortest_end_s(table, cfg, spec, model, families, elastic_policy)
+    span = end - float(t0)
+    step = cfg.timeseries_step_s
+    if span / step + 1 > MAX_TIMESERIES_POINTS:
+        why = (f"job {str(table.job_id[k])!r} cannot finish before t = {end:.6g} s"
+               if k >= 0 else f"the last arrival is at t = {end:.6g} s")
+        raise InvalidInputError(
+            f"timeseries_step_s: {step:g} s over a run of {span:.6g} s or more ({why}) "
+            f"gives more than {MAX_TIMESERIES_POINTS:,} time-series rows; use a step of at "
+            f"least {span / (MAX_TIMESERIES_POINTS - 1):.3g} s, or a horizon_s"
         )

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from aryl.errors import InvalidInputError
+from aryl.sim.config import MAX_DURATION_S, MAX_SERVERS
 
 __all__ = [
     "GPUS_PER_SERVER",
@@ -220,6 +221,9 @@ def size_cluster(
                 n_inference_servers=0,
                 gpus_per_server=int(gpus_per_server),
                 record_events=False,
+                # a probe keeps only its mean delay: the coarsest time series, so a
+                # long trace does not hit the time-series size guard here
+                timeseries_step_s=MAX_DURATION_S,
             )
             res = simulate(rigid, policy="fifo", config=cfg, inference=False)
             mean = res.summary["queuing_delay_s"]["mean"]
@@ -242,7 +246,14 @@ def size_cluster(
 
     alone = _servers_alone(gpus, int(gpus_per_server))
     lo = max(1, int(alone.max()))
-    upper = max(lo, int(alone.sum()))  # every job at once, each on its own servers
+    if lo > MAX_SERVERS:  # before any probe: no replay could hold the largest job
+        k = int(np.argmax(alone))
+        raise InvalidInputError(
+            f"jobs: job {str(cols['job_id'][k])!r} needs {lo:,} servers of {gpus_per_server} "
+            f"GPUs, more than the {MAX_SERVERS:,} a replay may have (n_training_servers); "
+            "use larger servers (gpus_per_server) or drop the job")
+    # every job at once, each on its own servers (at most the largest replay)
+    upper = min(MAX_SERVERS, max(lo, int(alone.sum())))
     biggest = str(cols["job_id"][int(np.argmax(alone))])
     sub = rigid["submit_time_s"].to_numpy(dtype=np.float64)
     span = float(sub.max() - sub.min())

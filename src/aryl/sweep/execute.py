@@ -250,9 +250,11 @@ def execute_run(run: Run, trace: Any) -> RunOutput:
             "(install the same aryl version on every node)"
         )
     cfg = SimConfig(**dict(run.config))
+    from aryl.sim.setup import resolve_cluster, worker_server_gpus
+
     jobs = synthesize_elastic(trace, elastic_fraction=run.elastic_fraction, seed=run.seed,
-                              elastic_worker_gpus=run.elastic_worker_gpus)
-    from aryl.sim.setup import resolve_cluster
+                              elastic_worker_gpus=run.elastic_worker_gpus,
+                              gpus_per_server=worker_server_gpus(cfg))
 
     inference: Any = False
     if run.inference == "bundled":  # scaled to the cluster's (a spec's) inference servers

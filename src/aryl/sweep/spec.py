@@ -57,6 +57,7 @@ else:  # pragma: no cover
 
 __all__ = [
     "AXES",
+    "MAX_SWEEP_RUNS",
     "RunRequest",
     "SweepSpec",
     "TraceRef",
@@ -82,6 +83,10 @@ AXES: dict[str, Any] = {
     "inference_ratio": None,
     "tags": {},
 }
+
+#: Most runs a spec may expand to (its grids' sizes are checked before they are
+#: built: a few long axes multiply to more runs than memory holds).
+MAX_SWEEP_RUNS = 100_000
 
 #: SimConfig fields with a different default in a sweep (the event log is not kept).
 SWEEP_CONFIG_DEFAULTS: dict[str, Any] = {"record_events": False}
@@ -431,6 +436,7 @@ def _expand(
     policies: Sequence[str],
     explicit: Sequence[str],
     own: Sequence[str],
+    already: int = 0,
 ) -> list[RunRequest]:
     known = [*AXES, *(f for f in config_types if f not in _NOT_CONFIG)]
     for k in table:
@@ -458,6 +464,15 @@ def _expand(
             vals.append(_check_axis(wi, k, v, base_dir, config_types, policies))
         axes.append((k, vals))
     defaults = {k: v for k, v in SWEEP_CONFIG_DEFAULTS.items() if k not in table}
+    # the grid's size before it is built (a product of long axes is huge)
+    n_runs = math.prod(len(vals) for _, vals in axes)
+    if already + n_runs > MAX_SWEEP_RUNS:
+        sizes = " x ".join(f"{k} {len(vals)}" for k, vals in axes if len(vals) > 1)
+        raise InvalidInputError(
+            f"{where}: {n_runs:,} runs ({sizes or 'one value per axis'})"
+            + (f" after {already:,} of the tables before" if already else "")
+            + f" exceed the {MAX_SWEEP_RUNS:,} runs a spec may hold; shorten an axis or split "
+            "the spec")
     out = []
     names = [k for k, _ in axes]
     for combo in itertools.product(*(vals for _, vals in axes)):
@@ -497,6 +512,11 @@ def _option_alternatives(where: str, raw: Any) -> list[dict[str, Any]]:
             if isinstance(v, dict):
                 raise InvalidInputError(f"{where}.{k}: expected a value or a list of values")
         lists.append(vals)
+    n = math.prod(len(v) for v in lists)
+    if n > MAX_SWEEP_RUNS:
+        raise InvalidInputError(
+            f"{where}: {n:,} combinations of options exceed the {MAX_SWEEP_RUNS:,} runs a "
+            "spec may hold; shorten a list")
     return [dict(zip(names, c, strict=True)) for c in itertools.product(*lists)]
 
 
@@ -622,7 +642,7 @@ def parse_spec(
 
     if grid is not None:
         requests += _expand(f"{origin}: [grid]", grid, 0, base, config_types, policies,
-                            varying(grid), list(grid))
+                            varying(grid), list(grid), len(requests))
     for i, run in enumerate(runs, start=1):
         merged = {**(grid or {}), **run}
         explicit = [*run, *(k for k in varying(merged) if k not in run)]
@@ -632,7 +652,7 @@ def parse_spec(
         if "n_inference_servers" in run and "inference_ratio" not in run:
             merged.pop("inference_ratio", None)
         requests += _expand(f"{origin}: [[run]] #{i}", merged, i, base, config_types,
-                            policies, explicit, list(run))
+                            policies, explicit, list(run), len(requests))
     # every configuration must build (range checks name the field)
     seen: set[tuple[tuple[str, Any], ...]] = set()
     for r in requests:
