@@ -163,12 +163,12 @@ def test_cli_runs_a_spec_and_reports_bad_ones(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text("[grid]\ntrace = 'itp-c10'\npolicy = 'fifo'\ncheckpoint_intervall_s = 5\n")
     result = CliRunner().invoke(main, ["sweep", str(bad), "--out", str(tmp_path / "o2")])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "[grid].checkpoint_intervall_s: unknown key; did you mean 'checkpoint_interval_s'?" \
         in result.output
     assert not (tmp_path / "o2").exists()
     result = CliRunner().invoke(main, ["sweep", "report", str(tmp_path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "not a sweep folder" in result.output
 
 

@@ -19,7 +19,7 @@ def test_inspect(tmp_path: Path) -> None:
     path.write_text(ITP)
     runner = CliRunner()
     result = runner.invoke(main, ["trace", "inspect", str(path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert f"Error: {path}, line 4, column 'duration': not a finite number (got 'x') " \
         "[not_a_number]" in result.output
     result = runner.invoke(main, ["trace", "inspect", str(path), "--drop-invalid", "--bins", "2"])

@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from aryl.cli._errors import InputError, check_out
 from aryl.errors import InvalidInputError
 
 __all__ = ["trace_command"]
@@ -52,9 +53,9 @@ def _load(trace: str, fmt: str | None, window: str | None, tz: str | None, drop_
                           gpus_per_server=gpus_per_server, max_gpus=max_gpus,
                           allow_multi_server=not no_multi_server, node_list=node_list)
     except InvalidRowsError as exc:
-        raise click.ClickException(exc.describe(drop_hint="--drop-invalid")) from exc
+        raise InputError(exc.describe(drop_hint="--drop-invalid")) from exc
     except InvalidInputError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise InputError(str(exc)) from exc
 
 
 def _num(value: float, fmt: str = "{:,.0f}") -> str:
@@ -174,15 +175,26 @@ def convert_command(src: str, out: str, fmt: str | None, window: str | None, tz:
     """Convert SRC (path or preset) to canonical OUT (.csv, .csv.gz, .parquet), atomically."""
     from aryl.traces import synthesize_elastic, write_trace
 
+    check_out(out, "OUT", folder=False)
     t = _load(src, fmt, window, tz, drop_invalid, gpus_per_server, max_gpus,
               no_multi_server, node_list)
+    if t.n_jobs == 0:  # aryl refuses to replay a trace with no job: do not write one
+        dropped = {k: int(v) for k, v in t.dropped.items() if v}
+        if "window" in t.meta:
+            why = f"the window {t.meta['window']['spec']!r} keeps none of its jobs"
+        elif dropped:
+            why = (f"all {sum(dropped.values()):,} rows were dropped "
+                   f"({', '.join(f'{k}: {v:,}' for k, v in dropped.items())})")
+        else:
+            why = "it has no job rows"
+        raise InputError(f"{src}: nothing to write to {out}: {why}")
     try:
         if elastic_fraction is not None:
             t = synthesize_elastic(t, elastic_fraction=elastic_fraction, seed=seed,
                                    gpus_per_server=gpus_per_server)
         path = write_trace(t, Path(out))
     except InvalidInputError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise InputError(str(exc)) from exc
     except OSError as exc:  # read-only location, disk full, ...
         raise click.ClickException(f"cannot write {out!r}: {exc.strerror or exc}") from exc
     dropped = ", ".join(f"{k}={v}" for k, v in t.dropped.items()) or "none"
