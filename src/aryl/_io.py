@@ -397,9 +397,10 @@ def _carry_unlisted(old: Path, new: Path, marker: str) -> None:
     import shutil
 
     manifest = _read_manifest(old, marker)
-    if manifest is None or not isinstance(manifest.get("files"), list):
+    files = None if manifest is None else manifest.get("files")
+    if not isinstance(files, list):
         return
-    listed = {str(f) for f in manifest["files"]} | {marker}
+    listed = {str(f) for f in files} | {marker}
     for path in sorted(old.rglob("*")):
         if path.is_symlink() or not path.is_file():
             continue

@@ -28,8 +28,8 @@ import click
 
 from aryl.errors import InvalidInputError
 
-__all__ = ["EXIT_INPUT", "EXIT_INTERRUPTED", "InputError", "check_out", "decode_text", "first_interrupt_only",
-           "interruptible", "read_text"]
+__all__ = ["EXIT_INPUT", "EXIT_INTERRUPTED", "InputError", "check_out", "decode_text",
+           "first_interrupt_only", "interruptible", "read_text"]
 
 #: Exit status of an input error (click's usage errors use it too).
 EXIT_INPUT = 2

@@ -10,10 +10,10 @@ import click
 from rich.console import Console
 from rich.progress import MofNCompleteColumn
 
+from aryl.cli._errors import EXIT_INTERRUPTED, InputError, check_out
 from aryl.cli._progress import make_progress
 from aryl.cli._tables import Col, print_tables
 from aryl.cli.config import config_options, resolve
-from aryl.cli._errors import EXIT_INTERRUPTED, InputError, check_out
 from aryl.errors import ArylError
 
 __all__ = ["experiment_command"]

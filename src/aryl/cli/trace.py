@@ -179,12 +179,12 @@ def convert_command(src: str, out: str, fmt: str | None, window: str | None, tz:
     t = _load(src, fmt, window, tz, drop_invalid, gpus_per_server, max_gpus,
               no_multi_server, node_list)
     if t.n_jobs == 0:  # aryl refuses to replay a trace with no job: do not write one
-        dropped = {k: int(v) for k, v in t.dropped.items() if v}
+        n_dropped = {k: int(v) for k, v in t.dropped.items() if v}
         if "window" in t.meta:
             why = f"the window {t.meta['window']['spec']!r} keeps none of its jobs"
-        elif dropped:
-            why = (f"all {sum(dropped.values()):,} rows were dropped "
-                   f"({', '.join(f'{k}: {v:,}' for k, v in dropped.items())})")
+        elif n_dropped:
+            why = (f"all {sum(n_dropped.values()):,} rows were dropped "
+                   f"({', '.join(f'{k}: {v:,}' for k, v in n_dropped.items())})")
         else:
             why = "it has no job rows"
         raise InputError(f"{src}: nothing to write to {out}: {why}")
