@@ -64,3 +64,23 @@ def main(verbose: int) -> None:
     """
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    _quiet_python_warnings(verbose)
+
+
+def _quiet_python_warnings(verbose: int) -> None:
+    """Python warnings (from libraries, not aryl's messages) only with ``-v``.
+
+    They go to the ``py.warnings`` logger, shown from ``-v`` on.  The
+    multiprocessing resource tracker (a separate process that the process
+    pools start) inherits the interpreter's ``-W`` options: after a Ctrl-C
+    ends the pool's workers it unlinks their semaphores and would say so
+    ("There appear to be N leaked semaphore objects"); the filter keeps that
+    clean-up quiet.
+    """
+    import sys
+
+    logging.captureWarnings(True)
+    logging.getLogger("py.warnings").setLevel(logging.WARNING if verbose else logging.ERROR)
+    quiet = "ignore:resource_tracker:UserWarning"
+    if not verbose and quiet not in sys.warnoptions:
+        sys.warnoptions.append(quiet)

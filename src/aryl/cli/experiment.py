@@ -53,8 +53,8 @@ def _check_outputs(out_dir: Path, data_dir: Path | None) -> None:
     from aryl._io import check_output_folder
     from aryl.errors import InvalidInputError
 
-    check_out(out_dir, "--out", folder=True)
     check_out(data_dir, "--data", folder=True)
+    check_out(out_dir, "--out", folder=True)
     try:
         check_output_folder(out_dir)
     except InvalidInputError as exc:
