@@ -510,7 +510,7 @@ def _print_summary(console: Console, s: dict[str, Any]) -> None:
     cols = [Col("measure", "left"), *(Col(c) for c in ("mean", "p50", "p95", "p99")),
             Col("jobs with > 0")]
     print_tables(console, cols, rows, title=f"aryl replay: policy {s['policy']}",
-                 caption="finished jobs; 'jobs with > 0': share that waited at all")
+                 caption=DELAY_NOTE)
     counts = [
         ("jobs finished", f"{s['n_finished']:,}"),
         ("jobs unfinished", f"{s['n_unfinished']:,}"),
@@ -534,7 +534,8 @@ def _print_summary(console: Console, s: dict[str, Any]) -> None:
         ("scheduler time (s)", f"{s['scheduler_time_s']:.2f}"),
         ("scheduler time per decision (ms)", f"{s['scheduler_ms_per_decision']:.3f}"),
     ]
-    print_tables(console, [Col("count", "left"), Col("value")], [list(r) for r in counts])
+    print_tables(console, [Col("count", "left"), Col("value")], [list(r) for r in counts],
+                 caption=COUNTS_NOTE)
     pools = [p for p in s.get("pools", []) if p["gpu_s_available"] > 0]
     if len(pools) > 1:
         print_tables(
@@ -544,9 +545,34 @@ def _print_summary(console: Console, s: dict[str, Any]) -> None:
             [[p["pool"], p["gpu_type"], _pct(p["usage"]), _pct(p["goodput"]),
               f"{p['n_jobs_main']:,}", _fmt(p["jct_s"]["mean"])] for p in pools],
             title="by pool",
-            caption="goodput: useful work (reference-GPU seconds) / GPU-seconds available; "
-                    "a job counts in the pool where it got most GPU-seconds",
+            caption=POOLS_NOTE,
         )
+
+
+#: What the numbers of ``aryl replay`` are (printed under its tables; also in --help).
+DELAY_NOTE = (
+    "Over finished jobs. queuing delay: first start - arrival; JCT: finish - arrival; "
+    "total wait: all the time a job was queued, also after preemptions (>= its queuing "
+    "delay); 'jobs with > 0': the share of jobs for which it is above 0."
+)
+COUNTS_NOTE = (
+    "cluster usage: GPU-seconds allocated to training jobs / GPU-seconds available to "
+    "them (training servers all the time, inference servers while on loan), first arrival "
+    "to the end; goodput: useful work (traced duration x traced GPUs of the progress "
+    "kept: no rolled-back work, no sub-linear speed-up of extra workers) / the same "
+    "GPU-seconds. inference utilisation: server-seconds serving inference / inference "
+    "server-seconds; with loans: plus the server-seconds on loan to training. moves: "
+    "workers relocated at the same worker count (e.g. off a reclaimed server). loans: "
+    "inference servers lent to training; reclaims: loans taken back when "
+    "inference needs them (preempting or shrinking jobs); loan returns: loans given back "
+    "empty. makespan: first arrival to the end. Details: docs/simulator.md, 'Measures'."
+)
+POOLS_NOTE = (
+    "pool: servers of one role and GPU type (docs/cluster.md); GPU: that type; usage, "
+    "goodput: as above within the pool (an inference pool counts only while on loan, so "
+    "its usage is that of the loaned servers, not inference utilisation); jobs, mean "
+    "JCT: the finished jobs whose most GPU-seconds were in the pool."
+)
 
 
 def _finish_run_config(res: Any, rc: RunConfig) -> None:
@@ -563,6 +589,25 @@ def replay_command(policy: str, **o: Any) -> None:
 
     Any simulator, input or policy field can be set with --set NAME=VALUE or
     --config FILE.toml (`aryl config` lists them).
+
+    \b
+    The printed measures (each table has the same note under it;
+    docs/simulator.md, "Measures", has every field of summary.json):
+    queuing delay   first start - arrival, over finished jobs
+    JCT             finish - arrival
+    total wait      all the time a job was queued, also after preemptions
+    cluster usage   GPU-s allocated to training / GPU-s available to it
+                    (training servers always, inference servers while lent)
+    goodput         useful work (traced duration x GPUs of the progress
+                    kept) / the same GPU-s
+    inference       serving server-s / inference server-s; "with loans"
+     utilisation    adds the server-s lent to training
+    moves           workers relocated at the same count
+    loans, reclaims inference servers lent to training, taken back
+    by pool         one row per pool (role and GPU type) of the cluster
+
+    --out DIR is replaced as a whole (the previous run or the new one, never
+    a mix; Ctrl-C exits 130 and leaves it as it was).
     """
     if o["plot"] and not o["out"]:
         raise click.UsageError("--plot needs --out DIR")

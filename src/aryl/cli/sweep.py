@@ -232,6 +232,11 @@ def report_command(
         for row in df.itertuples(index=False):
             table.add_row(*(str(v) for v in row))
         console.print(table)
+    if rep.baseline is not None:
+        console.print(f"{rep.baseline} / this: {rep.baseline}'s value over the scenario's, per "
+                      "seed, averaged (the convention of every aryl table); above 1 the "
+                      f"scenario's value is lower than {rep.baseline}'s.", style="dim",
+                      highlight=False)
     n, total = len(rep.data.runs), rep.data.n_planned
     if n < total:
         console.print(f"[yellow]{total - n} of {total} runs are not finished yet.[/yellow]")

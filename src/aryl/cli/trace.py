@@ -77,7 +77,17 @@ def inspect_command(trace: str, fmt: str | None, window: str | None, tz: str | N
                     drop_invalid: bool, gpus_per_server: int, max_gpus: int | None,
                     no_multi_server: bool, node_list: str | None, bins: int) -> None:
     """Summarise TRACE (a path or preset; default itp-c07): jobs, span, GPU sizes,
-    durations, offered load, drops."""
+    durations, offered load, drops.
+
+    \b
+    span                 last submit - first submit
+    GPU-hours            traced duration x traced GPUs, summed
+    mean offered load    GPU-seconds between the first and the last submit
+                         (each job at its traced size from its submit, no
+                         queue) / the span: the mean of the table's bins
+    work submitted/span  every GPU-second of the trace / the span: larger,
+                         by the work that runs after the last submit
+    """
     from aryl.traces.summary import gpu_histogram, offered_load, summarize
 
     t = _load(trace, fmt, window, tz, drop_invalid, gpus_per_server, max_gpus,
@@ -90,7 +100,12 @@ def inspect_command(trace: str, fmt: str | None, window: str | None, tz: str | N
     head.add_row("first / last submit (s)",
                  f"{_num(s['first_submit_s'])} / {_num(s['last_submit_s'])}")
     head.add_row("GPU-hours", f"{s['gpu_hours']:,.0f}")
-    head.add_row("mean offered load", f"{_num(s['mean_offered_load_gpus'], '{:,.1f}')} GPUs")
+    head.add_row("mean offered load", f"{_num(s['mean_offered_load_gpus'], '{:,.1f}')} GPUs "
+                 "(the mean of the offered-load table)")
+    head.add_row("work submitted / span",
+                 f"{_num(s['submitted_load_gpus'], '{:,.1f}')} GPUs (also counts the "
+                 f"{_num(s['gpu_hours_after_last_submit'], '{:,.1f}')} GPU-hours run after "
+                 "the last submit)")
     if "tz" in t.meta and t.n_jobs:
         import pandas as pd
 
@@ -124,7 +139,10 @@ def inspect_command(trace: str, fmt: str | None, window: str | None, tz: str | N
                                             "duration_p99_s", "duration_max_s")))
     console.print(dur)
 
-    load = Table(title="offered load (GPUs, jobs run at traced size from submit)")
+    load = Table(title="offered load (GPUs, jobs run at traced size from submit)",
+                 caption="GPU-seconds inside each bin / its length, each job at its traced "
+                         "size from its submit time, no queue; bins split first to last "
+                         "submit", caption_justify="left")
     bins_df = offered_load(t, max(1, bins))
     if "tz" in t.meta:  # absolute (epoch) times: readable dates in the trace's time zone
         import pandas as pd
