@@ -45,6 +45,17 @@ class LazyGroup(click.Group):
             return command
         return super().get_command(ctx, cmd_name)
 
+    def invoke(self, ctx: click.Context) -> object:
+        # a safety net: an input error that a command did not word itself is still an
+        # input error (exit 2, one line), never a traceback
+        from aryl.cli._errors import InputError
+        from aryl.errors import InvalidInputError
+
+        try:
+            return super().invoke(ctx)
+        except InvalidInputError as exc:
+            raise InputError(str(exc)) from None
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Use the short help from the table, so --help does not import every subcommand.
         rows = [(name, _SUBCOMMANDS[name][1]) for name in sorted(_SUBCOMMANDS)]
