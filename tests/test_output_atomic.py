@@ -282,3 +282,21 @@ def test_a_location_where_no_file_can_be_created_is_refused(
 
     monkeypatch.setattr(tempfile, "mkstemp", erofs)
     _refused(case, tmp_path / "new" / "out", tmp_path, "Read-only file system")
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="needs POSIX process groups")
+def test_ctrl_c_in_trace_convert_exits_130_and_writes_nothing(tmp_path: Path) -> None:
+    trace = _trace(tmp_path, 200)
+    out = tmp_path / "o.csv"
+    # each write sleeps 5 s after its file is in place: the interrupt lands before the
+    # command ends; the file is whole (written atomically), never torn
+    proc = _start(["trace", "convert", str(trace), str(out)], tmp_path, 5.0)
+    assert _wait(lambda: out.exists(), proc)
+    code = _ctrl_c(proc)
+    text = (tmp_path / "output.txt").read_text()
+    assert code == 130, text
+    assert "Interrupted." in text
+    assert "Traceback" not in text
+    assert "Aborted" not in text
+    assert len(pd.read_csv(out)) == 200
+    assert not list(tmp_path.glob(".o.csv.*"))  # no temporary file left

@@ -55,6 +55,14 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except InvalidInputError as exc:
             raise InputError(str(exc)) from None
+        except KeyboardInterrupt:  # commands that write say more themselves (replay, sweep)
+            import sys
+
+            from aryl.cli._errors import EXIT_INTERRUPTED
+
+            click.echo("Interrupted. No output was changed (every file is written "
+                       "atomically).", err=True)
+            sys.exit(EXIT_INTERRUPTED)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Use the short help from the table, so --help does not import every subcommand.
