@@ -300,3 +300,11 @@ def test_ctrl_c_in_trace_convert_exits_130_and_writes_nothing(tmp_path: Path) ->
     assert "Aborted" not in text
     assert len(pd.read_csv(out)) == 200
     assert not list(tmp_path.glob(".o.csv.*"))  # no temporary file left
+
+
+@pytest.mark.parametrize("case", sorted(FILE_OUTPUTS))
+def test_a_file_output_in_a_missing_folder_is_refused_before_any_work(
+    case: str, tmp_path: Path
+) -> None:
+    _refused(case, tmp_path / "no" / "such" / "o.csv", tmp_path,
+             f"folder {str(tmp_path / 'no' / 'such')!r} does not exist")

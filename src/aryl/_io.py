@@ -315,8 +315,9 @@ def check_writable(dest: str | os.PathLike[str], *, folder: bool) -> Path:
     file is created there and removed at once, so a read-only file system or
     a missing permission is found even where :func:`os.access` would say yes
     (root, network file systems).  An existing ``dest`` must be a folder when
-    ``folder`` is true (and is probed too: some commands write into it) and
-    must not be a folder otherwise.
+    ``folder`` is true (and is probed too: some commands write into it);
+    otherwise it must not be a folder and its folder must exist (files are
+    written into an existing folder, as :func:`atomic_write_bytes` requires).
 
     Parameters
     ----------
@@ -342,11 +343,14 @@ def check_writable(dest: str | os.PathLike[str], *, folder: bool) -> Path:
     if not folder and d.is_dir():
         raise InvalidInputError(f"{shown} is a folder, not a file")
     probes = [d] if folder and d.is_dir() else []
-    ancestor = d.parent if str(d.parent) else Path(".")
+    parent = ancestor = d.parent if str(d.parent) else Path(".")
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
     if not ancestor.is_dir():
         raise InvalidInputError(f"{shown} cannot be created: {str(ancestor)!r} is a file")
+    if not folder and ancestor != parent:  # files are written into an existing folder
+        raise InvalidInputError(f"{shown} cannot be created: folder {str(parent)!r} "
+                                "does not exist")
     probes.append(ancestor)
     for where in probes:
         try:
