@@ -308,3 +308,19 @@ def test_a_file_output_in_a_missing_folder_is_refused_before_any_work(
 ) -> None:
     _refused(case, tmp_path / "no" / "such" / "o.csv", tmp_path,
              f"folder {str(tmp_path / 'no' / 'such')!r} does not exist")
+
+
+@pytest.mark.parametrize("case", sorted(set(WRITERS) - FILE_OUTPUTS - {"sweep run --out",
+                                                                        "experiment paper --data"}))
+def test_a_folder_aryl_did_not_write_is_refused_naming_the_option(case: str,
+                                                                   tmp_path: Path) -> None:
+    # these commands replace their folder as a whole: never one with files of someone else
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("x")
+    trace = _trace(tmp_path, 8)
+    r = CliRunner().invoke(main, WRITERS[case](trace, mine))
+    assert r.exit_code == 2, r.output
+    assert r.output.replace("\n", "").startswith(
+        f"Error: --out: {str(mine)!r} is a non-empty folder that aryl did not write"), r.output
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]

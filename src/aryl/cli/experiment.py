@@ -58,7 +58,7 @@ def _check_outputs(out_dir: Path, data_dir: Path | None) -> None:
     try:
         check_output_folder(out_dir)
     except InvalidInputError as exc:
-        raise InputError(f"-{exc}") from None
+        raise InputError(f"--{exc}") from None  # "out: ..." -> "--out: ..."
 
 
 @click.group("experiment")

@@ -194,7 +194,7 @@ def _check_report_out(out_dir: Path) -> None:
     try:
         check_output_folder(out_dir)
     except InvalidInputError as exc:
-        raise InputError(f"-{exc}") from None
+        raise InputError(f"--{exc}") from None  # "out: ..." -> "--out: ..."
 
 
 @sweep_command.command("report")
