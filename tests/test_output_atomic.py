@@ -324,3 +324,32 @@ def test_a_folder_aryl_did_not_write_is_refused_naming_the_option(case: str,
     assert r.output.replace("\n", "").startswith(
         f"Error: --out: {str(mine)!r} is a non-empty folder that aryl did not write"), r.output
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+
+
+def test_a_csv_trace_never_takes_the_meta_of_an_earlier_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a CSV trace is two files (data, then <name>.meta.json); an interrupt between the
+    # two writes leaves the new data beside the old sidecar, which must then be ignored
+    import aryl.traces.loader as loader
+    from aryl.traces import load_trace, synthesize_elastic, write_trace
+
+    src = load_trace(str(_trace(tmp_path, 30)))
+    out = tmp_path / "o.csv"
+    write_trace(synthesize_elastic(src, elastic_fraction=0.5, seed=7), out)
+    assert load_trace(out).meta["elastic_synthesis"]["seed"] == 7
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loader, "atomic_write_text", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_trace(src, out)  # the data of a trace without elastic synthesis
+    monkeypatch.undo()
+    back = load_trace(out)
+    assert "elastic_synthesis" not in back.meta  # not the seed-7 synthesis of the old one
+    assert "elastic" not in back.jobs.columns
+    assert "written for other data" in caplog.text
+    # a whole write is read back with its meta
+    write_trace(synthesize_elastic(src, elastic_fraction=0.5, seed=3), out)
+    assert load_trace(out).meta["elastic_synthesis"]["seed"] == 3
