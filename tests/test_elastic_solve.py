@@ -308,7 +308,7 @@ def test_cli_solve_demo_and_errors(tmp_path: object) -> None:
     path = pathlib.Path(str(tmp_path)) / "bad.csv"
     path.write_text("job,option,gpus,value_s\na,1,2,3.0\nb,1,-4,1.0\n")
     result = runner.invoke(main, ["solve", str(path), "--capacity", "5"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert f"Error: {path}, line 3, column 'gpus': gpus must be in [1, 2**61], got -4" \
         in result.output
     result = runner.invoke(main, ["solve", "--capacity", "5"])
@@ -391,7 +391,7 @@ def test_cli_solve_bad_csv_names_line_and_column(tmp_path: object, text: str,
     path = pathlib.Path(str(tmp_path)) / "bad.csv"
     path.write_text(text)
     result = CliRunner().invoke(main, ["solve", str(path), "--capacity", "4"])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     assert f"bad.csv, {where}" in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
 

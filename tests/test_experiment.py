@@ -338,7 +338,7 @@ def test_bad_philly_table_names_the_row_and_writes_nothing(tmp_path: Path) -> No
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["experiment", "paper", "--quick", "--philly", str(bad),
                                        "--out", str(out)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "line 2, column 'duration': duration is negative" in result.output
     assert not out.exists()
 

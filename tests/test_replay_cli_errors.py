@@ -42,7 +42,7 @@ def test_bad_option_is_a_usage_error_naming_it(args: list[str], option: str) -> 
     [
         # checked with every other setting before the trace is read: a usage error
         (["--inference", "foo"], "Error: --inference: expected 'bundled', 'diurnal', 'none'", 2),
-        (["--trace", "itp-c7"], "Error: --trace/--window: ", 1),
+        (["--trace", "itp-c7"], "Error: --trace/--window: ", 2),  # input errors: 2 everywhere
     ],
 )
 def test_bad_value_names_the_option(args: list[str], prefix: str, code: int) -> None:

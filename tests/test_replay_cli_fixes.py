@@ -41,7 +41,7 @@ def _small(trace: Path, *extra: str) -> list[str]:
 def test_horizon_not_positive_is_refused_in_one_line(trace_csv: Path, h: str) -> None:
     for cmd in ("replay", "compare"):
         r = CliRunner().invoke(main, [cmd, *_small(trace_csv, "--horizon", h)])
-        assert r.exit_code == 1, r.output
+        assert r.exit_code == 2, r.output
         lines = r.output.strip().splitlines()
         assert len(lines) == 1, r.output
         assert lines[0].startswith("Error: --horizon")
@@ -215,11 +215,11 @@ def test_no_progress_bar_when_stdout_is_not_a_terminal(
 
 def test_compare_manifest_removes_only_its_own_stale_files(trace_csv: Path, tmp_path: Path) -> None:
     out = tmp_path / "m"
-    out.mkdir()
-    (out / "notes.txt").write_text("mine")
     args = _small(trace_csv, "--out", str(out))
     r = CliRunner().invoke(main, ["compare", "--policies", "fifo,sjf", *args, "--plot"])
     assert r.exit_code == 0, r.output
+    (out / "notes.txt").write_text("mine")  # a user's file in an aryl output folder
+    (out / "sjf" / "mine.txt").write_text("also mine")  # in a folder of the old run
     first = json.loads((out / "manifest.json").read_text())
     assert "sjf/summary.json" in first["files"]
     assert "busy_gpus.png" in first["files"]
@@ -227,11 +227,28 @@ def test_compare_manifest_removes_only_its_own_stale_files(trace_csv: Path, tmp_
     r = CliRunner().invoke(main, ["compare", "--policies", "fifo", *args])
     assert r.exit_code == 0, r.output
     second = json.loads((out / "manifest.json").read_text())
-    assert not (out / "sjf").exists()
+    assert not (out / "sjf" / "summary.json").exists()
     assert not (out / "busy_gpus.png").exists()
     assert (out / "notes.txt").read_text() == "mine"
+    assert (out / "sjf" / "mine.txt").read_text() == "also mine"
     on_disk = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-    assert on_disk == sorted([*second["files"], "manifest.json", "notes.txt"])
+    assert on_disk == sorted([*second["files"], "manifest.json", "notes.txt", "sjf/mine.txt"])
+    assert second["command"] == "aryl compare"
+
+
+def test_out_that_aryl_did_not_write_is_refused_before_the_replay(
+    trace_csv: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "m"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    for cmd in ("replay", "compare"):
+        r = CliRunner().invoke(main, [cmd, *_small(trace_csv, "--out", str(out))])
+        assert r.exit_code == 2, r.output
+        assert "is a non-empty folder that aryl did not write" in r.output
+        assert "aryl replay: policy" not in r.output
+        assert "aryl compare (" not in r.output
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
 
 
 def test_compare_refuses_duplicate_policies(trace_csv: Path) -> None:
@@ -279,7 +296,7 @@ def test_drop_invalid_and_the_hint_in_the_error(tmp_path: Path) -> None:
     trace.write_text("job_id,submit_time_s,duration_s,gpus\na,0,100,8\nb,10,100,\nc,200,50,1\n")
     for cmd in ("replay", "compare"):
         r = CliRunner().invoke(main, [cmd, *_small(trace)])
-        assert r.exit_code == 1
+        assert r.exit_code == 2
         assert "line 3" in r.output
         assert "--drop-invalid" in r.output
     out = tmp_path / "o"

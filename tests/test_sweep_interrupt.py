@@ -52,6 +52,10 @@ def test_ctrl_c_stops_a_sweep_keeps_finished_runs_and_resumes(tmp_path: Path,
     assert proc.returncode in ((130, -signal.SIGINT) if twice else (130,)), output
     assert "Interrupted." in output
     assert "run the same command again to resume" in output
+    # no Python warning reaches the user (the resource tracker's "leaked semaphore")
+    assert "leaked" not in output, output
+    assert "Warning" not in output, output
+    assert "Traceback" not in output, output
     assert kids, "the sweep ran no worker process"
     time.sleep(0.2)
     assert [k for k in kids if alive(k)] == [], "a worker process outlived the sweep"

@@ -160,7 +160,7 @@ def test_experiment_paper_interrupted_while_writing_keeps_the_old_results(
 def test_paper_refuses_an_output_folder_it_did_not_write(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("mine")
     result = CliRunner().invoke(main, ["experiment", "paper", "--quick", "--out", str(tmp_path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "non-empty folder that aryl did not write" in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
@@ -176,5 +176,5 @@ def test_ray_missing_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyP
                     "n_training_servers = 2\nn_inference_servers = 2\n")
     result = CliRunner().invoke(main, ["sweep", str(spec), "--out", str(tmp_path / "o"),
                                        "--ray"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "--ray needs Ray, an optional dependency: pip install 'aryl[ray]'" in result.output

@@ -79,7 +79,7 @@ def test_summary_is_recomputed_from_the_runs(sweep_dir: Path) -> None:
     assert row["mean"] == pytest.approx(x.mean(), rel=1e-12)
     assert row["ci95"] == pytest.approx(T975[1] * x.std(ddof=1) / math.sqrt(2), rel=1e-9)
     assert row["ci_low"] == pytest.approx(row["mean"] - row["ci95"])
-    r = (aryl["mean_jct_s"] / fifo["mean_jct_s"]).to_numpy()  # paired by seed
+    r = (fifo["mean_jct_s"] / aryl["mean_jct_s"]).to_numpy()  # baseline / this, by seed
     assert row["ratio_mean"] == pytest.approx(r.mean(), rel=1e-12)
     assert row["ratio_ci95"] == pytest.approx(T975[1] * r.std(ddof=1) / math.sqrt(2), rel=1e-9)
     assert row["baseline"].startswith("fifo ")
@@ -89,7 +89,7 @@ def test_summary_is_recomputed_from_the_runs(sweep_dir: Path) -> None:
     single = runs[runs["reclaim_policy"] == "random"].iloc[0]
     assert one["n"] == 1
     assert math.isnan(one["ci95"])
-    assert one["ratio_mean"] == pytest.approx(single["mean_jct_s"] / fifo.loc[0, "mean_jct_s"])
+    assert one["ratio_mean"] == pytest.approx(fifo.loc[0, "mean_jct_s"] / single["mean_jct_s"])
     # an expression measure from the spec, at report time
     gh = summary[(summary["measure"] == "gpu_hours")
                  & summary["scenario"].str.startswith("aryl elastic_fraction=0.5")].iloc[0]
@@ -130,7 +130,7 @@ def test_report_files_and_the_80_column_terminal(sweep_dir: Path, tmp_path: Path
     lines = result.output.splitlines()
     assert max(len(line) for line in lines) <= 80
     assert "mean ± 95% CI" in result.output
-    assert "/ fifo ± 95% CI" in result.output
+    assert "fifo / this ± 95% CI" in result.output
     names = sorted(p.name for p in (tmp_path / "rep").iterdir())
     assert names == sorted(["summary.csv", "summary.md", "manifest.json", "cluster_usage.png",
                             "mean_jct_s.png", "mean_queuing_delay_s.png", "gpu_hours.png",
@@ -163,12 +163,12 @@ def test_cli_runs_a_spec_and_reports_bad_ones(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text("[grid]\ntrace = 'itp-c10'\npolicy = 'fifo'\ncheckpoint_intervall_s = 5\n")
     result = CliRunner().invoke(main, ["sweep", str(bad), "--out", str(tmp_path / "o2")])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "[grid].checkpoint_intervall_s: unknown key; did you mean 'checkpoint_interval_s'?" \
         in result.output
     assert not (tmp_path / "o2").exists()
     result = CliRunner().invoke(main, ["sweep", "report", str(tmp_path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "not a sweep folder" in result.output
 
 

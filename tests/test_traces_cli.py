@@ -19,7 +19,7 @@ def test_inspect(tmp_path: Path) -> None:
     path.write_text(ITP)
     runner = CliRunner()
     result = runner.invoke(main, ["trace", "inspect", str(path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert f"Error: {path}, line 4, column 'duration': not a finite number (got 'x') " \
         "[not_a_number]" in result.output
     result = runner.invoke(main, ["trace", "inspect", str(path), "--drop-invalid", "--bins", "2"])
@@ -27,11 +27,13 @@ def test_inspect(tmp_path: Path) -> None:
     assert "not_a_number" in result.output
     assert "GPU sizes" in result.output
     # jobs a (1 GPU, 0..3600) and b (2 GPUs from 1800): 3 GPU-hours over a 1,800 s span
-    # is a mean offered load of 3 * 3600 / 1800 = 6 GPUs; bins [0, 900) and [900, 1800)
-    # hold job a only (b starts at 1,800): 1.0 GPU each
+    # is 3 * 3600 / 1800 = 6 GPUs of work submitted per second of span; bins [0, 900) and
+    # [900, 1800) hold job a only (b starts at 1,800): 1.0 GPU each, so the mean offered
+    # load (the table's mean) is 1.0; 3 - 0.5 = 2.5 GPU-hours run after the last submit
     out = result.output
     assert re.search(r"GPU-hours\s+│ 3\s+│", out), out
-    assert re.search(r"mean offered load\s+│ 6\.0 GPUs\s+│", out), out
+    assert re.search(r"mean offered load\s+│ 1\.0 GPUs \(the mean of the offered-load", out)
+    assert re.search(r"work submitted / span\s+│ 6\.0 GPUs \(also counts the 2\.5 GPU-hours", out)
     assert re.search(r"│\s+0 │\s+900 │\s+1\.0 │", out), out
     assert re.search(r"│\s+900 │\s+1,800 │\s+1\.0 │", out), out
     assert re.search(r"│ not_a_number │\s+1 │", out), out

@@ -182,13 +182,13 @@ def test_cli_convert_unwritable_is_one_line(tmp_path: Path,
 
 
 @pytest.mark.parametrize("name", ["w.csv", "s.csv", "x.parquet"])
-def test_cli_bad_files_exit_1_one_line(tmp_path: Path, name: str) -> None:
+def test_cli_bad_files_exit_2_one_line(tmp_path: Path, name: str) -> None:
     data = {"w.csv": H.encode() + b"caf\xe9,1,2,1\n", "s.csv": (H + "x,a,1,2,1\n").encode(),
             "x.parquet": (H + "a,1,2,1\n").encode()}[name]
     src = _w(tmp_path, name, data)
     out = tmp_path / "o.csv"
     result = CliRunner().invoke(main, ["trace", "convert", str(src), str(out)])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     assert isinstance(result.exception, SystemExit)
     assert len(result.output.strip().splitlines()) == 1
     assert not out.exists()
@@ -209,7 +209,7 @@ def test_synthesize_elastic_bad_seed(seed: object) -> None:
 def test_cli_convert_negative_seed_is_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["trace", "convert", "itp-c10", str(tmp_path / "o.csv"),
                                        "--elastic-fraction", "0.5", "--seed", "-1"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert isinstance(result.exception, SystemExit)
     assert "seed" in result.output
     assert list(tmp_path.iterdir()) == []
@@ -273,7 +273,7 @@ def test_pod_gpu_share_is_checked(tmp_path: Path, row: str, kind: str) -> None:
 def test_cli_inspect_header_only_is_an_error(tmp_path: Path) -> None:
     # issue 10: a header-only file is an error, not a table of dashes
     result = CliRunner().invoke(main, ["trace", "inspect", str(_w(tmp_path, "h.csv", H))])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     assert "line 2: no jobs: the file has a header but no data rows" in result.output
 
 

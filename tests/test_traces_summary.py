@@ -33,7 +33,14 @@ def test_summary_and_histogram() -> None:
     assert s["n_jobs"] == 4
     assert s["span_s"] == 200.0
     assert s["gpu_hours"] == pytest.approx((200 + 200 + 40 + 200) / 3600)
-    assert s["mean_offered_load_gpus"] == pytest.approx(640 / 200)
+    # between the first and last submit [0, 200]: a 200, b 4 x 50, c 4 x 10, d 0 GPU-s
+    assert s["mean_offered_load_gpus"] == pytest.approx(440 / 200)
+    # = the mean of the offered-load table, for any bins: (1.0 + 3.4) / 2 with two
+    for n_bins in (1, 2, 7):
+        assert offered_load(_trace(), n_bins)["gpus"].mean() == pytest.approx(440 / 200)
+    # all the work (d's 200 GPU-s run after the last submit) over the span
+    assert s["submitted_load_gpus"] == pytest.approx(640 / 200)
+    assert s["gpu_hours_after_last_submit"] == pytest.approx(200 / 3600)
     assert s["duration_p50_s"] == pytest.approx(75.0)
     assert s["dropped"] == {"zero_gpus": 2}
     hist = gpu_histogram(_trace())

@@ -31,6 +31,7 @@ __all__ = [
     "atomic_write_dataframe",
     "atomic_write_text",
     "check_output_folder",
+    "check_writable",
     "replace_directory",
 ]
 
@@ -274,16 +275,95 @@ def replace_directory(src: str | os.PathLike[str], dest: str | os.PathLike[str])
     return d
 
 
-def _is_aryl_output(folder: Path, marker: str) -> bool:
+#: ``command`` values of manifests written by aryl before they all began with "aryl ".
+_LEGACY_COMMANDS = frozenset({"replay", "compare"})
+
+
+def _read_manifest(folder: Path, marker: str) -> dict[str, object] | None:
     import json
 
     try:
-        if not any(folder.iterdir()):
-            return True
         manifest = json.loads((folder / marker).read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict):
+        return None
+    command = str(manifest.get("command", ""))
+    if not (command.startswith("aryl ") or command in _LEGACY_COMMANDS):
+        return None
+    return manifest
+
+
+def _is_aryl_output(folder: Path, marker: str) -> bool:
+    try:
+        if not any(folder.iterdir()):
+            return True
+    except OSError:
         return False
-    return isinstance(manifest, dict) and str(manifest.get("command", "")).startswith("aryl ")
+    return _read_manifest(folder, marker) is not None
+
+
+def _strerror(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def check_writable(dest: str | os.PathLike[str], *, folder: bool) -> Path:
+    """Raise unless ``dest`` can be written, before any work is done.
+
+    Walks up from ``dest`` to the nearest existing folder, which must be a
+    folder (not a file in the way) in which a file can be created: a probe
+    file is created there and removed at once, so a read-only file system or
+    a missing permission is found even where :func:`os.access` would say yes
+    (root, network file systems).  An existing ``dest`` must be a folder when
+    ``folder`` is true (and is probed too: some commands write into it);
+    otherwise it must not be a folder and its folder must exist (files are
+    written into an existing folder, as :func:`atomic_write_bytes` requires).
+
+    Parameters
+    ----------
+    dest : str or os.PathLike
+        The output file or folder.
+    folder : bool
+        True when ``dest`` is a folder.
+
+    Returns
+    -------
+    pathlib.Path
+        ``dest``.
+
+    Raises
+    ------
+    InvalidInputError
+        Naming ``dest`` and why it cannot be written.
+    """
+    d = Path(dest)
+    shown = repr(str(d))
+    if folder and d.exists() and not d.is_dir():
+        raise InvalidInputError(f"{shown} exists and is not a folder")
+    if not folder and d.is_dir():
+        raise InvalidInputError(f"{shown} is a folder, not a file")
+    probes = [d] if folder and d.is_dir() else []
+    parent = ancestor = d.parent if str(d.parent) else Path(".")
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise InvalidInputError(f"{shown} cannot be created: {str(ancestor)!r} is a file")
+    if not folder and ancestor != parent:  # files are written into an existing folder
+        raise InvalidInputError(f"{shown} cannot be created: folder {str(parent)!r} "
+                                "does not exist")
+    probes.append(ancestor)
+    for where in probes:
+        try:
+            fd, name = tempfile.mkstemp(prefix=".aryl-write-probe-", dir=where)
+        except OSError as exc:
+            raise InvalidInputError(
+                f"{shown} cannot be written: cannot create a file in {str(where)!r} "
+                f"({_strerror(exc)})"
+            ) from None
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+    return d
 
 
 def check_output_folder(dest: str | os.PathLike[str], *, marker: str = "manifest.json") -> None:
@@ -295,11 +375,16 @@ def check_output_folder(dest: str | os.PathLike[str], *, marker: str = "manifest
     Raises
     ------
     InvalidInputError
-        ``dest`` is a file, or a non-empty folder that aryl did not write.
+        ``dest`` is a file, a non-empty folder that aryl did not write, or a
+        location where nothing can be written (:func:`check_writable`).
     """
     d = Path(dest)
     if d.exists() and not d.is_dir():
         raise InvalidInputError(f"out: {str(d)!r} exists and is not a folder")
+    try:
+        check_writable(d, folder=True)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"out: {exc}") from None
     if d.is_dir() and not _is_aryl_output(d, marker):
         raise InvalidInputError(
             f"out: {str(d)!r} is a non-empty folder that aryl did not write (no {marker} "
@@ -307,9 +392,38 @@ def check_output_folder(dest: str | os.PathLike[str], *, marker: str = "manifest
         )
 
 
+def _carry_unlisted(old: Path, new: Path, marker: str) -> None:
+    """Link (or copy) into ``new`` the files of ``old`` that its manifest does not list.
+
+    Those are files a user put into an aryl output folder; a rerun must not
+    delete them.  Files ``new`` already has win.
+    """
+    import shutil
+
+    manifest = _read_manifest(old, marker)
+    files = None if manifest is None else manifest.get("files")
+    if not isinstance(files, list):
+        return
+    listed = {str(f) for f in files} | {marker}
+    for path in sorted(old.rglob("*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        rel = path.relative_to(old)
+        if str(rel) in listed or any(str(p) in listed for p in rel.parents if str(p) != "."):
+            continue
+        target = new / rel
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, target)
+        except OSError:
+            shutil.copy2(path, target)
+
+
 @contextlib.contextmanager
 def atomic_directory(
-    dest: str | os.PathLike[str], *, marker: str = "manifest.json"
+    dest: str | os.PathLike[str], *, marker: str = "manifest.json", keep_unlisted: bool = False
 ) -> Iterator[Path]:
     """Write a whole output folder at once: yield a fresh sibling folder to fill.
 
@@ -326,6 +440,10 @@ def atomic_directory(
         A non-empty existing ``dest`` is replaced only if it holds this JSON
         file with a ``"command"`` starting with ``"aryl "`` (an aryl output
         folder), so a mistyped ``--out`` never deletes unrelated files.
+    keep_unlisted : bool
+        Carry over into the new folder the files of the previous ``dest``
+        that its ``marker`` does not list under ``"files"`` (files a user
+        added), hard-linked when possible.
 
     Yields
     ------
@@ -348,6 +466,8 @@ def atomic_directory(
     try:
         os.chmod(tmp, _dir_mode())  # mkdtemp makes it 0700
         yield tmp
+        if keep_unlisted and d.is_dir():
+            _carry_unlisted(d, tmp, marker)
     except BaseException:
         with _signals_blocked():
             shutil.rmtree(tmp, ignore_errors=True)

@@ -45,6 +45,25 @@ class LazyGroup(click.Group):
             return command
         return super().get_command(ctx, cmd_name)
 
+    def invoke(self, ctx: click.Context) -> object:
+        # a safety net: an input error that a command did not word itself is still an
+        # input error (exit 2, one line), never a traceback
+        from aryl.cli._errors import InputError
+        from aryl.errors import InvalidInputError
+
+        try:
+            return super().invoke(ctx)
+        except InvalidInputError as exc:
+            raise InputError(str(exc)) from None
+        except KeyboardInterrupt:  # commands that write say more themselves (replay, sweep)
+            import sys
+
+            from aryl.cli._errors import EXIT_INTERRUPTED
+
+            click.echo("Interrupted. No output was changed (every file is written "
+                       "atomically).", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Use the short help from the table, so --help does not import every subcommand.
         rows = [(name, _SUBCOMMANDS[name][1]) for name in sorted(_SUBCOMMANDS)]
@@ -64,3 +83,23 @@ def main(verbose: int) -> None:
     """
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    _quiet_python_warnings(verbose)
+
+
+def _quiet_python_warnings(verbose: int) -> None:
+    """Python warnings (from libraries, not aryl's messages) only with ``-v``.
+
+    They go to the ``py.warnings`` logger, shown from ``-v`` on.  The
+    multiprocessing resource tracker (a separate process that the process
+    pools start) inherits the interpreter's ``-W`` options: after a Ctrl-C
+    ends the pool's workers it unlinks their semaphores and would say so
+    ("There appear to be N leaked semaphore objects"); the filter keeps that
+    clean-up quiet.
+    """
+    import sys
+
+    logging.captureWarnings(True)
+    logging.getLogger("py.warnings").setLevel(logging.WARNING if verbose else logging.ERROR)
+    quiet = "ignore:resource_tracker:UserWarning"
+    if not verbose and quiet not in sys.warnoptions:
+        sys.warnoptions.append(quiet)

@@ -403,13 +403,18 @@ def _read_toml(path: str) -> dict[str, Any]:
         import tomllib
     else:  # pragma: no cover - Python 3.10
         import tomli as tomllib
+    from aryl.cli._errors import decode_text
+
     try:
         with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+            raw = fh.read()
     except FileNotFoundError:
         raise click.UsageError(f"--config: {path}: no such file") from None
     except OSError as exc:
         raise click.UsageError(f"--config: {path}: cannot read: {exc.strerror or exc}") from None
+    text = decode_text(raw, f"--config: {path}")  # non-UTF-8 bytes: exit 2, no traceback
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise click.UsageError(f"--config: {path}: not valid TOML: {exc}") from None
     return data

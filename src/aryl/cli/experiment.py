@@ -10,10 +10,10 @@ import click
 from rich.console import Console
 from rich.progress import MofNCompleteColumn
 
+from aryl.cli._errors import EXIT_INTERRUPTED, InputError, check_out
 from aryl.cli._progress import make_progress
 from aryl.cli._tables import Col, print_tables
 from aryl.cli.config import config_options, resolve
-from aryl.cli.sweep import EXIT_INTERRUPTED
 from aryl.errors import ArylError
 
 __all__ = ["experiment_command"]
@@ -46,6 +46,19 @@ def print_frame(console: Console, title: str, df: Any, *, transpose: bool = Fals
         return
     cols = [Col(c, "left" if j < keys else "right") for j, c in enumerate(names)]
     print_tables(console, cols, cells, keys=keys, title=title)
+
+
+def _check_outputs(out_dir: Path, data_dir: Path | None) -> None:
+    """Refuse an --out or --data that cannot be written (or replaced), before any replay."""
+    from aryl._io import check_output_folder
+    from aryl.errors import InvalidInputError
+
+    check_out(data_dir, "--data", folder=True)
+    check_out(out_dir, "--out", folder=True)
+    try:
+        check_output_folder(out_dir)
+    except InvalidInputError as exc:
+        raise InputError(f"--{exc}") from None  # "out: ..." -> "--out: ..."
 
 
 @click.group("experiment")
@@ -138,6 +151,7 @@ def paper(
     if show_config:
         click.echo(rc.to_toml("aryl experiment paper"), nl=False)
         return
+    _check_outputs(out_dir, data_dir)
     changed = {sec: {k: v for k, v in vals.items() if rc.source(sec, k) != "default"}
                for sec, vals in rc.values.items()}
     console = Console()
@@ -177,7 +191,7 @@ def paper(
                       f"replays are kept in {data_shown}/: run the same command to resume.")
         sys.exit(EXIT_INTERRUPTED)
     except ArylError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise InputError(str(exc)) from exc
     for name, title, transpose, keys in (
         ("headline", "Headline: fifo vs aryl (times in s; ratios in the paper's form)", True, 1),
         ("baselines", "Baselines: strict fifo and fifo-backfill against aryl", True, 1),

@@ -42,8 +42,9 @@ def plan_command(state_file: str, policy: str, options: tuple[str, ...], out: st
     The state document's format: `aryl schema state`; the plan's: `aryl schema plan`.
     Exit status 2 with a message naming the field on invalid input.
     """
+    from aryl.cli._errors import check_out, decode_text, read_text
     from aryl.scheduling import schedule
-    from aryl.scheduling.jsonio import plan_to_json, read_state, state_from_json
+    from aryl.scheduling.jsonio import plan_to_json, state_from_json
 
     opts: dict[str, Any] = {}
     for item in options:
@@ -51,8 +52,16 @@ def plan_command(state_file: str, policy: str, options: tuple[str, ...], out: st
         if not sep or not name.strip():
             raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--option")
         opts[name.strip()] = _option_value(raw.strip())
+    check_out(out, "--out", folder=False)
+    # bytes decoded here, so a non-UTF-8 file is an input error (exit 2), not a traceback
+    where = "standard input" if state_file == "-" else state_file
+    text = (decode_text(sys.stdin.buffer.read(), where) if state_file == "-"
+            else read_text(state_file, "STATE.json"))
     try:
-        state = state_from_json(sys.stdin.read()) if state_file == "-" else read_state(state_file)
+        state = state_from_json(text)
+    except InvalidInputError as exc:
+        raise click.UsageError(f"{where}: {exc}") from None
+    try:
         plan = schedule(state, policy=policy, options=opts or None)
     except InvalidInputError as exc:
         raise click.UsageError(str(exc)) from None

@@ -15,9 +15,12 @@ effective configuration is in ``summary.json`` (``config`` and ``run``),
 ``--json`` and ``--show-config``.  Tables are laid out to fit the terminal
 (:mod:`aryl.cli._tables`).
 
-``--out DIR`` writes ``DIR/manifest.json`` listing the files of the run; a
-re-run into the same directory deletes the files the previous manifest lists
-and this run does not write, and never touches files no manifest lists.
+``--out DIR`` is all-or-nothing: the files are written to a temporary sibling
+folder that then replaces ``DIR`` as a whole, so ``DIR`` is always either the
+previous run or the new one (Ctrl-C exits 130 and leaves it as it was).
+``DIR/manifest.json`` lists the run's files; files a user added to ``DIR``
+(listed by no manifest) are carried over to the new folder.  ``DIR`` must be
+new, empty or an earlier aryl output, and writable: checked before the replay.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+from aryl.cli._errors import InputError, check_out, interruptible
 from aryl.cli._tables import Col, print_tables
 from aryl.cli.config import AUTO, RunConfig, config_options, given, resolve
 from aryl.errors import InvalidInputError, TraceFormatError
@@ -184,10 +188,10 @@ def _load(o: dict[str, Any], console: Console) -> Any:
                            on_invalid="drop" if drop else "raise",
                            format=o["fmt"], tz=o["tz"])
     except InvalidRowsError as exc:  # bad data rows: say how many, by kind, and the flag
-        raise click.ClickException(exc.describe(drop_hint="--drop-invalid")) from exc
+        raise InputError(exc.describe(drop_hint="--drop-invalid")) from exc
     except InvalidInputError as exc:
         where = "" if isinstance(exc, TraceFormatError) else "--trace/--window: "
-        raise click.ClickException(f"{where}{exc}") from exc
+        raise InputError(f"{where}{exc}") from exc
     dropped = {k: int(v) for k, v in trace.dropped.items() if v}
     if drop:
         if dropped:
@@ -205,7 +209,7 @@ def _load(o: dict[str, Any], console: Console) -> Any:
                    f"({', '.join(f'{k}: {v:,}' for k, v in dropped.items())})")
         else:
             why = "it has no job rows"
-        raise click.ClickException(f"--trace: nothing to replay in {o['trace']}: {why}")
+        raise InputError(f"--trace: nothing to replay in {o['trace']}: {why}")
     return trace
 
 
@@ -237,7 +241,7 @@ def _sizes(rc: RunConfig, o: dict[str, Any], jobs: Any, console: Console) -> tup
             else:
                 sized = size_cluster(jobs, gpus_per_server=gps)
         except InvalidInputError as exc:
-            raise click.ClickException(f"--training-servers auto: {exc}") from exc
+            raise InputError(f"--training-servers auto: {exc}") from exc
         auto_train, auto_inf = sized
         if n_train == _AUTO:
             n_train = auto_train
@@ -264,7 +268,7 @@ def _prepare(o: dict[str, Any], console: Console) -> tuple[Any, RunConfig, Any, 
 
     horizon = o["horizon"]
     if horizon is not None and not (math.isfinite(horizon) and horizon > 0):
-        raise click.ClickException(f"--horizon: must be a number of seconds > 0, got {horizon:g}")
+        raise InputError(f"--horizon: must be a number of seconds > 0, got {horizon:g}")
     rc = _resolve(o)  # every value checked before the trace is read
     inp = rc.input_options()
     spec = None
@@ -283,7 +287,7 @@ def _prepare(o: dict[str, Any], console: Console) -> tuple[Any, RunConfig, Any, 
                                    gpus_per_server=worker_gps,
                                    elastic_worker_gpus=inp.elastic_worker_gpus)
     except InvalidInputError as exc:
-        raise click.ClickException(f"elastic synthesis: {exc}") from exc
+        raise InputError(f"elastic synthesis: {exc}") from exc
     jobs = trace.jobs
     if spec is not None:
         n_inf_spec = spec.n_inference_servers
@@ -304,12 +308,12 @@ def _prepare(o: dict[str, Any], console: Console) -> tuple[Any, RunConfig, Any, 
     try:
         cfg = SimConfig(**rc.values["sim"])
     except InvalidInputError as exc:  # checked in _resolve; kept for a clear message
-        raise click.ClickException(str(exc)) from exc
+        raise InputError(str(exc)) from exc
     try:
         demand = load_inference_spec(inp.inference, n_inf_spec, t0, span, cfg.seed,
                                      peak_utilisation=inp.peak_utilisation)
     except InvalidInputError as exc:
-        raise click.ClickException(f"inference: {exc}") from exc
+        raise InputError(f"inference: {exc}") from exc
     return trace, rc, cfg, demand
 
 
@@ -359,7 +363,7 @@ def _run(
             return simulate(trace, policy=policy, config=cfg, inference=inference,
                             policy_options=opts)
         except InvalidInputError as exc:
-            raise click.ClickException(str(exc)) from exc
+            raise InputError(str(exc)) from exc
     with make_progress(console, TextColumn("{task.completed:,}/{task.total:,} jobs")) as bar:
         task = bar.add_task(policy, total=n)
 
@@ -370,7 +374,7 @@ def _run(
             return simulate(trace, policy=policy, config=cfg, inference=inference, progress=cb,
                             policy_options=opts)
         except InvalidInputError as exc:
-            raise click.ClickException(str(exc)) from exc
+            raise InputError(str(exc)) from exc
 
 
 def _fmt(x: float | None, unit: str = "") -> str:
@@ -425,37 +429,44 @@ MANIFEST = "manifest.json"
 
 
 def _write_manifest(out: Path, paths: list[Path], command: str) -> Path:
-    """Write ``out/manifest.json`` and delete the stale files of an earlier run.
-
-    The manifest lists the files this run wrote (relative to ``out``).  Files
-    listed by a previous ``manifest.json`` in ``out`` and not written again are
-    removed (then their folders, if left empty); files no manifest lists are
-    never touched.
-    """
+    """Write ``out/manifest.json``: the command and the files of the run, relative to ``out``."""
     from aryl._io import atomic_write_text
 
     root = out.resolve()
     rel = sorted({str(Path(p).resolve().relative_to(root)) for p in paths})
-    old: list[str] = []
-    mpath = out / MANIFEST
-    if mpath.is_file():
-        try:
-            old = [str(f) for f in json.loads(mpath.read_text()).get("files", [])]
-        except (ValueError, AttributeError, OSError):
-            old = []
-    keep = set(rel)
-    for f in old:
-        if f in keep or f == MANIFEST:
-            continue
-        target = (root / f).resolve()
-        if root not in target.parents or not target.is_file() or target.is_symlink():
-            continue
-        target.unlink()
-        parent = target.parent
-        while parent != root and parent.is_dir() and not any(parent.iterdir()):
-            parent.rmdir()
-            parent = parent.parent
-    return atomic_write_text(mpath, json.dumps({"command": command, "files": rel}, indent=2))
+    return atomic_write_text(out / MANIFEST,
+                             json.dumps({"command": command, "files": rel}, indent=2))
+
+
+def _check_out(o: dict[str, Any]) -> None:
+    """Refuse an ``--out`` that cannot be written or replaced, before any work."""
+    if not o["out"]:
+        return
+    from aryl._io import check_output_folder
+
+    check_out(o["out"], "--out", folder=True)
+    try:
+        check_output_folder(o["out"], marker=MANIFEST)
+    except InvalidInputError as exc:
+        msg = str(exc)
+        raise InputError(f"--out: {msg[5:] if msg.startswith('out: ') else msg}") from None
+
+
+def _interrupt_text(o: dict[str, Any]) -> str:
+    if o["out"]:
+        return (f"{o['out']} is unchanged (the previous run, if any, is kept whole); run the "
+                "same command again.")
+    return "Nothing was written."
+
+
+def _write_folder(out: Path, command: str, fill: Any) -> int:
+    """Write the output folder all at once: ``fill(tmp)`` returns the paths it wrote."""
+    from aryl._io import atomic_directory
+
+    with atomic_directory(out, marker=MANIFEST, keep_unlisted=True) as tmp:
+        paths = list(fill(tmp))
+        paths.append(_write_manifest(tmp, paths, command))
+    return len(paths)
 
 
 def _elastic_policies(names: list[str]) -> list[str]:
@@ -505,7 +516,7 @@ def _print_summary(console: Console, s: dict[str, Any]) -> None:
     cols = [Col("measure", "left"), *(Col(c) for c in ("mean", "p50", "p95", "p99")),
             Col("jobs with > 0")]
     print_tables(console, cols, rows, title=f"aryl replay: policy {s['policy']}",
-                 caption="finished jobs; 'jobs with > 0': share that waited at all")
+                 caption=DELAY_NOTE)
     counts = [
         ("jobs finished", f"{s['n_finished']:,}"),
         ("jobs unfinished", f"{s['n_unfinished']:,}"),
@@ -529,7 +540,8 @@ def _print_summary(console: Console, s: dict[str, Any]) -> None:
         ("scheduler time (s)", f"{s['scheduler_time_s']:.2f}"),
         ("scheduler time per decision (ms)", f"{s['scheduler_ms_per_decision']:.3f}"),
     ]
-    print_tables(console, [Col("count", "left"), Col("value")], [list(r) for r in counts])
+    print_tables(console, [Col("count", "left"), Col("value")], [list(r) for r in counts],
+                 caption=COUNTS_NOTE)
     pools = [p for p in s.get("pools", []) if p["gpu_s_available"] > 0]
     if len(pools) > 1:
         print_tables(
@@ -539,9 +551,34 @@ def _print_summary(console: Console, s: dict[str, Any]) -> None:
             [[p["pool"], p["gpu_type"], _pct(p["usage"]), _pct(p["goodput"]),
               f"{p['n_jobs_main']:,}", _fmt(p["jct_s"]["mean"])] for p in pools],
             title="by pool",
-            caption="goodput: useful work (reference-GPU seconds) / GPU-seconds available; "
-                    "a job counts in the pool where it got most GPU-seconds",
+            caption=POOLS_NOTE,
         )
+
+
+#: What the numbers of ``aryl replay`` are (printed under its tables; also in --help).
+DELAY_NOTE = (
+    "Over finished jobs. queuing delay: first start - arrival; JCT: finish - arrival; "
+    "total wait: all the time a job was queued, also after preemptions (>= its queuing "
+    "delay); 'jobs with > 0': the share of jobs for which it is above 0."
+)
+COUNTS_NOTE = (
+    "cluster usage: GPU-seconds allocated to training jobs / GPU-seconds available to "
+    "them (training servers all the time, inference servers while on loan), first arrival "
+    "to the end; goodput: useful work (traced duration x traced GPUs of the progress "
+    "kept: no rolled-back work, no sub-linear speed-up of extra workers) / the same "
+    "GPU-seconds. inference utilisation: server-seconds serving inference / inference "
+    "server-seconds; with loans: plus the server-seconds on loan to training. moves: "
+    "workers relocated at the same worker count (e.g. off a reclaimed server). loans: "
+    "inference servers lent to training; reclaims: loans taken back when "
+    "inference needs them (preempting or shrinking jobs); loan returns: loans given back "
+    "empty. makespan: first arrival to the end. Details: docs/simulator.md, 'Measures'."
+)
+POOLS_NOTE = (
+    "pool: servers of one role and GPU type (docs/cluster.md); GPU: that type; usage, "
+    "goodput: as above within the pool (an inference pool counts only while on loan, so "
+    "its usage is that of the loaned servers, not inference utilisation); jobs, mean "
+    "JCT: the finished jobs whose most GPU-seconds were in the pool."
+)
 
 
 def _finish_run_config(res: Any, rc: RunConfig) -> None:
@@ -558,9 +595,34 @@ def replay_command(policy: str, **o: Any) -> None:
 
     Any simulator, input or policy field can be set with --set NAME=VALUE or
     --config FILE.toml (`aryl config` lists them).
+
+    \b
+    The printed measures (each table has the same note under it;
+    docs/simulator.md, "Measures", has every field of summary.json):
+    queuing delay   first start - arrival, over finished jobs
+    JCT             finish - arrival
+    total wait      all the time a job was queued, also after preemptions
+    cluster usage   GPU-s allocated to training / GPU-s available to it
+                    (training servers always, inference servers while lent)
+    goodput         useful work (traced duration x GPUs of the progress
+                    kept) / the same GPU-s
+    inference       serving server-s / inference server-s; "with loans"
+     utilisation    adds the server-s lent to training
+    moves           workers relocated at the same count
+    loans, reclaims inference servers lent to training, taken back
+    by pool         one row per pool (role and GPU type) of the cluster
+
+    --out DIR is replaced as a whole (the previous run or the new one, never
+    a mix; Ctrl-C exits 130 and leaves it as it was).
     """
     if o["plot"] and not o["out"]:
         raise click.UsageError("--plot needs --out DIR")
+    _check_out(o)
+    with interruptible(_interrupt_text(o)):
+        _replay(policy, o)
+
+
+def _replay(policy: str, o: dict[str, Any]) -> None:
     console = _console(o)
     trace, rc, cfg, demand = _prepare(o, console)
     if o["show_config"]:
@@ -576,13 +638,17 @@ def replay_command(policy: str, **o: Any) -> None:
                       "cluster (see jobs table, status 'infeasible')")
     if o["out"]:
         out = Path(o["out"])
-        paths = _write(res, out)
-        if o["plot"]:
-            from aryl.sim.plot import plot_results
 
-            paths += plot_results({policy: res}, out)
-        paths.append(_write_manifest(out, paths, "replay"))
-        console.print(f"wrote {len(paths)} files to {out}")
+        def fill(tmp: Path) -> list[Path]:
+            paths = _write(res, tmp)
+            if o["plot"]:
+                from aryl.sim.plot import plot_results
+
+                paths += plot_results({policy: res}, tmp)
+            return paths
+
+        n_files = _write_folder(out, "aryl replay", fill)
+        console.print(f"wrote {n_files} files to {out}")
     if o["as_json"]:
         click.echo(_dumps(s))
 
@@ -701,6 +767,12 @@ def compare_command(policies: str, baseline: str, **o: Any) -> None:
         if p not in known:
             raise click.UsageError(f"unknown policy {p!r}; choose from {', '.join(known)}")
     run_names = names if baseline in names else [baseline, *names]
+    _check_out(o)
+    with interruptible(_interrupt_text(o)):
+        _compare(run_names, baseline, o)
+
+
+def _compare(run_names: list[str], baseline: str, o: dict[str, Any]) -> None:
     console = _console(o)
     trace, rc, cfg, demand = _prepare(o, console)
     if o["show_config"]:
@@ -723,16 +795,20 @@ def compare_command(policies: str, baseline: str, **o: Any) -> None:
         from aryl._io import atomic_write_dataframe
 
         out = Path(o["out"])
-        paths: list[Path] = []
-        for p, res in results.items():
-            paths += _write(res, out / p)
-        paths.append(atomic_write_dataframe(pd.DataFrame(rows), out / "compare.csv"))
-        if o["plot"]:
-            from aryl.sim.plot import plot_results
 
-            paths += plot_results(results, out)
-        paths.append(_write_manifest(out, paths, "compare"))
-        console.print(f"wrote {len(paths)} files to {out}")
+        def fill(tmp: Path) -> list[Path]:
+            paths: list[Path] = []
+            for p, res in results.items():
+                paths += _write(res, tmp / p)
+            paths.append(atomic_write_dataframe(pd.DataFrame(rows), tmp / "compare.csv"))
+            if o["plot"]:
+                from aryl.sim.plot import plot_results
+
+                paths += plot_results(results, tmp)
+            return paths
+
+        n_files = _write_folder(out, "aryl compare", fill)
+        console.print(f"wrote {n_files} files to {out}")
     if o["as_json"]:
         click.echo(_dumps({
             "baseline": baseline,

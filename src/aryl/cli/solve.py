@@ -12,6 +12,7 @@ import click
 import numpy as np
 from numpy.typing import NDArray
 
+from aryl.cli._errors import InputError
 from aryl.errors import InvalidInputError, TraceFormatError
 
 __all__ = ["solve_command"]
@@ -167,12 +168,12 @@ def solve_command(file: Path | None, capacity: int | None, demo: bool, n_jobs: i
         try:
             names, opts, values, weights = read_instance(str(file))
         except InvalidInputError as exc:
-            raise click.ClickException(str(exc)) from exc
+            raise InputError(str(exc)) from exc
     else:
         try:
             names, opts, values, weights = demo_instance(n_jobs, n_options, seed)
         except InvalidInputError as exc:
-            raise click.ClickException(str(exc)) from exc
+            raise InputError(str(exc)) from exc
         if capacity is None:
             capacity = int(weights[:, -1].sum() // 4) if weights.size else 0
         click.echo(click.wrap_text(
@@ -186,7 +187,7 @@ def solve_command(file: Path | None, capacity: int | None, demo: bool, n_jobs: i
     try:
         result = solve_mckp(values, weights, capacity, backend=backend)  # type: ignore[arg-type]
     except InvalidInputError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise InputError(str(exc)) from exc
     elapsed_ms = (time.perf_counter() - start) * 1e3
     chosen = np.flatnonzero(result.choice >= 0)
     click.echo(f"{'job':<16} {'option':<10} {'gpus':>6} {'value_s':>14}")

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -16,13 +13,16 @@ from rich.console import Console
 from rich.progress import MofNCompleteColumn
 from rich.table import Table
 
+from aryl.cli._errors import (
+    EXIT_INTERRUPTED,
+    InputError,
+    check_out,
+    first_interrupt_only,
+)
 from aryl.cli._progress import make_progress
 from aryl.errors import ArylError
 
-__all__ = ["sweep_command"]
-
-#: Exit status after Ctrl-C (128 + SIGINT), as shells report it.
-EXIT_INTERRUPTED = 130
+__all__ = ["EXIT_INTERRUPTED", "first_interrupt_only", "sweep_command"]
 
 
 class _SweepGroup(click.Group):
@@ -45,29 +45,6 @@ def sweep_command() -> None:
     `aryl sweep SPEC.toml --out DIR` is short for `aryl sweep run SPEC.toml --out DIR`.
     docs/sweep.md describes the spec, the dataset and the statistics.
     """
-
-
-@contextlib.contextmanager
-def first_interrupt_only() -> Iterator[None]:
-    """The first Ctrl-C raises ``KeyboardInterrupt``; later ones are ignored.
-
-    After the first Ctrl-C the command only cleans up (cancels work, ends its
-    workers: bounded, about 1.5 s at most) and exits; a second Ctrl-C must not
-    cut that short and leave workers behind or print a traceback.
-    """
-    hit = {"n": 0}
-
-    def handler(signum: int, frame: Any) -> None:
-        hit["n"] += 1
-        if hit["n"] == 1:
-            raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        if hit["n"] == 0:
-            signal.signal(signal.SIGINT, old)
 
 
 def run_with_progress(console: Console, call: Any, **kwargs: Any) -> Any:
@@ -167,6 +144,8 @@ def run_command(
     from aryl.sweep.store import finished_keys
 
     console = Console()
+    if not dry_run:
+        check_out(out_dir, "--out", folder=True)
     try:
         parsed = load_spec(spec)
         if dry_run:
@@ -195,7 +174,7 @@ def run_command(
             f"{exc}; the finished runs are kept in {out_dir}/: run the same command to resume"
         ) from exc
     except ArylError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise InputError(str(exc)) from exc
     console.print(
         f"{outcome.n_done} runs done, {outcome.n_skipped} already finished "
         f"({outcome.backend}, {outcome.elapsed_s:.1f} s); dataset in {out_dir}/. "
@@ -204,6 +183,18 @@ def run_command(
     if outcome.failures:
         _failures(console, outcome.failures)
         sys.exit(1)
+
+
+def _check_report_out(out_dir: Path) -> None:
+    """Refuse a report folder that cannot be written or replaced, before reading the sweep."""
+    from aryl._io import check_output_folder
+    from aryl.errors import InvalidInputError
+
+    check_out(out_dir, "--out", folder=True)
+    try:
+        check_output_folder(out_dir)
+    except InvalidInputError as exc:
+        raise InputError(f"--{exc}") from None  # "out: ..." -> "--out: ..."
 
 
 @sweep_command.command("report")
@@ -227,11 +218,12 @@ def report_command(
     from aryl.sweep.report import measure_table, write_report
 
     console = Console(width=80 if not sys.stdout.isatty() else None)
+    _check_report_out(out_dir if out_dir is not None else sweep_dir / "report")
     try:
         rep = write_report(sweep_dir, out_dir=out_dir, baseline=baseline,
                            measures=list(measures) or None)
     except ArylError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise InputError(str(exc)) from exc
     for m in rep.shown:
         df = measure_table(rep.summary, m, rep.baseline)
         table = Table(title=m)
@@ -240,6 +232,11 @@ def report_command(
         for row in df.itertuples(index=False):
             table.add_row(*(str(v) for v in row))
         console.print(table)
+    if rep.baseline is not None:
+        console.print(f"{rep.baseline} / this: {rep.baseline}'s value over the scenario's, per "
+                      "seed, averaged (the convention of every aryl table); above 1 the "
+                      f"scenario's value is lower than {rep.baseline}'s.", style="dim",
+                      highlight=False)
     n, total = len(rep.data.runs), rep.data.n_planned
     if n < total:
         console.print(f"[yellow]{total - n} of {total} runs are not finished yet.[/yellow]")

@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from aryl.cli._errors import InputError, check_out
 from aryl.errors import InvalidInputError
 
 __all__ = ["trace_command"]
@@ -52,9 +53,9 @@ def _load(trace: str, fmt: str | None, window: str | None, tz: str | None, drop_
                           gpus_per_server=gpus_per_server, max_gpus=max_gpus,
                           allow_multi_server=not no_multi_server, node_list=node_list)
     except InvalidRowsError as exc:
-        raise click.ClickException(exc.describe(drop_hint="--drop-invalid")) from exc
+        raise InputError(exc.describe(drop_hint="--drop-invalid")) from exc
     except InvalidInputError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise InputError(str(exc)) from exc
 
 
 def _num(value: float, fmt: str = "{:,.0f}") -> str:
@@ -76,7 +77,17 @@ def inspect_command(trace: str, fmt: str | None, window: str | None, tz: str | N
                     drop_invalid: bool, gpus_per_server: int, max_gpus: int | None,
                     no_multi_server: bool, node_list: str | None, bins: int) -> None:
     """Summarise TRACE (a path or preset; default itp-c07): jobs, span, GPU sizes,
-    durations, offered load, drops."""
+    durations, offered load, drops.
+
+    \b
+    span                 last submit - first submit
+    GPU-hours            traced duration x traced GPUs, summed
+    mean offered load    GPU-seconds between the first and the last submit
+                         (each job at its traced size from its submit, no
+                         queue) / the span: the mean of the table's bins
+    work submitted/span  every GPU-second of the trace / the span: larger,
+                         by the work that runs after the last submit
+    """
     from aryl.traces.summary import gpu_histogram, offered_load, summarize
 
     t = _load(trace, fmt, window, tz, drop_invalid, gpus_per_server, max_gpus,
@@ -89,7 +100,12 @@ def inspect_command(trace: str, fmt: str | None, window: str | None, tz: str | N
     head.add_row("first / last submit (s)",
                  f"{_num(s['first_submit_s'])} / {_num(s['last_submit_s'])}")
     head.add_row("GPU-hours", f"{s['gpu_hours']:,.0f}")
-    head.add_row("mean offered load", f"{_num(s['mean_offered_load_gpus'], '{:,.1f}')} GPUs")
+    head.add_row("mean offered load", f"{_num(s['mean_offered_load_gpus'], '{:,.1f}')} GPUs "
+                 "(the mean of the offered-load table)")
+    head.add_row("work submitted / span",
+                 f"{_num(s['submitted_load_gpus'], '{:,.1f}')} GPUs (also counts the "
+                 f"{_num(s['gpu_hours_after_last_submit'], '{:,.1f}')} GPU-hours run after "
+                 "the last submit)")
     if "tz" in t.meta and t.n_jobs:
         import pandas as pd
 
@@ -123,7 +139,10 @@ def inspect_command(trace: str, fmt: str | None, window: str | None, tz: str | N
                                             "duration_p99_s", "duration_max_s")))
     console.print(dur)
 
-    load = Table(title="offered load (GPUs, jobs run at traced size from submit)")
+    load = Table(title="offered load (GPUs, jobs run at traced size from submit)",
+                 caption="GPU-seconds inside each bin / its length, each job at its traced "
+                         "size from its submit time, no queue; bins split first to last "
+                         "submit", caption_justify="left")
     bins_df = offered_load(t, max(1, bins))
     if "tz" in t.meta:  # absolute (epoch) times: readable dates in the trace's time zone
         import pandas as pd
@@ -174,15 +193,26 @@ def convert_command(src: str, out: str, fmt: str | None, window: str | None, tz:
     """Convert SRC (path or preset) to canonical OUT (.csv, .csv.gz, .parquet), atomically."""
     from aryl.traces import synthesize_elastic, write_trace
 
+    check_out(out, "OUT", folder=False)
     t = _load(src, fmt, window, tz, drop_invalid, gpus_per_server, max_gpus,
               no_multi_server, node_list)
+    if t.n_jobs == 0:  # aryl refuses to replay a trace with no job: do not write one
+        n_dropped = {k: int(v) for k, v in t.dropped.items() if v}
+        if "window" in t.meta:
+            why = f"the window {t.meta['window']['spec']!r} keeps none of its jobs"
+        elif n_dropped:
+            why = (f"all {sum(n_dropped.values()):,} rows were dropped "
+                   f"({', '.join(f'{k}: {v:,}' for k, v in n_dropped.items())})")
+        else:
+            why = "it has no job rows"
+        raise InputError(f"{src}: nothing to write to {out}: {why}")
     try:
         if elastic_fraction is not None:
             t = synthesize_elastic(t, elastic_fraction=elastic_fraction, seed=seed,
                                    gpus_per_server=gpus_per_server)
         path = write_trace(t, Path(out))
     except InvalidInputError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise InputError(str(exc)) from exc
     except OSError as exc:  # read-only location, disk full, ...
         raise click.ClickException(f"cannot write {out!r}: {exc.strerror or exc}") from exc
     dropped = ", ".join(f"{k}={v}" for k, v in t.dropped.items()) or "none"

@@ -3,7 +3,9 @@
 Runs are grouped into **scenarios**: runs whose parameters are all equal except
 the seed.  For each scenario and each measure, the mean over seeds and its
 Student-t 95% interval (:mod:`aryl.sweep.stats`); with a baseline policy, the
-ratio ``measure / baseline's measure`` paired by seed.  The **baseline scenario**
+ratio ``baseline's measure / measure`` paired by seed (the convention of every
+aryl table: baseline / this, so above 1 means this scenario's value is lower,
+e.g. a shorter queuing delay; docs/sweep.md).  The **baseline scenario**
 of a scenario is the scenario of the baseline policy (without options) on the
 same trace that differs from it in the fewest other parameters (0 when the
 sweep ran the baseline with the same parameters; 1 for an ablation that
@@ -238,7 +240,8 @@ def summarize(
                     rm, rh, rn = math.nan, math.nan, 0
                 else:
                     bvals = {int(seeds[i]): float(col[i]) for i in base_idx}
-                    rm, rh, rn = mean_ci(paired_ratios(vals, bvals))
+                    # baseline / this, as every aryl table: > 1 = this one is lower
+                    rm, rh, rn = mean_ci(paired_ratios(bvals, vals))
                 row.update(ratio_n=rn, ratio_mean=rm, ratio_ci95=rh,
                            baseline=labels[base_idx[0]] if base_idx is not None else None)
             rows.append(row)
@@ -320,7 +323,7 @@ def measure_table(summary: pd.DataFrame, measure: str, baseline: str | None) -> 
         "mean ± 95% CI": [format_ci(m, h) for m, h in zip(d["mean"], d["ci95"], strict=True)],
     })
     if baseline is not None and "ratio_mean" in d:
-        out[f"/ {baseline} ± 95% CI"] = [
+        out[f"{baseline} / this ± 95% CI"] = [
             format_ci(m, h) for m, h in zip(d["ratio_mean"], d["ratio_ci95"], strict=True)
         ]
     return out
@@ -359,7 +362,7 @@ def _figure(summary: pd.DataFrame, measure: str, baseline: str | None) -> bytes:
         ax2.errorbar(d["ratio_mean"], y, xerr=d["ratio_ci95"].fillna(0.0), fmt="s",
                      color="C1", capsize=3)
         ax2.axvline(1.0, color="grey", lw=0.8)
-        ax2.set_xlabel(f"{measure} / {baseline}'s (paired by seed)")
+        ax2.set_xlabel(f"{baseline}'s {measure} / this (paired by seed; > 1: this is lower)")
         ax2.grid(alpha=0.3)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
@@ -436,8 +439,9 @@ def write_report(
         f"{len(data.runs)} of {data.n_planned} runs finished; aryl {data.meta.get('aryl')}. "
         f"Each cell: mean over seeds ± half-width of the {int(CONFIDENCE * 100)}% Student-t "
         "confidence interval (– with one seed)."
-        + (f" Ratios: the run's value over {baseline}'s for the same seed and parameters, "
-           "averaged over seeds." if baseline else ""),
+        + (f" Ratios (`{baseline} / this`): {baseline}'s value over the run's for the same "
+           "seed and parameters, averaged over seeds; above 1 the run's value is lower "
+           f"than {baseline}'s (a shorter delay, but also a lower usage)." if baseline else ""),
         "",
     ]
     with atomic_directory(out, marker="manifest.json") as tmp:

@@ -238,7 +238,9 @@ def write_trace(trace: Trace, path: str | os.PathLike[str]) -> Path:
     ``format``, ``dropped`` of the first trace in the chain: converting a
     converted file keeps the raw source) and ``history`` (one such entry per
     write): in the Parquet schema metadata under ``aryl.meta``, or
-    for CSV in a sidecar ``<path>.meta.json``.  :func:`load_trace` reads it
+    for CSV in a sidecar ``<path>.meta.json``, written after the data with the
+    data file's SHA-256, so that a sidecar left from an earlier write (an
+    interrupt between the two files) is ignored.  :func:`load_trace` reads it
     back into ``Trace.meta``.
 
     Parameters
@@ -264,5 +266,11 @@ def write_trace(trace: Trace, path: str | os.PathLike[str]) -> Path:
     if dest.name.lower().endswith((".parquet", ".pq")):
         return atomic_write_dataframe(jobs, dest, metadata={"aryl.meta": blob})
     out = atomic_write_dataframe(jobs, dest)
+    # the sidecar names the bytes it describes: if the data file is replaced and the
+    # sidecar is not (Ctrl-C between the two writes), the reader ignores the old sidecar
+    import hashlib
+
+    stored["data_sha256"] = hashlib.sha256(out.read_bytes()).hexdigest()
+    blob = json.dumps(stored, sort_keys=True, indent=1)
     atomic_write_text(dest.with_name(dest.name + ".meta.json"), blob + "\n")
     return out

@@ -641,7 +641,16 @@ def read_stored_meta(path: Path) -> dict[str, Any]:
             return dict(json.loads(blob.decode())) if blob else {}
         sidecar = path.with_name(path.name + ".meta.json")
         if sidecar.is_file():
-            return dict(json.loads(sidecar.read_text(encoding="utf-8")))
+            meta = dict(json.loads(sidecar.read_text(encoding="utf-8")))
+            digest = meta.pop("data_sha256", None)
+            if digest is not None:
+                import hashlib
+
+                if hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+                    logger.warning("%s: ignoring %s, written for other data (an earlier "
+                                   "write of this file)", path, sidecar.name)
+                    return {}
+            return meta
     except (OSError, ValueError) as exc:
         logger.warning("%s: ignoring unreadable stored meta (%s)", path, exc)
     return {}

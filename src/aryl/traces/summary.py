@@ -62,9 +62,7 @@ def offered_load(trace: Trace, n_bins: int = 12) -> pd.DataFrame:
     t = jobs["submit_time_s"].to_numpy(dtype=np.float64)
     end = t + jobs["duration_s"].to_numpy(dtype=np.float64)
     g = jobs["gpus"].to_numpy(dtype=np.float64)
-    lo, hi = float(t.min()), float(t.max())
-    if hi <= lo:
-        hi = lo + 1.0
+    lo, hi = _window(t)
     edges = np.linspace(lo, hi, n_bins + 1)
     load = np.empty(n_bins)
     for k in range(n_bins):
@@ -74,13 +72,43 @@ def offered_load(trace: Trace, n_bins: int = 12) -> pd.DataFrame:
     return pd.DataFrame({"start_s": edges[:-1], "end_s": edges[1:], "gpus": load})
 
 
+def _window(t: np.ndarray) -> tuple[float, float]:
+    """The interval that :func:`offered_load` splits into bins: first to last submit
+    (one second long when they coincide)."""
+    lo, hi = float(t.min()), float(t.max())
+    return (lo, hi) if hi > lo else (lo, lo + 1.0)
+
+
 def summarize(trace: Trace) -> dict[str, Any]:
-    """Headline figures: jobs, span, GPU-hours, duration percentiles, mean
-    offered load (GPU-seconds / span), rows dropped by kind."""
+    """Headline figures of a trace.
+
+    Returns
+    -------
+    dict
+        ``n_jobs``, ``span_s`` (last - first submit), ``gpu_hours`` (traced
+        duration x GPUs, summed), duration mean, percentiles and max,
+        ``mean_offered_load_gpus``: the GPU-seconds that fall between the
+        first and the last submit (each job run at its traced size from its
+        submit, no queue) / that span, i.e. the mean of the
+        :func:`offered_load` table for any number of bins;
+        ``submitted_load_gpus``: all of the trace's GPU-seconds / the span,
+        larger by the work that runs past the last submit
+        (``gpu_hours_after_last_submit``); ``dropped`` rows by kind.
+    """
     jobs = trace.jobs
     d = jobs["duration_s"].to_numpy(dtype=np.float64)
     g = jobs["gpus"].to_numpy(dtype=np.float64)
     span = trace.span_s
+    nan = float("nan")
+    inside = nan
+    if len(jobs):
+        t = jobs["submit_time_s"].to_numpy(dtype=np.float64)
+        lo, hi = _window(t)
+        overlap = np.clip(np.minimum(t + d, hi) - np.maximum(t, lo), 0.0, None)
+        inside = float(np.dot(overlap, g))
+        mean_load = inside / (hi - lo)
+    else:
+        mean_load = nan
     out: dict[str, Any] = {
         "source": trace.source,
         "format": trace.format,
@@ -89,7 +117,10 @@ def summarize(trace: Trace) -> dict[str, Any]:
         "last_submit_s": float(jobs["submit_time_s"].iloc[-1]) if len(jobs) else float("nan"),
         "span_s": span,
         "gpu_hours": float(np.dot(d, g)) / 3600.0,
-        "mean_offered_load_gpus": float(np.dot(d, g)) / span if span > 0 else float("nan"),
+        "mean_offered_load_gpus": mean_load,
+        "submitted_load_gpus": float(np.dot(d, g)) / span if span > 0 else nan,
+        "gpu_hours_after_last_submit": (
+            (float(np.dot(d, g)) - inside) / 3600.0 if len(jobs) else nan),
         "duration_mean_s": float(d.mean()) if len(d) else float("nan"),
         "duration_max_s": float(d.max()) if len(d) else float("nan"),
         "dropped": dict(trace.dropped),
