@@ -21,9 +21,10 @@ base's with ``--bench-from base``) then runs ``--pairs`` times in each
 environment, alternating, the order swapped every pair (base, new; new, base;
 base, new; ...) so that a load that drifts over the comparison weighs on both
 sides alike.  For each benchmark and each pair, the ratio new/old of the two
-runs' median round times is one paired observation; the reported ratio is
-their geometric mean, with a Student t interval (``--confidence``, default 95%)
-on the mean of the log ratios over the pairs.  Verdict against the threshold
+runs' median round times (``--stat min`` or ``mean``: that statistic) is one
+paired observation; the reported ratio is their geometric mean, with a Student
+t interval (``--confidence``, default 95%) on the mean of the log ratios over
+the pairs.  Verdict against the threshold
 ``t`` (``--threshold``, default 0.05):
 
 * ``slower``: the ratio is above ``1 + t`` and the interval lies above 1;
@@ -61,6 +62,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 SIDES = ("base", "new")
 VERDICTS = ("faster", "slower", "same", "unclear")
+STATS = ("median", "min", "mean")
 
 
 class CompareError(Exception):
@@ -104,8 +106,8 @@ def run_order(n_pairs: int) -> list[tuple[str, str]]:
     return [("base", "new") if i % 2 == 0 else ("new", "base") for i in range(n_pairs)]
 
 
-def read_run(doc: Mapping[str, Any], source: str) -> dict[str, float]:
-    """Median round time of each benchmark in one pytest-benchmark JSON document.
+def read_run(doc: Mapping[str, Any], source: str, stat: str = "median") -> dict[str, float]:
+    """One statistic of the round times of each benchmark in a pytest-benchmark JSON document.
 
     Parameters
     ----------
@@ -114,11 +116,13 @@ def read_run(doc: Mapping[str, Any], source: str) -> dict[str, float]:
         entries have ``fullname`` and ``stats.median``, seconds).
     source : str
         Where the document came from, for error messages.
+    stat : {"median", "min", "mean"}
+        Which of the document's per-benchmark statistics (seconds per round).
 
     Returns
     -------
     dict
-        ``fullname -> median seconds``.
+        ``fullname -> seconds``.
 
     Raises
     ------
@@ -130,9 +134,9 @@ def read_run(doc: Mapping[str, Any], source: str) -> dict[str, float]:
         out: dict[str, float] = {}
         for b in benches:
             name = str(b["fullname"])
-            med = float(b["stats"]["median"])
+            med = float(b["stats"][stat])
             if not (math.isfinite(med) and med > 0):
-                raise CompareError(f"{source}: {name}: median {med!r} is not a positive time", 3)
+                raise CompareError(f"{source}: {name}: {stat} {med!r} is not a positive time", 3)
             out[name] = med
     except (KeyError, TypeError) as exc:
         raise CompareError(f"{source}: not a pytest-benchmark JSON document "
@@ -290,6 +294,34 @@ def _cache_key(tree: str) -> str:
     return f"{tree}-{sys.implementation.cache_tag}-{platform.machine()}"
 
 
+def missing_build_requirements(pyproject: Path) -> list[str]:
+    """The ``[build-system] requires`` entries of ``pyproject`` that this environment lacks.
+
+    A requirement counts as present when its distribution is installed at a version its
+    specifier admits (markers are not evaluated).
+    """
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.requirements import Requirement
+
+    requires = tomllib.loads(pyproject.read_text()).get("build-system", {}).get("requires", [])
+    missing = []
+    for text in requires:
+        req = Requirement(text)
+        try:
+            have = version(req.name)
+        except PackageNotFoundError:
+            missing.append(text)
+            continue
+        if not req.specifier.contains(have, prereleases=True):
+            missing.append(text)
+    return missing
+
+
 def build_wheel(tree: str, cache_dir: Path, scratch: Path, log: Any) -> Path:
     """The wheel of git tree ``tree``: from the cache, or built and cached (atomically).
 
@@ -314,8 +346,13 @@ def build_wheel(tree: str, cache_dir: Path, scratch: Path, log: Any) -> Path:
     part = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=cache_dir))
     print(f"  tree {tree[:10]}: building the wheel (a few minutes) ...", file=log, flush=True)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
-                           "--no-build-isolation", "-q", "-w", str(part), str(src)],
+    missing = missing_build_requirements(src / "pyproject.toml")
+    if missing:  # e.g. CI's environment, installed with build isolation
+        print(f"  tree {tree[:10]}: {', '.join(missing)} not installed here: an isolated build",
+              file=log)
+    isolation = [] if missing else ["--no-build-isolation"]
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation,
+                           "-q", "-w", str(part), str(src)],
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0 or not list(part.glob("aryl-*.whl")):
         shutil.rmtree(part, ignore_errors=True)
@@ -387,7 +424,7 @@ def _env() -> dict[str, str]:
 
 
 def run_benchmarks(py: Path, bench_root: Path, paths: Sequence[str], select: str | None,
-                   extra: Sequence[str], out_json: Path) -> dict[str, float]:
+                   extra: Sequence[str], out_json: Path, stat: str = "median") -> dict[str, float]:
     """One pytest-benchmark run of ``paths`` (relative to ``bench_root``) with ``py``; its medians.
 
     Raises
@@ -407,7 +444,7 @@ def run_benchmarks(py: Path, bench_root: Path, paths: Sequence[str], select: str
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-30:])
         raise CompareError(f"{' '.join(cmd)} failed (exit {proc.returncode}):\n{tail}", 3)
-    medians = read_run(json.loads(out_json.read_text()), str(out_json))
+    medians = read_run(json.loads(out_json.read_text()), str(out_json), stat)
     if not medians:
         raise CompareError(f"the selection {select!r} matched no benchmark", 2)
     return medians
@@ -424,6 +461,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--pairs", type=int, default=5, help="pairs of runs (default 5, at least 2)")
     ap.add_argument("--threshold", type=float, default=0.05,
                     help="relative change that counts (default 0.05)")
+    ap.add_argument("--stat", choices=STATS, default="median",
+                    help="each run's statistic of a benchmark's round times (default median; "
+                         "min is steadier for short benchmarks on a loaded machine)")
     ap.add_argument("--confidence", type=float, default=0.95, help="interval level (0.95)")
     ap.add_argument("--fail-on-slower", action="store_true",
                     help="exit 1 when a benchmark is slower")
@@ -487,7 +527,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     out = scratch / f"{side}-{i}.json"
                     t0 = time.perf_counter()
                     runs[side].append(run_benchmarks(pys[side], bench_root, args.bench_path,
-                                                     args.select, args.extra, out))
+                                                     args.select, args.extra, out, args.stat))
                     print(f"  pair {i}/{args.pairs}: {side} run in "
                           f"{time.perf_counter() - t0:.0f} s", file=log, flush=True)
                     if args.save_runs is not None:
@@ -499,13 +539,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"compare: {exc}", file=log)
         return exc.status
     print(f"new = working tree {new_tree[:10]} against base {args.base} ({base_commit[:10]}); "
-          f"{args.pairs} pairs, order alternating; ratio new/old of median round times; "
+          f"{args.pairs} pairs, order alternating; ratio new/old of {args.stat} round times; "
           f"threshold {args.threshold:g}")
     print(format_table(rows, args.confidence))
     if args.json is not None:
         doc = {"base": {"ref": args.base, "commit": base_commit, "tree": base_tree},
                "new": {"tree": new_tree}, "pairs": args.pairs, "threshold": args.threshold,
-               "confidence": args.confidence, "select": args.select,
+               "confidence": args.confidence, "select": args.select, "stat": args.stat,
                "benchmarks": [asdict(r) for r in rows]}
         tmp_json = args.json.with_name(f".{args.json.name}.tmp")
         tmp_json.write_text(json.dumps(doc, indent=2) + "\n")

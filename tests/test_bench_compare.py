@@ -220,3 +220,41 @@ def test_main_refuses_one_pair(capsys):
         cmp.main(["--base", "HEAD", "--pairs", "1"])
     assert e.value.code == 2
     assert "--pairs must be at least 2, got 1" in capsys.readouterr().err
+
+
+def test_missing_build_requirements(tmp_path):
+    # pytest runs this test, so some pytest is installed, at a version >= 1 and not < 1
+    py = tmp_path / "pyproject.toml"
+    py.write_text('[build-system]\nrequires = ["pytest>=1", "no-such-dist-xyz", "pytest<1"]\n')
+    assert cmp.missing_build_requirements(py) == ["no-such-dist-xyz", "pytest<1"]
+    py.write_text("[project]\nname = 'x'\n")
+    assert cmp.missing_build_requirements(py) == []
+
+
+def test_read_run_takes_the_chosen_statistic():
+    doc = {"benchmarks": [{"fullname": "f::t",
+                           "stats": {"median": 2e-3, "min": 1e-3, "mean": 3e-3}}]}
+    assert cmp.read_run(doc, "x") == {"f::t": 2e-3}
+    assert cmp.read_run(doc, "x", "min") == {"f::t": 1e-3}
+    assert cmp.read_run(doc, "x", "mean") == {"f::t": 3e-3}
+
+
+def test_report_page_renders_a_comparison():
+    spec = importlib.util.spec_from_file_location("bench_report", ROOT / "bench" / "report.py")
+    assert spec is not None
+    assert spec.loader is not None
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    doc = {"base": {"ref": "abc", "commit": "0123456789abcdef"}, "pairs": 5, "select": None,
+           "threshold": 0.05, "stat": "min",
+           "benchmarks": [{"name": "bench/b.py::t", "base_median_s": 0.0112,
+                           "new_median_s": 0.00561, "ratio": 0.5, "ratio_lo": 0.45,
+                           "ratio_hi": 0.556, "verdict": "faster"}]}
+    lines = report.paired_section(doc)
+    assert lines[1] == "## Paired comparisons (`bench/compare.py`)"
+    assert ("Working tree against `abc` (0123456789), 5 pairs, selection `all`, min round "
+            "times, threshold 0.05:") in lines
+    # 0.0112 s = 11.2 ms, 0.00561 s = 5.61 ms
+    assert lines[-1] == ("| `bench/b.py::t` | 11.2 ms | 5.61 ms | 0.500 | 0.450 to 0.556 | "
+                         "faster |")
+    assert report.paired_section(None)[-1].startswith("A change's effect on speed")
