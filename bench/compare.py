@@ -9,9 +9,10 @@ Usage::
 Each side (``REF`` and the working tree as it is on disk, uncommitted changes
 and untracked, not ignored files included) is built once into a wheel
 (``pip wheel --no-deps --no-build-isolation`` of a ``git archive`` of its tree;
-the wheels are cached under ``--cache-dir`` keyed by the git tree hash, so a
-side whose tree is already built, or a base whose tree equals the working
-tree's, is not built again) and installed into its own temporary virtual
+the wheels are cached under ``--cache-dir`` keyed by a hash of the tree without
+the folders that put no code into the wheel, :data:`NOT_BUILT`, so a side
+already built, or two sides that differ only in benchmarks, tests or docs,
+are not built again) and installed into its own temporary virtual
 environment.  The environments reuse this interpreter's dependencies (a
 ``.pth`` file listing its ``sys.path`` entries), and their own ``aryl`` comes
 first on ``sys.path``: it is checked before any run.
@@ -290,8 +291,27 @@ def working_tree() -> str:
         return _git("write-tree", env=env)
 
 
-def _cache_key(tree: str) -> str:
-    return f"{tree}-{sys.implementation.cache_tag}-{platform.machine()}"
+#: top-level entries of the repository that put no code into the wheel (the README is
+#: only its long description): a change there (a benchmark, a test, a page) reuses it
+NOT_BUILT = ("bench", "tests", "docs", "scripts", ".ci", ".github", "README.md")
+
+
+def build_key(tree: str) -> str:
+    """What a tree's wheel depends on: a hash of its top-level entries but :data:`NOT_BUILT`.
+
+    Two trees that differ only under ``bench/``, ``tests/``, ``docs/``, ``scripts/``,
+    ``.ci/``, ``.github/`` or in ``README.md`` have the same key (and share one
+    build); any other difference changes it.
+    """
+    import hashlib
+
+    listing = _git("ls-tree", "--full-tree", tree)
+    kept = [line for line in listing.splitlines() if line.split("\t", 1)[1] not in NOT_BUILT]
+    return hashlib.sha256("\n".join(kept).encode()).hexdigest()[:40]
+
+
+def _cache_key(key: str) -> str:
+    return f"{key}-{sys.implementation.cache_tag}-{platform.machine()}"
 
 
 def missing_build_requirements(pyproject: Path) -> list[str]:
@@ -323,14 +343,16 @@ def missing_build_requirements(pyproject: Path) -> list[str]:
 
 
 def build_wheel(tree: str, cache_dir: Path, scratch: Path, log: Any) -> Path:
-    """The wheel of git tree ``tree``: from the cache, or built and cached (atomically).
+    """The wheel of git tree ``tree``: from the cache (by :func:`build_key`), or built and cached.
+
+    The cache entry is a folder renamed into place once the wheel is in it (atomic).
 
     Raises
     ------
     CompareError
         (status 3) the build failed (the tail of pip's output in the message).
     """
-    final = cache_dir / _cache_key(tree)
+    final = cache_dir / _cache_key(build_key(tree))
     wheels = sorted(final.glob("aryl-*.whl")) if final.is_dir() else []
     if wheels:
         print(f"  tree {tree[:10]}: cached wheel {wheels[0].name}", file=log)
@@ -500,13 +522,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         base_commit, base_tree = ref_tree(args.base)
         new_tree = working_tree()
+        one_build = build_key(new_tree) == build_key(base_tree)
+        same = ("; the same tree: one build" if new_tree == base_tree else
+                "; they differ only in folders no build reads: one build" if one_build else "")
         print(f"base {args.base} = {base_commit[:10]} (tree {base_tree[:10]}), "
-              f"new = working tree (tree {new_tree[:10]}"
-              f"{', the same: one build' if new_tree == base_tree else ''})", file=log)
+              f"new = working tree (tree {new_tree[:10]}){same}", file=log)
         with tempfile.TemporaryDirectory(prefix="aryl-compare-") as tmp:
             scratch = Path(tmp)
             wheels = {"base": build_wheel(base_tree, args.cache_dir, scratch, log)}
-            wheels["new"] = (wheels["base"] if new_tree == base_tree else
+            wheels["new"] = (wheels["base"] if one_build else
                              build_wheel(new_tree, args.cache_dir, scratch, log))
             pys = {side: make_env(scratch / f"venv-{side}", wheels[side], log) for side in SIDES}
             bench_tree = base_tree if args.bench_from == "base" else new_tree

@@ -258,3 +258,32 @@ def test_report_page_renders_a_comparison():
     assert lines[-1] == ("| `bench/b.py::t` | 11.2 ms | 5.61 ms | 0.500 | 0.450 to 0.556 | "
                          "faster |")
     assert report.paired_section(None)[-1].startswith("A change's effect on speed")
+
+
+def test_build_key_ignores_folders_no_build_reads(tmp_path, monkeypatch):
+    repo = tmp_path / "r"
+    for d in ("src/pkg", "bench", "tests", "docs"):
+        (repo / d).mkdir(parents=True)
+    (repo / "src" / "pkg" / "m.py").write_text("x = 1\n")
+    (repo / "bench" / "b.py").write_text("b = 1\n")
+    (repo / "tests" / "t.py").write_text("t = 1\n")
+    (repo / "docs" / "d.md").write_text("d\n")
+    (repo / "setup.py").write_text("s = 1\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "one")
+    monkeypatch.setattr(cmp, "REPO", repo)
+    key0 = cmp.build_key(_git(repo, "rev-parse", "HEAD^{tree}"))
+    # a benchmark, a test and a page changed: another tree, the same build
+    for f in ("bench/b.py", "tests/t.py", "docs/d.md"):
+        (repo / f).write_text("changed\n")
+    tree1 = cmp.working_tree()
+    assert tree1 != _git(repo, "rev-parse", "HEAD^{tree}")
+    assert cmp.build_key(tree1) == key0
+    # the package or the build script changed: another build
+    (repo / "src" / "pkg" / "m.py").write_text("x = 2\n")
+    key2 = cmp.build_key(cmp.working_tree())
+    (repo / "src" / "pkg" / "m.py").write_text("x = 1\n")
+    (repo / "setup.py").write_text("s = 2\n")
+    key3 = cmp.build_key(cmp.working_tree())
+    assert len({key0, key2, key3}) == 3
