@@ -506,6 +506,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         parts = Path(p).parts
         if not parts or parts[0] != "bench" or ".." in parts:
             ap.error(f"--bench-path {p!r} is not under bench/")
+    if args.json is not None and not args.json.resolve().parent.is_dir():
+        ap.error(f"--json {args.json}: folder {args.json.resolve().parent} does not exist")
     if args.pairs < 2:
         ap.error(f"--pairs must be at least 2, got {args.pairs}")
     if not (args.threshold > 0 and math.isfinite(args.threshold)):
@@ -527,13 +529,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "; they differ only in folders no build reads: one build" if one_build else "")
         print(f"base {args.base} = {base_commit[:10]} (tree {base_tree[:10]}), "
               f"new = working tree (tree {new_tree[:10]}){same}", file=log)
+        bench_tree = base_tree if args.bench_from == "base" else new_tree
+        for p in args.bench_path:  # before any build
+            if subprocess.run(["git", "-C", str(REPO), "cat-file", "-e",
+                               f"{bench_tree}:{Path(p).as_posix().rstrip('/')}"],
+                              capture_output=True, check=False).returncode != 0:
+                raise CompareError(f"--bench-path {p!r}: not in the {args.bench_from} "
+                                   "side's tree", 2)
         with tempfile.TemporaryDirectory(prefix="aryl-compare-") as tmp:
             scratch = Path(tmp)
             wheels = {"base": build_wheel(base_tree, args.cache_dir, scratch, log)}
             wheels["new"] = (wheels["base"] if one_build else
                              build_wheel(new_tree, args.cache_dir, scratch, log))
             pys = {side: make_env(scratch / f"venv-{side}", wheels[side], log) for side in SIDES}
-            bench_tree = base_tree if args.bench_from == "base" else new_tree
             bench_root = scratch / "bench-src"
             bench_root.mkdir()
             archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar",
@@ -541,10 +549,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      capture_output=True, check=True)
             subprocess.run(["tar", "-x", "-C", str(bench_root)], input=archive.stdout,
                            check=True)
-            for p in args.bench_path:
-                if not (bench_root / p).exists():
-                    raise CompareError(f"--bench-path {p!r}: not in the {args.bench_from} "
-                                       "side's tree", 2)
             runs: dict[str, list[dict[str, float]]] = {"base": [], "new": []}
             for i, order in enumerate(run_order(args.pairs), start=1):
                 for side in order:

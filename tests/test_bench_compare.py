@@ -287,3 +287,19 @@ def test_build_key_ignores_folders_no_build_reads(tmp_path, monkeypatch):
     (repo / "setup.py").write_text("s = 2\n")
     key3 = cmp.build_key(cmp.working_tree())
     assert len({key0, key2, key3}) == 3
+
+
+def test_main_refuses_a_bench_path_before_building(capsys, tmp_path):
+    # refused at once (no build): the path is not in the working tree's bench/
+    assert cmp.main(["--base", "HEAD", "--bench-path", "bench/no_such_file.py",
+                     "--cache-dir", str(tmp_path / "cache")]) == 2
+    assert "compare: --bench-path 'bench/no_such_file.py': not in the new side's tree" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "cache").exists()
+    with pytest.raises(SystemExit) as e:
+        cmp.main(["--base", "HEAD", "--bench-path", "src/aryl"])
+    assert e.value.code == 2
+    assert "--bench-path 'src/aryl' is not under bench/" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cmp.main(["--base", "HEAD", "--json", str(tmp_path / "nope" / "x.json")])
+    assert "does not exist" in capsys.readouterr().err
