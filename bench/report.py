@@ -210,7 +210,7 @@ def million_figures(n_jobs: int) -> list[dict[str, Any]]:
 
 def render(rec: dict[str, float], mk: dict[str, float], replays: list[dict[str, Any]],
            meta: dict[str, str], sch: dict[str, float], fl: dict[str, float],
-           million: list[dict[str, Any]]) -> str:
+           million: list[dict[str, Any]], paired: dict[str, Any] | None = None) -> str:
     lines = [
         "# Performance: speed and memory, measured in one run",
         "",
@@ -325,8 +325,57 @@ def render(rec: dict[str, float], mk: dict[str, float], replays: list[dict[str, 
                 f"| {m['policy']} | {m['wall_s']:.1f} s | {m['scheduler_s']:.1f} s | "
                 f"{m['peak_rss_mb']:,.0f} MB | {1e3 * m['cpu_s_per_10k_iter_first_10pct']:.0f} "
                 f"ms | {1e3 * m['cpu_s_per_10k_iter_last_10pct']:.0f} ms |")
+    lines += paired_section(paired)
     lines += ["", f"Command: `{meta['command']}`.", ""]
     return "\n".join(lines)
+
+
+def paired_section(paired: dict[str, Any] | None) -> list[str]:
+    """The page's section on ``bench/compare.py``, with its table when a comparison is given.
+
+    ``paired`` is the document ``bench/compare.py --json`` writes (or None).
+    """
+    lines = [
+        "",
+        "## Paired comparisons (`bench/compare.py`)",
+        "",
+        "A change's effect on speed is measured against a git ref, not against the "
+        "figures above (which come from another run, under another load): "
+        "`python bench/compare.py --base REF [-k EXPR] [--bench-path bench/FILE.py]` "
+        "builds a wheel of REF's tree and one of the working tree's (cached by a hash of the "
+        "tree without `bench/`, `tests/`, `docs/`, `scripts/`, `.ci/` and the README, so "
+        "sides that differ only there share one build), installs each into its own temporary "
+        "virtual environment, and runs the same pytest-benchmark selection in both, "
+        "`--pairs` times (default 5), the order swapped every pair (base, new; new, base; "
+        "...), so a load that drifts over the comparison weighs on both sides. Each pair "
+        "gives one ratio new/old of the two runs' median round times (`--stat min` or `mean` "
+        "for those); the reported ratio is "
+        "their geometric mean with a Student t interval (95%) over the pairs. Verdict with "
+        "threshold t (`--threshold`, default 0.05): `slower` when the ratio exceeds 1 + t "
+        "and the interval lies above 1, `faster` when it is below 1 / (1 + t) and the "
+        "interval lies below 1, `same` when the whole interval lies within "
+        "[1 / (1 + t), 1 + t], `unclear` otherwise. `--fail-on-slower` exits 1 on a "
+        "`slower` benchmark; `--json FILE` writes the table, `--save-runs DIR` keeps each "
+        "run's pytest-benchmark JSON (`pytest-benchmark compare DIR/*.json` lists them). "
+        "CI runs HEAD against HEAD on one benchmark (one build for both sides).",
+    ]
+    if paired is None:
+        return lines
+    base = paired["base"]
+    lines += [
+        "",
+        f"Working tree against `{base['ref']}` ({base['commit'][:10]}), {paired['pairs']} "
+        f"pairs, selection `{paired['select'] or 'all'}`, {paired.get('stat', 'median')} "
+        f"round times, threshold {paired['threshold']:g}:",
+        "",
+        "| benchmark | base | new | new/old | 95% interval | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in paired["benchmarks"]:
+        lines.append(f"| `{r['name']}` | {1e3 * r['base_median_s']:.3g} ms | "
+                     f"{1e3 * r['new_median_s']:.3g} ms | {r['ratio']:.3f} | "
+                     f"{r['ratio_lo']:.3f} to {r['ratio_hi']:.3f} | {r['verdict']} |")
+    return lines
 
 
 def main(argv: list[str]) -> None:
@@ -336,7 +385,17 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--million", type=int, default=0, metavar="N",
                     help="Also replay an N-job Philly-shaped trace (needs $ARYL_PHILLY_CSV; "
                          "minutes; e.g. 1000000).")
+    ap.add_argument("--paired", type=Path, default=None, metavar="JSON",
+                    help="Include this `bench/compare.py --json` comparison in the page.")
     args = ap.parse_args(argv)
+    paired = None
+    if args.paired is not None:
+        import json
+
+        try:
+            paired = json.loads(args.paired.read_text())
+        except (OSError, ValueError) as exc:
+            ap.error(f"--paired {args.paired}: {exc}")
     load_before = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     rec = reclaim_figures(args.repeats)
     mk = mckp_figures(args.repeats)
@@ -351,9 +410,10 @@ def main(argv: list[str]) -> None:
         "load_before": load_before,
         "load_after": ", ".join(f"{x:.1f}" for x in os.getloadavg()),
         "command": "python bench/report.py" + (f" --million {args.million}" if million else "")
+                   + (f" --paired {args.paired}" if paired else "")
                    + (f" --out {args.out}" if args.out else ""),
     }
-    page = render(rec, mk, replays, meta, sch, fl, million)
+    page = render(rec, mk, replays, meta, sch, fl, million, paired)
     if args.out is None:
         print(page)
         return
