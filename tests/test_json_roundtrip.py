@@ -98,7 +98,9 @@ def maximal_state_doc(starvation_bound: float | None = 5000.5) -> dict[str, Any]
             {"id": "i2", "role": "inference", "gpus": 8, "pool": "inf", "gpu_type": "V100",
              "status": "serving", "reclaimed_s": 10.0},
         ],
-        "inference": {"servers_needed": 3, "reclaim_deadline_s": 100.0},
+        "inference": {"servers_needed": 3, "reclaim_deadline_s": 100.0,
+                      "reclaim_requests": [{"deadline_s": 90.0, "servers": 1},
+                                           {"deadline_s": 150.0, "servers": 2}]},
         "jobs": [
             {"id": "a", "family": "bert", "arrival_s": 1.0, "gpus_per_worker": 1,
              "ref_workers": 2, "min_workers": 1, "max_workers": 4, "elastic": True,
@@ -240,6 +242,7 @@ def maximal_plan_doc() -> dict[str, Any]:
                    "placement": [{"server": "t1", "workers": 2}]}],
         "return": [{"server": "i1", "reason": "idle_loan"}],
         "elastic_memo": {"free_gpus": 7, "loaned_servers": 2},
+        "next_wakeup_s": 720.5,
     }
 
 

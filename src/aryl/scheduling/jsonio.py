@@ -578,7 +578,7 @@ def plan_from_json(doc: Mapping[str, Any] | str, st: ClusterState) -> SchedulePl
     if not isinstance(doc, Mapping):
         raise InvalidInputError("plan: the document must be a JSON object")
     _unknown("plan", doc, {"schema_version", "now_s", "reclaim", "borrow", "preempt", "resize",
-                           "start", "return", "elastic_memo"})
+                           "start", "return", "elastic_memo", "next_wakeup_s"})
     _check_version("plan", doc)
     servers = {x: i for i, x in enumerate(st.server_id)}
     jobs = {x: i for i, x in enumerate(st.job_id)}
