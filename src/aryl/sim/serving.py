@@ -47,9 +47,11 @@ __all__ = [
     "ServingOptions",
     "ServingResult",
     "demand_from_requests",
+    "inference_server_gpus",
     "load_serving_requests",
     "replay_requests",
     "serve",
+    "serve_result",
     "serving_capacity",
 ]
 
@@ -510,3 +512,41 @@ def serve(
         "model": trace.requests["model"].to_numpy(),
     })
     return ServingResult(summary, table, cap)
+
+
+def inference_server_gpus(spec: Any) -> dict[int, int]:
+    """GPUs of each inference server of a cluster spec, by server id.
+
+    Server ids are those of the replay (training pools' servers first, then
+    inference pools', in spec order: :meth:`aryl.cluster.ClusterSpec.server_pools`).
+    """
+    pools = spec.server_pools()
+    return {i: int(p.gpus_per_server) for i, p in enumerate(pools) if p.role == "inference"}
+
+
+def serve_result(result: Any, trace: RequestTrace, options: ServingOptions | None = None, *,
+                 demand: InferenceDemand | None = None, backend: str = "native") -> ServingResult:
+    """:func:`serve` on a finished training replay (a ``SimResult``).
+
+    The request time 0 is the replay's clock start (``summary["start_s"]``);
+    the inference servers and their GPUs come from ``summary["cluster"]``;
+    the cold starts are seeded by the replay's seed.
+
+    Raises
+    ------
+    InvalidInputError
+        The replay kept no event log (``record_events=False``) while it lent
+        servers, or its cluster has no inference server.
+    """
+    from aryl.cluster import ClusterSpec
+
+    s = result.summary
+    spec = ClusterSpec.from_dict({"pools": s["cluster"]["pools"]})
+    gpus = inference_server_gpus(spec)
+    if not gpus:
+        raise InvalidInputError("the replay's cluster has no inference server")
+    if not s["config"].get("record_events", True) and s.get("n_loans", 0):
+        raise InvalidInputError("serving needs the replay's event log: run with record_events")
+    return serve(trace, result.events, server_gpus=gpus, start_s=float(s["start_s"]),
+                 options=options, seed=int(s["config"]["seed"]), demand=demand,
+                 backend=backend)
