@@ -158,7 +158,7 @@ def erlang_c_gpus(a: np.ndarray, mean_service_s: np.ndarray, *, slo_s: float, ep
             break
         b = at * b / (c + at * b)
         stable = at < c
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             cw = np.where(stable, c * b / (c - at * (1.0 - b)), 1.0)
             tail = cw * np.exp(-(c - at) * slo_s / et)
         ok = stable & (tail <= epsilon)

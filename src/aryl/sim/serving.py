@@ -75,6 +75,9 @@ class ServingOptions:
         Arrival-rate multiplier modelling a larger service (> 0; each request
         copied ``floor(x)`` times plus once more with probability ``x -
         floor(x)``, the copies spread over the mean gap, seeded by ``seed``).
+    request_rate_jitter_s : float or None
+        Spread of the copies made by ``request_rate_scale``, seconds (none:
+        the trace's mean gap between requests).
     request_tz : str or None
         IANA time zone of the Alibaba trace's naive times (none: Asia/Shanghai).
     llm_gpu_type : str
@@ -110,6 +113,7 @@ class ServingOptions:
     inference_requests: str | None = None
     request_format: str | None = None
     request_rate_scale: float = 1.0
+    request_rate_jitter_s: float | None = None
     request_tz: str | None = None
     llm_gpu_type: str = "A100"
     prefill_tokens_per_s: float | None = None
@@ -132,6 +136,9 @@ class ServingOptions:
         x = self.request_rate_scale
         if not (isinstance(x, (int, float)) and math.isfinite(x) and x > 0):
             raise InvalidInputError(f"request_rate_scale: must be a number > 0, got {x!r}")
+        j = self.request_rate_jitter_s
+        if j is not None and not (isinstance(j, (int, float)) and math.isfinite(j) and j > 0):
+            raise InvalidInputError(f"request_rate_jitter_s: must be a number > 0, got {j!r}")
         c = self.cold_start_s
         if not (isinstance(c, (int, float)) and math.isfinite(c) and c >= 0):
             raise InvalidInputError(f"cold_start_s: must be a number >= 0, got {c!r}")
@@ -166,7 +173,8 @@ def load_serving_requests(options: ServingOptions, *, seed: int = 0,
         tz=options.request_tz, gpu_type=options.llm_gpu_type,
         prefill_tokens_per_s=options.prefill_tokens_per_s,
         decode_tokens_per_s=options.decode_tokens_per_s)
-    return scale_rate(trace, options.request_rate_scale, seed=seed)
+    return scale_rate(trace, options.request_rate_scale, seed=seed,
+                      jitter_s=options.request_rate_jitter_s)
 
 
 def demand_from_requests(trace: RequestTrace, options: ServingOptions, *, n_servers: int,
@@ -394,7 +402,6 @@ def replay_requests(
     raise InvalidInputError(f"backend: expected 'native' or 'reference', got {backend!r}")
 
 
-@dataclasses.dataclass
 class ServingResult:
     """Outcome of the request-level replay.
 
@@ -402,24 +409,36 @@ class ServingResult:
     ----------
     summary : dict
         JSON-serialisable measures (module docstring) and the options.
-    requests : pandas.DataFrame
-        One row per request: ``arrival_s`` (replay clock), ``service_s``,
-        ``start_s``, ``wait_s``, ``latency_s``, ``wait_no_loans_s`` (the
-        same request with every inference GPU serving), ``loan_delay_s``
-        (``wait_s - wait_no_loans_s``, >= 0 up to rounding), ``model``.
     capacity : ServingCapacity
+    requests : pandas.DataFrame
+        Built on first use (the per-request table is optional): one row per
+        request, ``arrival_s`` (replay clock), ``service_s``, ``start_s``,
+        ``wait_s``, ``latency_s``, ``wait_no_loans_s`` (the same request with
+        every inference GPU serving), ``loan_delay_s`` (``wait_s -
+        wait_no_loans_s``), ``model``.
     """
 
-    summary: dict[str, Any]
-    requests: pd.DataFrame
-    capacity: ServingCapacity
+    def __init__(self, summary: dict[str, Any], capacity: ServingCapacity,
+                 columns: dict[str, Any]) -> None:
+        self.summary = summary
+        self.capacity = capacity
+        self._columns = columns
+        self._table: pd.DataFrame | None = None
+
+    @property
+    def requests(self) -> pd.DataFrame:
+        if self._table is None:
+            self._table = pd.DataFrame(self._columns)
+        return self._table
 
 
-def _pct(x: np.ndarray, q: float) -> float | None:
+def _pcts(x: np.ndarray, qs: tuple[float, ...]) -> list[float | None]:
+    """Percentiles (linear interpolation; ``inf`` once an unserved request is in reach)."""
     if x.size == 0:
-        return None
-    v = float(np.percentile(x, q))
-    return v if math.isfinite(v) else math.inf
+        return [None] * len(qs)
+    with np.errstate(invalid="ignore"):
+        v = np.percentile(x, qs)
+    return [float(y) if math.isfinite(y) else math.inf for y in v]
 
 
 def serve(
@@ -477,23 +496,24 @@ def serve(
     lat = wait + svc
     served = np.isfinite(starts)
     n = len(arr)
+    lat_q = _pcts(lat, (50, 95, 99))
+    wait_q = _pcts(wait, (95, 99))
     summary: dict[str, Any] = {
         "n_requests": n,
         "n_unserved": int((~served).sum()),
         "offered_load_gpus": trace.offered_load_gpus,
         "inference_gpus": total,
-        "latency_p50_s": _pct(lat, 50), "latency_p95_s": _pct(lat, 95),
-        "latency_p99_s": _pct(lat, 99),
+        "latency_p50_s": lat_q[0], "latency_p95_s": lat_q[1], "latency_p99_s": lat_q[2],
         "wait_mean_s": float(np.mean(wait)) if n else None,
-        "wait_p95_s": _pct(wait, 95), "wait_p99_s": _pct(wait, 99),
+        "wait_p95_s": wait_q[0], "wait_p99_s": wait_q[1],
         "slo_s": opt.slo_s,
         "slo_attainment": float(np.mean(wait <= opt.slo_s + _EPS_S)) if n else None,
         "slo_attainment_no_loans": float(np.mean(wait0 <= opt.slo_s + _EPS_S)) if n else None,
-        "latency_p99_no_loans_s": _pct(wait0 + svc, 99),
+        "latency_p99_no_loans_s": _pcts(wait0 + svc, (99,))[0],
         "n_delayed_by_loans": int(delayed.sum()),
         "share_delayed_by_loans": float(np.mean(delayed)) if n else None,
         "loan_delay_mean_s": float(np.mean(extra[delayed])) if delayed.any() else 0.0,
-        "loan_delay_p99_s": _pct(extra[delayed], 99) if delayed.any() else 0.0,
+        "loan_delay_p99_s": _pcts(extra[delayed], (99,))[0] if delayed.any() else 0.0,
         "loan_delay_max_s": float(np.max(extra[delayed])) if delayed.any() else 0.0,
         "n_cold_starts": cap.n_cold_starts,
         "cold_start_server_s": cap.cold_server_s,
@@ -506,12 +526,12 @@ def serve(
     if demand is not None:
         summary["mean_servers_needed"] = float(demand.mean_utilisation * demand.n_servers)
         summary["n_steps_capped"] = int(demand.meta.get("n_steps_capped", 0))
-    table = pd.DataFrame({
+    columns = {
         "arrival_s": arr, "service_s": svc, "start_s": starts, "wait_s": wait,
         "latency_s": lat, "wait_no_loans_s": wait0, "loan_delay_s": extra,
-        "model": trace.requests["model"].to_numpy(),
-    })
-    return ServingResult(summary, table, cap)
+        "model": trace.requests["model"].array,
+    }
+    return ServingResult(summary, cap, columns)
 
 
 def inference_server_gpus(spec: Any) -> dict[int, int]:

@@ -15,7 +15,7 @@ column             dtype    meaning
 ``arrival_time_s``  float64  seconds since the first request (>= 0)
 ``service_s``       float64  GPU-seconds on one GPU (> 0): the time one GPU
                              works on the request
-``model``           str      model id ("" when the format has none)
+``model``           category model id ("" when the format has none)
 =================  =======  ===============================================
 
 Formats (detected from the header, or ``format=``):
@@ -122,7 +122,7 @@ class RequestTrace:
     ----------
     requests : pandas.DataFrame
         Columns ``arrival_time_s`` (float64, sorted, first 0 unless rescaled
-        or sliced), ``service_s`` (float64, > 0), ``model`` (str).
+        or sliced), ``service_s`` (float64, > 0), ``model`` (categorical of str).
     source : str
         The file it was read from.
     format : str
@@ -310,7 +310,7 @@ def load_requests(
     df = pd.DataFrame({
         "arrival_time_s": np.asarray(arrival, dtype=np.float64),
         "service_s": np.asarray(service, dtype=np.float64),
-        "model": pd.Series(model, dtype=object).astype(str),
+        "model": pd.Categorical(pd.Series(model, dtype=object).astype(str)),
     })
     if df.empty:
         raise TraceFormatError("request trace has no usable rows", path=str(p), line=1)
@@ -376,10 +376,11 @@ def scale_rate(trace: RequestTrace, factor: float, *, seed: int = 0,
     arrival = df["arrival_time_s"].to_numpy()[src] + offset
     order = np.argsort(arrival, kind="stable")
     src = src[order]
+    model = pd.Categorical(df["model"])
     out = pd.DataFrame({
         "arrival_time_s": arrival[order],
         "service_s": df["service_s"].to_numpy()[src],
-        "model": df["model"].to_numpy()[src],
+        "model": pd.Categorical.from_codes(model.codes[src], categories=model.categories),
     })
     meta = {**trace.meta, "rate_scale": f, "rate_scale_seed": int(seed),
             "rate_scale_jitter_s": float(jitter_s)}
