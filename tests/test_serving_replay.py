@@ -153,3 +153,54 @@ def test_aryl_config_lists_the_serving_knobs() -> None:
     for name in ("serving.inference_requests", "serving.autoscaler", "serving.slo_s",
                  "serving.cold_start_s", "serving.request_rate_scale"):
         assert name in r.output
+
+
+def test_sweep_keys_of_request_level_inference(files, tmp_path: Path) -> None:
+    from aryl.errors import InvalidInputError
+    from aryl.sweep import load_spec, read_runs, run_sweep
+
+    jobs_csv, req_csv = files
+    spec = tmp_path / "s.toml"
+    spec.write_text(f"""
+[grid]
+trace = "{jobs_csv}"
+policy = ["aryl", "aryl-no-loan"]
+n_training_servers = 2
+n_inference_servers = 4
+gpus_per_server = 2
+inference_requests = "{req_csv.name}"
+autoscaler_headroom = [0.0, 0.5]
+cold_start_s = 20.0
+seed = [0]
+""", encoding="utf-8")
+    # the request file is relative to the spec's folder: put a copy there
+    (tmp_path / req_csv.name).write_bytes(req_csv.read_bytes())
+    out = run_sweep(load_spec(spec), tmp_path / "out", n_procs=1)
+    assert out.n_done == 4
+    runs = read_runs(tmp_path / "out").sort_values(["policy", "autoscaler_headroom"])
+    assert runs["autoscaler_headroom"].tolist() == [0.0, 0.5, 0.0, 0.5]
+    assert runs["n_requests_serving"].tolist() == [800] * 4
+    no_loan = runs[runs["policy"] == "aryl-no-loan"]
+    assert no_loan["n_delayed_by_loans_serving"].tolist() == [0, 0]
+    # the row equals the library's replay of the same run
+    from aryl.sim.serving import load_serving_requests
+    from aryl.traces import load_trace, synthesize_elastic
+
+    opt = ServingOptions(inference_requests=str(tmp_path / req_csv.name),
+                         autoscaler_headroom=0.5, cold_start_s=20.0)
+    reqs = load_serving_requests(opt, seed=0)
+    cfg = SimConfig(n_training_servers=2, n_inference_servers=4, gpus_per_server=2,
+                    record_events=True)
+    demand = demand_from_requests(reqs, opt, n_servers=4, gpus_per_server=2, start_s=0.0)
+    tr = synthesize_elastic(load_trace(jobs_csv), elastic_fraction=0.5, seed=0)
+    res = simulate(tr, policy="aryl", config=cfg, inference=demand)
+    sv = serve_result(res, reqs, opt, demand=demand).summary
+    row = runs[(runs["policy"] == "aryl") & (runs["autoscaler_headroom"] == 0.5)].iloc[0]
+    assert row["slo_attainment_serving"] == sv["slo_attainment"]
+    assert row["latency_p99_s_serving"] == sv["latency_p99_s"]
+    assert row["n_delayed_by_loans_serving"] == sv["n_delayed_by_loans"]
+    bad = tmp_path / "bad.toml"
+    bad.write_text(f'[grid]\ntrace = "{jobs_csv}"\npolicy = "aryl"\nslo_s = 30.0\n',
+                   encoding="utf-8")
+    with pytest.raises(InvalidInputError, match="need inference_requests"):
+        load_spec(bad)
