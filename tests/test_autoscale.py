@@ -89,3 +89,27 @@ def test_bad_options_are_named() -> None:
                          ({"headroom": -0.1}, "headroom"), ({"lead_s": math.nan}, "lead_s")]:
         with pytest.raises(InvalidInputError, match=name):
             AutoscalerOptions(**kwargs)
+
+
+def test_erlang_c_sizing_meets_its_slo_in_the_queue_replay() -> None:
+    # Poisson arrivals, 6/s, exponential services of mean 1 s (a = 6 Erlangs); SLO 0.5 s,
+    # eps 0.05.  The rule's count c meets P(wait > 0.5 s) <= 0.05 in the replay, c - 1
+    # does not (closed forms: tail(c) and tail(c - 1) written out in the test).
+    from aryl.sim.serving import replay_requests
+
+    lam, slo, eps = 6.0, 0.5, 0.05
+    c = int(erlang_c_gpus(np.array([lam]), np.array([1.0]), slo_s=slo, epsilon=eps,
+                          max_gpus=100)[0])
+
+    def tail(k: int) -> float:
+        return _closed_form(k, lam) * math.exp(-(k - lam) * slo)
+
+    assert tail(c) <= eps < tail(c - 1)
+    rng = np.random.default_rng(11)
+    n = 300_000
+    arr = np.cumsum(rng.exponential(1 / lam, n))
+    svc = rng.exponential(1.0, n)
+    for k, want in ((c, tail(c)), (c - 1, tail(c - 1))):
+        w = (replay_requests(arr, svc, np.array([0.0]), np.array([k])) - arr)[n // 20:]
+        # within 10% of the closed form (the tail is a small probability)
+        assert np.mean(w > slo) == pytest.approx(want, rel=0.1)
