@@ -204,3 +204,26 @@ seed = [0]
                    encoding="utf-8")
     with pytest.raises(InvalidInputError, match="need inference_requests"):
         load_spec(bad)
+
+
+def test_results_page_quotes_the_serving_table() -> None:
+    import importlib.util
+
+    from aryl.experiment import markdown_table
+
+    root = Path(__file__).resolve().parents[1]
+    folder = root / "docs" / "results" / "serving"
+    if not (folder / "runs.csv").is_file():
+        pytest.skip("docs not present")
+    spec = importlib.util.spec_from_file_location("serving_results",
+                                                  root / "scripts" / "serving_results.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    # the table re-derived from the per-run measures is the one on the page
+    table = mod.tradeoff_table(pd.read_csv(folder / "runs.csv"))
+    saved = pd.read_csv(folder / "tradeoff.csv", keep_default_na=False, na_values=[""])
+    assert markdown_table(table) == markdown_table(saved)
+    assert markdown_table(saved) in (root / "docs" / "results.md").read_text(encoding="utf-8")
+    # 5 seeds per setting, 20 settings
+    assert (saved["seeds"] == 5).all()
+    assert len(saved) == 20
