@@ -145,6 +145,15 @@ def test_cli_bad_request_row_is_located(files, tmp_path: Path) -> None:
     ])
     assert r2.exit_code == 2
     assert "target" in r2.output
+    # a missing load-latency file is named before the replay runs
+    r3 = CliRunner().invoke(main, [
+        "replay", "--trace", str(jobs_csv), "--training-servers", "2",
+        "--inference-servers", "4", "--inference-requests", "azure-code",
+        "--cold-start-trace", str(tmp_path / "none.csv"),
+    ])
+    assert r3.exit_code != 0
+    assert "none.csv' does not exist" in r3.output
+    assert "aryl replay: policy" not in r3.output  # nothing was replayed
 
 
 def test_aryl_config_lists_the_serving_knobs() -> None:

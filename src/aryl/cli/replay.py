@@ -353,6 +353,10 @@ def _request_demand(rc: RunConfig, cfg: Any, serving: Any, t0: float, o: dict[st
     try:
         reqs = load_serving_requests(serving, seed=cfg.seed,
                                      on_invalid="drop" if o["drop_invalid"] else "raise")
+        if serving.cold_start_trace is not None:  # checked before the replay, not after
+            from aryl.traces.requests import read_load_latencies
+
+            read_load_latencies(serving.cold_start_trace)
         gpus = inference_server_gpus(resolve_cluster(cfg))
         start = cfg.start_time_s if cfg.start_time_s is not None else t0
         demand = demand_from_requests(reqs, serving, n_servers=len(gpus),

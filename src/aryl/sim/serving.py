@@ -254,7 +254,7 @@ def serving_capacity(
     Notes
     -----
     A server lent again while it is still loading is lent from then on (the
-    load is abandoned).  O(events log events).
+    load is abandoned).  O(events log log events).
     """
     kinds = ("loan", "loan_return", "reclaim")
     ev = events[events["event"].isin(kinds)]
