@@ -1,10 +1,11 @@
 """Build the compiled core: only the extension modules live here.
 
-All metadata is in ``pyproject.toml``.  Three modules:
+All metadata is in ``pyproject.toml``.  Four modules:
 
 * ``aryl._core._mckp``    — the multiple-choice knapsack (Cython, C++ mode).
 * ``aryl._core._reclaim`` — the reclaim greedy (C++17, pybind11).
 * ``aryl._core._sched``   — the scheduling pass and simulator engine (C++17, pybind11).
+* ``aryl._core._serve``   — the FCFS request queue of the serving replay (C++17, pybind11).
 
 Developers may set ``ARYL_EXTENSIONS=mckp`` (comma-separated short names) to
 rebuild only some kernels in place while another is being edited.
@@ -63,7 +64,16 @@ sched = Pybind11Extension(
     extra_compile_args=["-O3", "-ffp-contract=off"] if os.name != "nt" else ["/O2", "/fp:precise"],
 )
 
-ALL = {"mckp": mckp, "reclaim": reclaim, "sched": sched}
+serve = Pybind11Extension(
+    "aryl._core._serve",
+    sources=["src/aryl/_core/_serve.cpp"],
+    depends=["src/aryl/_core/serve.hpp"],
+    include_dirs=["src/aryl/_core"],
+    cxx_std=17,
+    extra_compile_args=["-O3"] if os.name != "nt" else ["/O2"],
+)
+
+ALL = {"mckp": mckp, "reclaim": reclaim, "sched": sched, "serve": serve}
 selected = os.environ.get("ARYL_EXTENSIONS")
 names = [n.strip() for n in selected.split(",") if n.strip()] if selected else list(ALL)
 unknown = sorted(set(names) - set(ALL))

@@ -118,7 +118,10 @@ GROUPS: tuple[Group, ...] = (
     # replays of a real trace), not the simulator's own code
     Group("sim", ("src/aryl/sim/*",),
           (*(t for t in _SIM_TESTS if t != "tests/test_sim_keep_pass.py"),
-           "tests/test_sim_config.py", "tests/test_cli_text.py"), _SLOW_REPLAYS, True),
+           "tests/test_sim_config.py", "tests/test_cli_text.py",
+           # request-level inference (aryl.sim.autoscale, aryl.sim.serving)
+           "tests/test_serving.py", "tests/test_autoscale.py", "tests/test_serving_replay.py"),
+          _SLOW_REPLAYS, True),
     Group("experiment", ("src/aryl/experiment.py",),
           ("tests/test_experiment.py", "tests/test_report_values.py")),
 )

@@ -6,7 +6,9 @@ change):
 
 * ``sim`` — :class:`aryl.sim.SimConfig` (cluster, overheads, loans, reclaim, ...);
 * ``input`` — :class:`InputOptions` (elastic synthesis and inference demand);
-* ``policy`` — :class:`PolicyOptions` (options the policies read).
+* ``policy`` — :class:`PolicyOptions` (options the policies read);
+* ``serving`` — :class:`aryl.sim.serving.ServingOptions` (request-level
+  inference: request trace, autoscaler, cold starts; replay and compare).
 
 A knob is named by its field name (``rescale_pause_s``) or qualified by its
 section (``sim.rescale_pause_s``); field names are unique across sections.
@@ -42,6 +44,7 @@ import click
 
 from aryl.errors import InvalidInputError
 from aryl.sim.config import SimConfig
+from aryl.sim.serving import ServingOptions
 
 __all__ = [
     "AUTO",
@@ -150,7 +153,8 @@ class PolicyOptions:
             raise InvalidInputError("las_thresholds_gpu_s: must be in increasing order")
 
 
-SECTIONS: dict[str, type] = {"sim": SimConfig, "input": InputOptions, "policy": PolicyOptions}
+SECTIONS: dict[str, type] = {"sim": SimConfig, "input": InputOptions, "policy": PolicyOptions,
+                             "serving": ServingOptions}
 
 
 @dataclass(frozen=True)
@@ -349,6 +353,10 @@ class RunConfig:
 
     def input_options(self) -> InputOptions:
         return InputOptions(**self.values.get("input", {}))
+
+    def serving_options(self) -> ServingOptions:
+        """The ``serving`` section (defaults when the command does not use it)."""
+        return ServingOptions(**self.values.get("serving", {}))
 
     def policy_options(self, *, only_set: bool = True) -> dict[str, Any]:
         """Policy options; by default only those not at their default source."""
@@ -639,6 +647,7 @@ def render_markdown() -> str:
         "sim": "`sim`: the simulator (`aryl.sim.SimConfig`)",
         "input": "`input`: elastic synthesis and inference demand (replay and compare)",
         "policy": "`policy`: policy options",
+        "serving": "`serving`: request-level inference (replay and compare; docs/model.md)",
     }
     by_section: dict[str, list[Knob]] = {}
     for k in knobs():

@@ -64,6 +64,14 @@ OPTION_FIELDS: dict[str, tuple[str, str]] = {
     "check": ("--check", "sim.check"),
     "elastic_fraction": ("--elastic-fraction", "input.elastic_fraction"),
     "inference": ("--inference", "input.inference"),
+    "inference_requests": ("--inference-requests", "serving.inference_requests"),
+    "request_rate_scale": ("--request-rate-scale", "serving.request_rate_scale"),
+    "autoscaler": ("--autoscaler", "serving.autoscaler"),
+    "slo_s": ("--slo-s", "serving.slo_s"),
+    "autoscaler_headroom": ("--autoscaler-headroom", "serving.autoscaler_headroom"),
+    "reclaim_lead_s": ("--reclaim-lead-s", "serving.reclaim_lead_s"),
+    "cold_start_s": ("--cold-start-s", "serving.cold_start_s"),
+    "cold_start_trace": ("--cold-start-trace", "serving.cold_start_trace"),
 }
 
 
@@ -105,6 +113,30 @@ def _common(func: Any) -> Any:
         click.option("--inference", default="bundled", show_default=True,
                      help="Inference demand: 'bundled' (daily profile), 'diurnal', 'none' "
                           "or a CSV time_s,servers_needed."),
+        click.option("--inference-requests", default=None, metavar="PATH|PRESET",
+                     help="Request-level inference: a request trace (Alibaba GenAI "
+                          "lora_request_trace.csv, an Azure LLM trace, canonical "
+                          "arrival_time_s,service_s, or azure-code / azure-conv); the "
+                          "autoscaler's servers_needed replaces --inference and the "
+                          "requests are replayed on the servers left serving (docs/model.md)."),
+        click.option("--request-rate-scale", type=float, default=None,
+                     help="Arrival-rate multiplier of the request trace (a larger service; "
+                          "reported in the output).  [default: 1]"),
+        click.option("--autoscaler", type=click.Choice(["erlang-c", "utilisation"]),
+                     default=None, help="Inference autoscaler.  [default: erlang-c]"),
+        click.option("--slo-s", type=float, default=None,
+                     help="Waiting-time SLO of the requests, seconds.  [default: 60]"),
+        click.option("--autoscaler-headroom", type=float, default=None,
+                     help="Extra share of GPUs above the autoscaler's need.  [default: 0]"),
+        click.option("--reclaim-lead-s", type=float, default=None,
+                     help="Ask for inference servers this long ahead.  [default: 0]"),
+        click.option("--cold-start-s", type=float, default=None,
+                     help="Model load of a server back from a loan, seconds.  [default: 0]"),
+        click.option("--cold-start-trace", default=None, metavar="CSV",
+                     help="Measured model loads (ms, column 'value') to draw cold starts "
+                          "from, e.g. basemodel_update_latency_anon.csv."),
+        click.option("--request-table", is_flag=True,
+                     help="Also write requests.parquet (one row per request; needs --out)."),
         click.option("--training-servers", type=_ServersType(1), default=None,
                      help=f"Training servers (8 GPUs each by default) or 'auto' (sized "
                           f"from the trace, see docs/simulator.md).  [default: "
@@ -158,7 +190,7 @@ def _resolve(o: dict[str, Any]) -> RunConfig:
                if given(ctx, param)}
     if o["keep_idle_loans"]:
         options["policy.return_idle_loans"] = ("--keep-idle-loans", False)
-    rc = resolve(sections=("sim", "input", "policy"), config_file=o["config_file"],
+    rc = resolve(sections=("sim", "input", "policy", "serving"), config_file=o["config_file"],
                  sets=o["sets"], options=options)
     rp = rc.get("sim", "reclaim_policy")
     if rp not in RECLAIM_POLICIES:
@@ -314,7 +346,78 @@ def _prepare(o: dict[str, Any], console: Console) -> tuple[Any, RunConfig, Any, 
                                      peak_utilisation=inp.peak_utilisation)
     except InvalidInputError as exc:
         raise InputError(f"inference: {exc}") from exc
+    serving = rc.serving_options()
+    if serving.inference_requests is not None:
+        demand = _request_demand(rc, cfg, serving, t0, o)
     return trace, rc, cfg, demand
+
+
+def _request_demand(rc: RunConfig, cfg: Any, serving: Any, t0: float, o: dict[str, Any]) -> Any:
+    """The autoscaler's demand for the request trace (which it carries in ``meta``)."""
+    from aryl.sim.serving import demand_from_requests, inference_server_gpus, load_serving_requests
+    from aryl.sim.setup import resolve_cluster
+    from aryl.traces.validate import InvalidRowsError
+
+    if not cfg.record_events:
+        raise click.UsageError("--inference-requests needs the event log: record_events=true")
+    try:
+        reqs = load_serving_requests(serving, seed=cfg.seed,
+                                     on_invalid="drop" if o["drop_invalid"] else "raise")
+        if serving.cold_start_trace is not None:  # checked before the replay, not after
+            from aryl.traces.requests import read_load_latencies
+
+            read_load_latencies(serving.cold_start_trace)
+        gpus = inference_server_gpus(resolve_cluster(cfg))
+        start = cfg.start_time_s if cfg.start_time_s is not None else t0
+        demand = demand_from_requests(reqs, serving, n_servers=len(gpus),
+                                      gpus_per_server=min(gpus.values(), default=1),
+                                      start_s=start)
+    except InvalidRowsError as exc:
+        raise click.ClickException(exc.describe(drop_hint="--drop-invalid")) from exc
+    except InvalidInputError as exc:
+        raise click.ClickException(f"inference requests: {exc}") from exc
+    demand.meta["request_trace"] = reqs
+    return demand
+
+
+def _serve(res: Any, demand: Any, rc: RunConfig) -> Any:
+    """Replay the requests on the servers the replay left serving (None without requests)."""
+    if "request_trace" not in getattr(demand, "meta", {}):
+        return None
+    from aryl.sim.serving import serve_result
+
+    try:
+        out = serve_result(res, demand.meta["request_trace"], rc.serving_options(),
+                           demand=demand, backend=res.summary["config"]["backend"])
+    except InvalidInputError as exc:
+        raise click.ClickException(f"inference requests: {exc}") from exc
+    res.summary["serving"] = out.summary
+    return out
+
+
+def _print_serving(console: Console, s: dict[str, Any]) -> None:
+    def f2(x: float | None) -> str:
+        return "-" if x is None else f"{x:,.2f}"
+
+    rows = [
+        ("requests (rate scale)", f"{s['n_requests']:,} (x{s['request_rate_scale']:g})"),
+        ("offered load (GPUs)", f"{s['offered_load_gpus']:.2f}"),
+        ("mean servers needed (autoscaler)", f2(s.get("mean_servers_needed"))),
+        ("latency p50 / p95 / p99 (s)",
+         f"{f2(s['latency_p50_s'])} / {f2(s['latency_p95_s'])} / "
+         f"{f2(s['latency_p99_s'])}"),
+        (f"SLO attainment (wait <= {s['slo_s']:g} s)", _pct(s["slo_attainment"])),
+        ("SLO attainment without loans", _pct(s["slo_attainment_no_loans"])),
+        ("requests delayed by loans", f"{s['n_delayed_by_loans']:,}"),
+        ("delay by loans mean / p99 / max (s)",
+         f"{f2(s['loan_delay_mean_s'])} / {f2(s['loan_delay_p99_s'])} / "
+         f"{f2(s['loan_delay_max_s'])}"),
+        ("cold starts (server-s loading)",
+         f"{s['n_cold_starts']:,} ({s['cold_start_server_s']:,.0f})"),
+        ("requests never served", f"{s['n_unserved']:,}"),
+    ]
+    print_tables(console, [Col("inference requests", "left"), Col("value")],
+                 [list(r) for r in rows])
 
 
 def _cluster_spec(rc: RunConfig) -> Any:
@@ -629,10 +732,15 @@ def _replay(policy: str, o: dict[str, Any]) -> None:
         click.echo(rc.to_toml("aryl replay"), nl=False)
         return
     console.print(_describe(trace, cfg, rc, o, [policy]))
+    if o["request_table"] and not o["out"]:
+        raise click.UsageError("--request-table needs --out DIR")
     res = _run(trace, policy, cfg, demand, not o["no_progress"], rc.policy_options(), console)
     _finish_run_config(res, rc)
+    served = _serve(res, demand, rc)
     s = res.summary
     _print_summary(console, {**s, **res.timing})
+    if served is not None:
+        _print_serving(console, served.summary)
     if len(res.infeasible):
         console.print(f"[yellow]{len(res.infeasible)} job(s) can never fit the training "
                       "cluster (see jobs table, status 'infeasible')")
@@ -641,6 +749,10 @@ def _replay(policy: str, o: dict[str, Any]) -> None:
 
         def fill(tmp: Path) -> list[Path]:
             paths = _write(res, tmp)
+            if served is not None and o["request_table"]:
+                from aryl._io import atomic_write_dataframe
+
+                paths.append(atomic_write_dataframe(served.requests, tmp / "requests.parquet"))
             if o["plot"]:
                 from aryl.sim.plot import plot_results
 
@@ -785,10 +897,15 @@ def _compare(run_names: list[str], baseline: str, o: dict[str, Any]) -> None:
     }
     for res in results.values():
         _finish_run_config(res, rc)
+    served = {p: _serve(res, demand, rc) for p, res in results.items()}
     rows = compare_rows(results, baseline)
     shown = [{**r, "scheduler_ms_per_decision":
               results[r["policy"]].timing["scheduler_ms_per_decision"]} for r in rows]
     print_compare(console, shown, baseline, len(trace.jobs))
+    for p, sv in served.items():
+        if sv is not None:
+            console.print(f"policy {p}:")
+            _print_serving(console, sv.summary)
     if o["out"]:
         import pandas as pd
 
@@ -800,6 +917,9 @@ def _compare(run_names: list[str], baseline: str, o: dict[str, Any]) -> None:
             paths: list[Path] = []
             for p, res in results.items():
                 paths += _write(res, tmp / p)
+                sv = served[p]
+                if sv is not None and o["request_table"]:
+                    paths.append(atomic_write_dataframe(sv.requests, tmp / p / "requests.parquet"))
             paths.append(atomic_write_dataframe(pd.DataFrame(rows), tmp / "compare.csv"))
             if o["plot"]:
                 from aryl.sim.plot import plot_results

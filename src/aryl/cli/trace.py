@@ -73,11 +73,20 @@ def trace_command() -> None:
 @_load_options
 @click.option("--bins", type=click.IntRange(min=1, max=10_000), default=12, show_default=True,
               help="Time bins of the offered-load table.")
+@click.option("--requests", "requests_format", default=None,
+              type=click.Choice(["auto", "canonical", "alibaba-genai", "azure-llm"]),
+              help="TRACE is an inference request trace (a path, or azure-code / azure-conv) "
+                   "in this format ('auto': from the header).")
+@click.option("--request-rate-scale", type=float, default=1.0, show_default=True,
+              help="Request traces: arrival-rate multiplier (a larger service), seeded by --seed.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of --request-rate-scale.")
 def inspect_command(trace: str, fmt: str | None, window: str | None, tz: str | None,
                     drop_invalid: bool, gpus_per_server: int, max_gpus: int | None,
-                    no_multi_server: bool, node_list: str | None, bins: int) -> None:
+                    no_multi_server: bool, node_list: str | None, bins: int,
+                    requests_format: str | None, request_rate_scale: float, seed: int) -> None:
     """Summarise TRACE (a path or preset; default itp-c07): jobs, span, GPU sizes,
-    durations, offered load, drops.
+    durations, offered load, drops; with --requests, an inference request trace.
 
     \b
     span                 last submit - first submit
@@ -89,6 +98,11 @@ def inspect_command(trace: str, fmt: str | None, window: str | None, tz: str | N
                          by the work that runs after the last submit
     """
     from aryl.traces.summary import gpu_histogram, offered_load, summarize
+
+    if requests_format is not None:
+        _inspect_requests(trace, None if requests_format == "auto" else requests_format, tz,
+                          drop_invalid, bins, request_rate_scale, seed)
+        return
 
     t = _load(trace, fmt, window, tz, drop_invalid, gpus_per_server, max_gpus,
               no_multi_server, node_list)
@@ -169,6 +183,55 @@ def inspect_command(trace: str, fmt: str | None, window: str | None, tz: str | N
             load.add_row(f"{row.start_s:,.0f}", f"{row.end_s:,.0f}", f"{row.gpus:,.1f}")
     console.print(load)
 
+    drops = Table(title="rows dropped")
+    drops.add_column("kind")
+    drops.add_column("rows", justify="right")
+    for kind, count in t.dropped.items():
+        drops.add_row(kind, f"{count:,}")
+    if not t.dropped:
+        drops.add_row("(none)", "0")
+    console.print(drops)
+
+
+def _inspect_requests(trace: str, fmt: str | None, tz: str | None, drop_invalid: bool,
+                      bins: int, rate_scale: float, seed: int) -> None:
+    from aryl.traces.requests import load_requests, scale_rate, summarize_requests
+    from aryl.traces.validate import InvalidRowsError
+
+    try:
+        t = load_requests(trace, format=fmt, tz=tz,
+                          on_invalid="drop" if drop_invalid else "raise")
+        t = scale_rate(t, rate_scale, seed=seed)
+    except InvalidRowsError as exc:
+        raise click.ClickException(exc.describe(drop_hint="--drop-invalid")) from exc
+    except InvalidInputError as exc:
+        raise click.ClickException(str(exc)) from exc
+    s = summarize_requests(t, bins)
+    console = Console()
+    head = Table(title=f"request trace {t.source} ({t.format})", show_header=False)
+    head.add_row("requests", f"{s['n_requests']:,}")
+    head.add_row("span", f"{s['span_s']:,.0f} s ({s['span_s'] / 86400:.2f} days)")
+    head.add_row("arrival rate", f"{_num(s['rate_per_s'], '{:,.3f}')} /s")
+    head.add_row("mean offered load", f"{_num(s['offered_load_gpus'], '{:,.2f}')} GPUs")
+    head.add_row("models", f"{s['n_models']:,}")
+    head.add_row("rate scale", f"{t.meta.get('rate_scale', 1.0):g}")
+    for key in ("tz", "gpu_type", "prefill_tokens_per_s", "decode_tokens_per_s"):
+        if key in t.meta:
+            head.add_row(key.replace("_", " "), str(t.meta[key]))
+    console.print(head)
+    svc = Table(title="service time (GPU-seconds)")
+    for name in ("mean", "p50", "p95", "p99", "max"):
+        svc.add_column(name, justify="right")
+    svc.add_row(*(_num(s[f"service_{k}_s"], "{:,.2f}") for k in ("mean", "p50", "p95", "p99",
+                                                                  "max")))
+    console.print(svc)
+    load = Table(title="offered load (GPUs, service GPU-seconds by arrival bin)")
+    for name in ("from (s)", "to (s)", "requests", "GPUs"):
+        load.add_column(name, justify="right")
+    for row in s["bins"].itertuples(index=False):
+        load.add_row(f"{row.start_s:,.0f}", f"{row.end_s:,.0f}", f"{row.n_requests:,}",
+                     f"{row.offered_load_gpus:,.2f}")
+    console.print(load)
     drops = Table(title="rows dropped")
     drops.add_column("kind")
     drops.add_column("rows", justify="right")

@@ -237,7 +237,11 @@ def execute_run(run: Run, trace: Any) -> RunOutput:
     with the run's elastic fraction, worker rule and seed; the inference demand
     is the bundled profile, scaled to the cluster's inference servers (the
     cluster spec's when ``cluster`` is set), at the run's peak utilisation
-    with the run's seed (``inference = "none"``: no demand).  Deterministic.
+    with the run's seed (``inference = "none"``: no demand).  With request-level
+    inference (``inference_requests`` and the other ``ServingOptions`` keys) the
+    demand is the autoscaler's instead, the replay keeps its event log, and the
+    request measures join the row as ``<measure>_serving`` (``slo_attainment_serving``,
+    ``latency_p99_s_serving``, ...).  Deterministic.
     """
     from aryl.sim import SimConfig, simulate
     from aryl.sim.adapters import default_inference
@@ -260,6 +264,24 @@ def execute_run(run: Run, trace: Any) -> RunOutput:
     if run.inference == "bundled":  # scaled to the cluster's (a spec's) inference servers
         inference = default_inference(resolve_cluster(cfg).n_inference_servers, run.seed,
                                       peak_utilisation=run.peak_utilisation)
+    serving = None
+    if run.serving:  # request-level inference: the autoscaler's demand replaces it
+        from aryl.sim.serving import (
+            ServingOptions,
+            demand_from_requests,
+            inference_server_gpus,
+            load_serving_requests,
+        )
+
+        serving = ServingOptions(**dict(run.serving))
+        cfg = dataclasses.replace(cfg, record_events=True)  # the loan timeline
+        reqs = load_serving_requests(serving, seed=run.seed)
+        gpus = inference_server_gpus(resolve_cluster(cfg))
+        first = float(jobs.jobs["submit_time_s"].min()) if len(jobs.jobs) else 0.0
+        start = cfg.start_time_s if cfg.start_time_s is not None else first
+        inference = demand_from_requests(reqs, serving, n_servers=len(gpus),
+                                         gpus_per_server=min(gpus.values(), default=1),
+                                         start_s=start)
     t0 = time.perf_counter()
     res = simulate(
         jobs,
@@ -269,6 +291,10 @@ def execute_run(run: Run, trace: Any) -> RunOutput:
         policy_options=dict(run.policy_options) or None,
     )
     replay_s = time.perf_counter() - t0
+    if serving is not None:
+        from aryl.sim.serving import serve_result
+
+        res.summary["serving"] = serve_result(res, reqs, serving, demand=inference).summary
     jobs_bytes = parquet_bytes(res.jobs)
     ts_bytes = parquet_bytes(res.timeseries)
     row: dict[str, Any] = {"key": run.key, **run.params(), "seed": run.seed}

@@ -155,6 +155,7 @@ class Run:
     config: tuple[tuple[str, Any], ...]
     code: str
     elastic_worker_gpus: str = "one"
+    serving: tuple[tuple[str, Any], ...] = ()
 
     @property
     def variant(self) -> str:
@@ -177,7 +178,24 @@ class Run:
             "training_servers_x": self.training_servers_x,
             "inference_ratio": self.inference_ratio,
             **dict(self.config),
+            **self.serving_params(),
         }
+
+    def serving_params(self) -> dict[str, Any]:
+        """Every ``ServingOptions`` field of a run with request-level inference
+        (none otherwise); an unset optional text is ``"none"``, number ``NaN``."""
+        if not self.serving:
+            return {}
+        from aryl.sim.serving import ServingOptions
+
+        opt = ServingOptions(**dict(self.serving)).to_dict()
+        types = {f.name: f.type for f in dataclasses.fields(ServingOptions)}
+        out: dict[str, Any] = {}
+        for k, v in opt.items():
+            if v is None:
+                v = "none" if "str" in str(types[k]) else math.nan
+            out[k] = v
+        return out
 
 
 def variant_label(policy: str, options: Sequence[tuple[str, Any]]) -> str:
@@ -426,6 +444,7 @@ def plan_sweep(
             "peak_utilisation": req.peak_utilisation,
             "inference": req.inference,
             "config": dict(cfg_items),
+            **({"serving": dict(req.serving)} if req.serving else {}),
         }
         cluster = cfg.cluster
         if cluster is not None and cluster.strip() not in CLUSTER_PRESETS:
@@ -459,6 +478,7 @@ def plan_sweep(
             inference_ratio=req.inference_ratio,
             config=cfg_items,
             code=digest,
+            serving=req.serving,
         )
     loaded = {tid: tr for tid, _, tr in traces.values()}
     return Plan(spec=spec, runs=list(runs.values()), entries=entries, traces=loaded,
@@ -471,7 +491,7 @@ def _label(req: RunRequest) -> str:
               "elastic_worker_gpus": req.elastic_worker_gpus,
               "peak_utilisation": req.peak_utilisation, "inference": req.inference,
               "training_servers_x": req.training_servers_x,
-              "inference_ratio": req.inference_ratio}
+              "inference_ratio": req.inference_ratio, **dict(req.serving)}
     for k in req.explicit:
         if k in ("trace", "policy", "policy_options", "seed", "tags") or k not in values:
             continue

@@ -153,6 +153,9 @@ class RunRequest:
         the sweep defaults included.
     explicit : tuple of str
         Keys the spec set for this run (for labels).
+    serving : tuple of (str, Any)
+        :class:`~aryl.sim.serving.ServingOptions` values the spec set (request-level
+        inference; empty: the run has none), sorted by name.
     """
 
     group: int
@@ -169,6 +172,7 @@ class RunRequest:
     config: tuple[tuple[str, Any], ...]
     explicit: tuple[str, ...] = ()
     elastic_worker_gpus: str = "one"
+    serving: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -276,6 +280,23 @@ def _closest(name: str, known: Sequence[str]) -> str:
 
 def _unknown(where: str, name: str, known: Sequence[str]) -> InvalidInputError:
     return InvalidInputError(f"{where}.{name}: unknown key{_closest(name, known)}")
+
+
+def _request_path(v: str, base_dir: Path) -> str:
+    """A request or load-latency file relative to the spec's folder (a preset as is)."""
+    from aryl.traces.requests import REQUEST_PRESETS
+
+    if v in REQUEST_PRESETS or Path(v).is_absolute():
+        return v
+    return str((base_dir / v).resolve())
+
+
+def serving_types() -> dict[str, Any]:
+    """Sweep keys of request-level inference: the fields of ``ServingOptions``."""
+    from aryl.sim.serving import ServingOptions
+
+    hints = typing.get_type_hints(ServingOptions)
+    return {f.name: hints[f.name] for f in dataclasses.fields(ServingOptions)}
 
 
 def _config_types() -> dict[str, Any]:
@@ -438,7 +459,8 @@ def _expand(
     own: Sequence[str],
     already: int = 0,
 ) -> list[RunRequest]:
-    known = [*AXES, *(f for f in config_types if f not in _NOT_CONFIG)]
+    serving_keys = serving_types()
+    known = [*AXES, *(f for f in config_types if f not in _NOT_CONFIG), *serving_keys]
     for k in table:
         if k not in known:
             raise _unknown(where, k, known)
@@ -461,7 +483,13 @@ def _expand(
         vals = []
         for i, v in enumerate(_alternatives(w, raw)):
             wi = f"{w}[{i}]" if isinstance(raw, list) else w
-            vals.append(_check_axis(wi, k, v, base_dir, config_types, policies))
+            if k in serving_keys:
+                v = _check_typed(wi, v, serving_keys[k])
+                if k in ("inference_requests", "cold_start_trace") and isinstance(v, str):
+                    v = _request_path(v, base_dir)
+                vals.append(v)
+            else:
+                vals.append(_check_axis(wi, k, v, base_dir, config_types, policies))
         axes.append((k, vals))
     defaults = {k: v for k, v in SWEEP_CONFIG_DEFAULTS.items() if k not in table}
     # the grid's size before it is built (a product of long axes is huge)
@@ -478,6 +506,17 @@ def _expand(
     for combo in itertools.product(*(vals for _, vals in axes)):
         point = dict(zip(names, combo, strict=True))
         config = {**defaults, **{k: v for k, v in point.items() if k in config_types}}
+        serving = {k: v for k, v in point.items() if k in serving_keys}
+        if serving:
+            from aryl.sim.serving import ServingOptions
+
+            try:
+                ServingOptions(**serving)
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"{where}.{exc}") from None
+            if "inference_requests" not in serving:
+                raise InvalidInputError(
+                    f"{where}: {', '.join(sorted(serving))} need inference_requests")
         out.append(
             RunRequest(
                 group=group,
@@ -494,6 +533,7 @@ def _expand(
                 inference_ratio=point["inference_ratio"],
                 config=tuple(config.items()),
                 explicit=tuple(explicit),
+                serving=tuple(sorted(serving.items())),
             )
         )
     return out

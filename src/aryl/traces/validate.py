@@ -33,6 +33,9 @@ duplicate_job_id    a job id seen on an earlier row (the first one is kept)
 cpu_only            a CPU-only job in a format that lists them (Helios ``gpu_num=0``,
                     Alibaba pods ``num_gpu=0``, PAI ``plan_gpu=0``): not an error,
                     always dropped and counted
+not_served          a request the trace records as never served (Alibaba GenAI
+                    ``predict_status`` PENDING, :mod:`aryl.traces.requests`): not an
+                    error, always dropped and counted
 ==================  ==================================================================
 
 In ``raise`` mode the error reported is the one on the earliest line of the
@@ -86,6 +89,7 @@ KINDS: tuple[str, ...] = (
     "bad_scaling",
     "duplicate_job_id",
     "cpu_only",
+    "not_served",
 )
 
 MAX_COUNT: int = 2**53
