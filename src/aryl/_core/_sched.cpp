@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "sched_callback.hpp"
 #include "sim_engine.hpp"
 #if __has_include("sched_aryl_bind.hpp")
 #include "sched_aryl_bind.hpp"  // test hooks of the aryl pass's building blocks (C2)
@@ -91,8 +92,175 @@ void set_config(S::Config& c, const py::dict& d) {
     c.mix_gpu_types = d["mix_gpu_types"].cast<bool>();
 }
 
+// ------------------------------------------------ a Python policy (P_CALLBACK)
+// The decide step of an aryl.Policy: once per pass, `fn(statics, view)` with
+// numpy arrays (aryl/scheduling/user.py _Bridge); it returns None or the
+// decision as 9 int64 arrays (Decision.to_arrays), checked by
+// sched_callback.hpp plan_decision.  Python exceptions propagate unchanged.
+struct CallbackHolder {
+    py::object fn;                  // (statics dict, pass dict) -> None | tuple of 9 arrays
+    py::object job_label;           // job index -> job id (messages only)
+    py::object statics = py::none();  // built at the first pass (the static columns)
+    i64 statics_n = -1;
+};
+
+template <typename T>
+py::array_t<T> copy_numpy(const T* p, size_t n) {
+    py::array_t<T> a(static_cast<py::ssize_t>(n));
+    if (n) std::memcpy(a.mutable_data(), p, n * sizeof(T));
+    return a;
+}
+
+py::dict callback_statics(const S::State& st) {
+    const size_t n = static_cast<size_t>(st.n_jobs());
+    py::dict d;
+    d["arrival_s"] = copy_numpy(st.arrival_s.data(), n);
+    d["gpus_per_worker"] = copy_numpy(st.gpus_per_worker.data(), n);
+    d["ref_workers"] = copy_numpy(st.ref_workers.data(), n);
+    d["min_workers"] = copy_numpy(st.min_workers.data(), n);
+    d["max_workers"] = copy_numpy(st.max_workers.data(), n);
+    d["elastic"] = copy_numpy(st.elastic.data(), n);
+    d["server_gpus"] = to_numpy(st.server_gpus);
+    d["server_type"] = to_numpy(st.server_type);
+    d["server_pool"] = to_numpy(st.server_pool_idx);
+    d["n_training"] = st.n_training();
+    d["gpu_types"] = st.gpu_types;
+    std::vector<double> factor(st.gpu_types.size(), 1.0);
+    if (st.has_speeds)
+        for (size_t t = 0; t < factor.size() && t < st.speeds.factor.size(); ++t)
+            factor[t] = st.speeds.factor[t];
+    d["type_factor"] = to_numpy(factor);
+    return d;
+}
+
+py::dict callback_view(const S::Policy& pol, const S::State& st, const S::PassContext& ctx) {
+    const double now = st.now_s;
+    py::dict d;
+    d["now_s"] = now;
+    // the queue in arrival order (ties: job index), with what a start needs
+    const size_t q = static_cast<size_t>(st.queued.size());
+    const size_t nty = st.gpu_types.size();
+    std::vector<i64> queue;
+    std::vector<double> q_rem, q_wait, q_att;
+    py::array_t<double> q_speed({static_cast<py::ssize_t>(q), static_cast<py::ssize_t>(nty)});
+    auto qs = q_speed.mutable_unchecked<2>();
+    queue.reserve(q);
+    q_rem.reserve(q);
+    q_wait.reserve(q);
+    q_att.reserve(q);
+    if (q) {
+        for (const auto& e : st.sorted_queue(S::Q_ARRIVAL)) {
+            const i64 j = e.second;
+            const auto u = static_cast<size_t>(j);
+            const py::ssize_t row = static_cast<py::ssize_t>(queue.size());
+            queue.push_back(j);
+            q_rem.push_back(st.remaining_s[u]);
+            q_wait.push_back(st.queue_age_s(j, now));
+            q_att.push_back(st.attained_gpu_s[u]);
+            const i64 w = pol.base_workers(st, j);
+            for (size_t t = 0; t < nty; ++t)
+                qs(row, static_cast<py::ssize_t>(t)) =
+                    st.throughput_on(j, static_cast<i64>(t), w) / st.ref_throughput[u];
+        }
+    }
+    d["queue"] = move_to_numpy(std::move(queue));
+    d["queue_remaining_s"] = move_to_numpy(std::move(q_rem));
+    d["queue_waited_s"] = move_to_numpy(std::move(q_wait));
+    d["queue_attained_gpu_s"] = move_to_numpy(std::move(q_att));
+    d["queue_speed"] = q_speed;
+    // the running jobs in start order, placements as CSR
+    const size_t r = static_cast<size_t>(st.running.size());
+    std::vector<i64> run, run_w, ptr, srv, srv_w;
+    std::vector<double> r_rem, r_speed, r_att;
+    run.reserve(r);
+    run_w.reserve(r);
+    ptr.reserve(r + 1);
+    r_rem.reserve(r);
+    r_speed.reserve(r);
+    r_att.reserve(r);
+    ptr.push_back(0);
+    for (i64 j : st.running) {
+        const auto u = static_cast<size_t>(j);
+        run.push_back(j);
+        run_w.push_back(st.workers[u]);
+        for (const auto& e : st.placement[u]) {
+            srv.push_back(e.first);
+            srv_w.push_back(e.second);
+        }
+        ptr.push_back(static_cast<i64>(srv.size()));
+        r_rem.push_back(st.remaining_at(j, now));
+        r_speed.push_back(st.speed[u]);
+        r_att.push_back(st.attained_at(j, now));
+    }
+    d["running"] = move_to_numpy(std::move(run));
+    d["running_workers"] = move_to_numpy(std::move(run_w));
+    d["running_ptr"] = move_to_numpy(std::move(ptr));
+    d["running_server"] = move_to_numpy(std::move(srv));
+    d["running_server_workers"] = move_to_numpy(std::move(srv_w));
+    d["running_remaining_s"] = move_to_numpy(std::move(r_rem));
+    d["running_speed"] = move_to_numpy(std::move(r_speed));
+    d["running_attained_gpu_s"] = move_to_numpy(std::move(r_att));
+    // capacity of this pass
+    d["free_gpus"] = to_numpy(*ctx.free);
+    d["loaned"] = to_numpy(ctx.loaned);
+    d["offered"] = to_numpy(ctx.offered);
+    d["capacity_gpus"] = ctx.capacity_gpus;
+    d["servers_needed"] = st.servers_needed;
+    d["server_status"] = to_numpy(st.server_status);
+    return d;
+}
+
+void callback_decide(CallbackHolder& h, const S::Policy& pol, const S::State& st,
+                     const S::PassContext& ctx, S::Plan& plan) {
+    py::gil_scoped_acquire gil;
+    if (h.statics_n != st.n_jobs()) {
+        h.statics = callback_statics(st);
+        h.statics_n = st.n_jobs();
+    }
+    py::object out = h.fn(h.statics, callback_view(pol, st, ctx));
+    if (out.is_none()) return;
+    py::tuple t = out.cast<py::tuple>();
+    if (t.size() != 9) throw py::value_error("policy bridge: expected 9 arrays");
+    using A = py::array_t<i64, py::array::c_style | py::array::forcecast>;
+    A a[9];
+    for (size_t i = 0; i < 9; ++i) {
+        a[i] = A::ensure(t[i]);
+        if (!a[i] || a[i].ndim() != 1) throw py::value_error("policy bridge: expected 1-D int64 arrays");
+    }
+    if (a[1].shape(0) != a[0].shape(0) + 1 || a[2].shape(0) != a[3].shape(0) ||
+        a[5].shape(0) != a[4].shape(0) + 1 || a[6].shape(0) != a[7].shape(0))
+        throw py::value_error("policy bridge: inconsistent array lengths");
+    S::DecisionArrays d;
+    d.start_job = a[0].data();
+    d.start_ptr = a[1].data();
+    d.start_server = a[2].data();
+    d.start_workers = a[3].data();
+    d.n_starts = a[0].shape(0);
+    d.n_start_entries = a[2].shape(0);
+    d.resize_job = a[4].data();
+    d.resize_ptr = a[5].data();
+    d.resize_server = a[6].data();
+    d.resize_workers = a[7].data();
+    d.n_resizes = a[4].shape(0);
+    d.n_resize_entries = a[6].shape(0);
+    d.preempt_job = a[8].data();
+    d.n_preemptions = a[8].shape(0);
+    S::plan_decision(pol, st, ctx, d, plan, [&h](i64 j) { return py::str(h.job_label(j)).cast<std::string>(); });
+}
+
 S::Policy make_policy(const py::dict& d) {
     S::Policy p = S::Policy::make(d["kind"].cast<int>());
+    if (p.kind == S::P_CALLBACK) {
+        p.name = d["name"].cast<std::string>();
+        p.loans = d["loans"].cast<bool>();
+        p.elastic = d["elastic"].cast<bool>();
+        p.uses_tick = d["uses_tick"].cast<bool>();
+        auto holder = std::make_shared<CallbackHolder>();
+        holder->fn = d["decide"];
+        holder->job_label = d["job_label"];
+        p.callback = [holder](const S::Policy& pol, const S::State& st, const S::PassContext& ctx,
+                              S::Plan& plan) { callback_decide(*holder, pol, st, ctx, plan); };
+    }
     p.return_idle_loans = d["return_idle_loans"].cast<bool>();
     if (!d["bound_option"].is_none()) {
         p.has_bound = true;
@@ -195,7 +363,8 @@ std::unique_ptr<M::Engine> new_engine(const py::dict& d) {
 }
 
 bool engine_run(M::Engine& eng, i64 max_iterations) {
-    if (eng.reclaim_hook) return eng.run(max_iterations);  // the hook calls into Python
+    if (eng.reclaim_hook || eng.pol.callback)  // the hook / the policy calls into Python
+        return eng.run(max_iterations);
     py::gil_scoped_release release;
     return eng.run(max_iterations);
 }
@@ -545,6 +714,9 @@ PYBIND11_MODULE(_sched, m) {
             if (p) std::rethrow_exception(p);
         } catch (const S::InvalidInput& e) {
             py::object cls = py::module_::import("aryl.errors").attr("InvalidInputError");
+            PyErr_SetString(cls.ptr(), e.what());
+        } catch (const S::PolicyDecisionError& e) {
+            py::object cls = py::module_::import("aryl.errors").attr("PolicyError");
             PyErr_SetString(cls.ptr(), e.what());
         } catch (const S::ZeroDivision& e) {
             PyErr_SetString(PyExc_ZeroDivisionError, e.what());
