@@ -585,7 +585,8 @@ def replay_command(policy: str, **o: Any) -> None:
         click.echo(rc.to_toml("aryl replay"), nl=False)
         return
     console.print(_describe(trace, cfg, rc, o, [policy]))
-    res = _run(trace, policy, cfg, demand, not o["no_progress"], rc.policy_options(), console)
+    res = _run(trace, policy, cfg, demand, not o["no_progress"], rc.options_for(policy),
+               console)
     _finish_run_config(res, rc)
     s = res.summary
     _print_summary(console, {**s, **res.timing})
@@ -723,7 +724,7 @@ def compare_command(policies: str, baseline: str, **o: Any) -> None:
         return
     console.print(_describe(trace, cfg, rc, o, run_names))
     results = {
-        p: _run(trace, p, cfg, demand, not o["no_progress"], rc.policy_options(), console)
+        p: _run(trace, p, cfg, demand, not o["no_progress"], rc.options_for(p), console)
         for p in run_names
     }
     for res in results.values():
