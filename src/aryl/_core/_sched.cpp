@@ -105,108 +105,140 @@ struct CallbackHolder {
 };
 
 template <typename T>
-py::array_t<T> copy_numpy(const T* p, size_t n) {
+py::array_t<T> ro_copy(const T* p, size_t n) {
     py::array_t<T> a(static_cast<py::ssize_t>(n));
     if (n) std::memcpy(a.mutable_data(), p, n * sizeof(T));
     return a;
 }
+// clear NPY_ARRAY_WRITEABLE (the policy reads, never writes, the engine's values)
+inline py::array frozen(py::array a) {
+    py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+    return a;
+}
+template <typename T>
+py::array frozen_vec(const std::vector<T>& v) {
+    return frozen(ro_copy(v.data(), v.size()));
+}
 
-py::dict callback_statics(const S::State& st) {
+// The static columns, once per replay (copies: valid after the replay too).
+py::dict callback_statics(const S::Policy& pol, const S::State& st) {
     const size_t n = static_cast<size_t>(st.n_jobs());
     py::dict d;
-    d["arrival_s"] = copy_numpy(st.arrival_s.data(), n);
-    d["gpus_per_worker"] = copy_numpy(st.gpus_per_worker.data(), n);
-    d["ref_workers"] = copy_numpy(st.ref_workers.data(), n);
-    d["min_workers"] = copy_numpy(st.min_workers.data(), n);
-    d["max_workers"] = copy_numpy(st.max_workers.data(), n);
-    d["elastic"] = copy_numpy(st.elastic.data(), n);
-    d["server_gpus"] = to_numpy(st.server_gpus);
-    d["server_type"] = to_numpy(st.server_type);
-    d["server_pool"] = to_numpy(st.server_pool_idx);
+    d["arrival_s"] = frozen(ro_copy(st.arrival_s.data(), n));
+    d["gpus_per_worker"] = frozen(ro_copy(st.gpus_per_worker.data(), n));
+    d["ref_workers"] = frozen(ro_copy(st.ref_workers.data(), n));
+    d["min_workers"] = frozen(ro_copy(st.min_workers.data(), n));
+    d["max_workers"] = frozen(ro_copy(st.max_workers.data(), n));
+    py::array_t<bool> el(static_cast<py::ssize_t>(n));
+    py::array_t<i64> base(static_cast<py::ssize_t>(n)), top(static_cast<py::ssize_t>(n));
+    const size_t nty = st.gpu_types.size();
+    // each job's speed at its base size on each GPU type, relative to its traced speed
+    py::array_t<double> speed({static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(nty)});
+    bool* pe = el.mutable_data();
+    i64* pb = base.mutable_data();
+    i64* pt = top.mutable_data();
+    double* ps = speed.mutable_data();
+    for (size_t u = 0; u < n; ++u) {
+        const i64 j = static_cast<i64>(u);
+        pe[u] = st.elastic[u] != 0;
+        pb[u] = pol.base_workers(st, j);
+        pt[u] = (pol.elastic && st.elastic[u]) ? st.max_workers[u] : st.ref_workers[u];
+        for (size_t t = 0; t < nty; ++t)
+            ps[u * nty + t] = st.throughput_on(j, static_cast<i64>(t), pb[u]) / st.ref_throughput[u];
+    }
+    d["elastic"] = frozen(el);
+    d["base_workers"] = frozen(base);
+    d["top_workers"] = frozen(top);
+    d["speed"] = frozen(speed);
+    d["server_gpus"] = frozen_vec(st.server_gpus);
+    d["server_type"] = frozen_vec(st.server_type);
+    d["server_pool"] = frozen_vec(st.server_pool_idx);
     d["n_training"] = st.n_training();
     d["gpu_types"] = st.gpu_types;
-    std::vector<double> factor(st.gpu_types.size(), 1.0);
+    std::vector<double> factor(nty, 1.0);
     if (st.has_speeds)
-        for (size_t t = 0; t < factor.size() && t < st.speeds.factor.size(); ++t)
-            factor[t] = st.speeds.factor[t];
-    d["type_factor"] = to_numpy(factor);
+        for (size_t t = 0; t < nty && t < st.speeds.factor.size(); ++t) factor[t] = st.speeds.factor[t];
+    d["type_factor"] = frozen_vec(factor);
     return d;
 }
 
-py::dict callback_view(const S::Policy& pol, const S::State& st, const S::PassContext& ctx) {
+// This pass's arrays (new, read-only; O(queued + running + servers)).
+py::dict callback_view(const S::State& st, const S::PassContext& ctx) {
     const double now = st.now_s;
     py::dict d;
     d["now_s"] = now;
-    // the queue in arrival order (ties: job index), with what a start needs
+    // the queue in arrival order (ties: job index)
     const size_t q = static_cast<size_t>(st.queued.size());
-    const size_t nty = st.gpu_types.size();
-    std::vector<i64> queue;
-    std::vector<double> q_rem, q_wait, q_att;
-    py::array_t<double> q_speed({static_cast<py::ssize_t>(q), static_cast<py::ssize_t>(nty)});
-    auto qs = q_speed.mutable_unchecked<2>();
-    queue.reserve(q);
-    q_rem.reserve(q);
-    q_wait.reserve(q);
-    q_att.reserve(q);
+    py::array_t<i64> queue(static_cast<py::ssize_t>(q));
+    py::array_t<double> q_rem(static_cast<py::ssize_t>(q)), q_wait(static_cast<py::ssize_t>(q)),
+        q_att(static_cast<py::ssize_t>(q));
     if (q) {
+        i64* pq = queue.mutable_data();
+        double* pr = q_rem.mutable_data();
+        double* pw = q_wait.mutable_data();
+        double* pa = q_att.mutable_data();
+        size_t i = 0;
         for (const auto& e : st.sorted_queue(S::Q_ARRIVAL)) {
             const i64 j = e.second;
             const auto u = static_cast<size_t>(j);
-            const py::ssize_t row = static_cast<py::ssize_t>(queue.size());
-            queue.push_back(j);
-            q_rem.push_back(st.remaining_s[u]);
-            q_wait.push_back(st.queue_age_s(j, now));
-            q_att.push_back(st.attained_gpu_s[u]);
-            const i64 w = pol.base_workers(st, j);
-            for (size_t t = 0; t < nty; ++t)
-                qs(row, static_cast<py::ssize_t>(t)) =
-                    st.throughput_on(j, static_cast<i64>(t), w) / st.ref_throughput[u];
+            pq[i] = j;
+            pr[i] = st.remaining_s[u];
+            pw[i] = st.queue_age_s(j, now);
+            pa[i] = st.attained_gpu_s[u];
+            ++i;
         }
     }
-    d["queue"] = move_to_numpy(std::move(queue));
-    d["queue_remaining_s"] = move_to_numpy(std::move(q_rem));
-    d["queue_waited_s"] = move_to_numpy(std::move(q_wait));
-    d["queue_attained_gpu_s"] = move_to_numpy(std::move(q_att));
-    d["queue_speed"] = q_speed;
+    d["queue"] = frozen(queue);
+    d["queue_remaining_s"] = frozen(q_rem);
+    d["queue_waited_s"] = frozen(q_wait);
+    d["queue_attained_gpu_s"] = frozen(q_att);
     // the running jobs in start order, placements as CSR
     const size_t r = static_cast<size_t>(st.running.size());
-    std::vector<i64> run, run_w, ptr, srv, srv_w;
-    std::vector<double> r_rem, r_speed, r_att;
-    run.reserve(r);
-    run_w.reserve(r);
-    ptr.reserve(r + 1);
-    r_rem.reserve(r);
-    r_speed.reserve(r);
-    r_att.reserve(r);
-    ptr.push_back(0);
-    for (i64 j : st.running) {
-        const auto u = static_cast<size_t>(j);
-        run.push_back(j);
-        run_w.push_back(st.workers[u]);
-        for (const auto& e : st.placement[u]) {
-            srv.push_back(e.first);
-            srv_w.push_back(e.second);
+    size_t n_entries = 0;
+    for (i64 j : st.running) n_entries += st.placement[static_cast<size_t>(j)].size();
+    py::array_t<i64> run(static_cast<py::ssize_t>(r)), run_w(static_cast<py::ssize_t>(r)),
+        ptr(static_cast<py::ssize_t>(r + 1)), srv(static_cast<py::ssize_t>(n_entries)),
+        srv_w(static_cast<py::ssize_t>(n_entries));
+    py::array_t<double> r_rem(static_cast<py::ssize_t>(r)), r_speed(static_cast<py::ssize_t>(r)),
+        r_att(static_cast<py::ssize_t>(r));
+    {
+        i64 *p_run = run.mutable_data(), *p_w = run_w.mutable_data(), *p_ptr = ptr.mutable_data(),
+            *p_srv = srv.mutable_data(), *p_sw = srv_w.mutable_data();
+        double *p_rem = r_rem.mutable_data(), *p_sp = r_speed.mutable_data(),
+               *p_att = r_att.mutable_data();
+        size_t i = 0, k = 0;
+        p_ptr[0] = 0;
+        for (i64 j : st.running) {
+            const auto u = static_cast<size_t>(j);
+            p_run[i] = j;
+            p_w[i] = st.workers[u];
+            for (const auto& e : st.placement[u]) {
+                p_srv[k] = e.first;
+                p_sw[k] = e.second;
+                ++k;
+            }
+            p_ptr[i + 1] = static_cast<i64>(k);
+            p_rem[i] = st.remaining_at(j, now);
+            p_sp[i] = st.speed[u];
+            p_att[i] = st.attained_at(j, now);
+            ++i;
         }
-        ptr.push_back(static_cast<i64>(srv.size()));
-        r_rem.push_back(st.remaining_at(j, now));
-        r_speed.push_back(st.speed[u]);
-        r_att.push_back(st.attained_at(j, now));
     }
-    d["running"] = move_to_numpy(std::move(run));
-    d["running_workers"] = move_to_numpy(std::move(run_w));
-    d["running_ptr"] = move_to_numpy(std::move(ptr));
-    d["running_server"] = move_to_numpy(std::move(srv));
-    d["running_server_workers"] = move_to_numpy(std::move(srv_w));
-    d["running_remaining_s"] = move_to_numpy(std::move(r_rem));
-    d["running_speed"] = move_to_numpy(std::move(r_speed));
-    d["running_attained_gpu_s"] = move_to_numpy(std::move(r_att));
+    d["running"] = frozen(run);
+    d["running_workers"] = frozen(run_w);
+    d["running_ptr"] = frozen(ptr);
+    d["running_server"] = frozen(srv);
+    d["running_server_workers"] = frozen(srv_w);
+    d["running_remaining_s"] = frozen(r_rem);
+    d["running_speed"] = frozen(r_speed);
+    d["running_attained_gpu_s"] = frozen(r_att);
     // capacity of this pass
-    d["free_gpus"] = to_numpy(*ctx.free);
-    d["loaned"] = to_numpy(ctx.loaned);
-    d["offered"] = to_numpy(ctx.offered);
+    d["free_gpus"] = frozen_vec(*ctx.free);
+    d["loaned"] = frozen_vec(ctx.loaned);
+    d["offered"] = frozen_vec(ctx.offered);
     d["capacity_gpus"] = ctx.capacity_gpus;
     d["servers_needed"] = st.servers_needed;
-    d["server_status"] = to_numpy(st.server_status);
+    d["server_status"] = frozen_vec(st.server_status);
     return d;
 }
 
@@ -214,10 +246,10 @@ void callback_decide(CallbackHolder& h, const S::Policy& pol, const S::State& st
                      const S::PassContext& ctx, S::Plan& plan) {
     py::gil_scoped_acquire gil;
     if (h.statics_n != st.n_jobs()) {
-        h.statics = callback_statics(st);
+        h.statics = callback_statics(pol, st);
         h.statics_n = st.n_jobs();
     }
-    py::object out = h.fn(h.statics, callback_view(pol, st, ctx));
+    py::object out = h.fn(h.statics, callback_view(st, ctx));
     if (out.is_none()) return;
     py::tuple t = out.cast<py::tuple>();
     if (t.size() != 9) throw py::value_error("policy bridge: expected 9 arrays");

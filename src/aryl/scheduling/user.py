@@ -172,6 +172,11 @@ class PassView:
         Each job's worker size and worker range; ``ref_workers`` is its traced
         size.
     elastic : ndarray of bool (n_jobs,)
+    speed : ndarray of float64 (n_jobs, n_types)
+        Each job's speed at its base size on each GPU type, relative to its
+        traced speed (1.0: as traced): measured speeds per model family when the
+        cluster has a speed model (``aryl.speeds``), else every type counts as
+        the reference one.
     base_workers, top_workers : ndarray of int64 (n_jobs,)
         The sizes a job may run with under this policy, ``[base, top]``:
         ``[min_workers, max_workers]`` for an elastic job when the policy is
@@ -183,10 +188,6 @@ class PassView:
         reference GPU type.
     queue_waited_s, queue_attained_gpu_s : ndarray of float64 (q,)
         Time queued so far (all waits), s; GPU-seconds received so far.
-    queue_speed : ndarray of float64 (q, n_types)
-        Speed of each queued job at its base size on each GPU type, relative to
-        its traced speed (1.0: as traced; measured speeds when the cluster has a
-        speed model, ``aryl.speeds``, else 1.0 for every type at the traced size).
     running : ndarray of int64 (r,)
         Running jobs in start order.
     running_workers : ndarray of int64 (r,)
@@ -225,16 +226,6 @@ class PassView:
         Inference servers the inference side needs now.
     """
 
-    __slots__ = (
-        "arrival_s", "base_workers", "capacity_gpus", "elastic", "free_gpus", "gpu_types",
-        "gpus_per_worker", "job_ids", "loaned", "max_workers", "min_workers", "n_training",
-        "now_s", "offered", "policy", "queue", "queue_attained_gpu_s", "queue_remaining_s",
-        "queue_speed", "queue_waited_s", "ref_workers", "running", "running_attained_gpu_s",
-        "running_ptr", "running_remaining_s", "running_server", "running_server_workers",
-        "running_speed", "running_workers", "server_gpus", "server_pool", "server_status",
-        "server_type", "servers_needed", "top_workers", "type_factor",
-    )
-
     # annotations for mypy (set from the engine's dicts)
     now_s: float
     policy: Policy
@@ -245,13 +236,13 @@ class PassView:
     min_workers: np.ndarray
     max_workers: np.ndarray
     elastic: np.ndarray
+    speed: np.ndarray
     base_workers: np.ndarray
     top_workers: np.ndarray
     queue: np.ndarray
     queue_remaining_s: np.ndarray
     queue_waited_s: np.ndarray
     queue_attained_gpu_s: np.ndarray
-    queue_speed: np.ndarray
     running: np.ndarray
     running_workers: np.ndarray
     running_ptr: np.ndarray
@@ -371,19 +362,19 @@ class Decision:
         return tuple(out)
 
 
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a.flags.writeable = False
-    return a
-
-
 class _Bridge:
     """The engine's callback: (static columns, this pass's arrays) -> the
-    decision's arrays.  Built once per replay (or per :func:`aryl.schedule`)."""
+    decision's arrays.  Built once per replay (or per :func:`aryl.schedule`).
+
+    The engine's arrays are new and read-only at each pass; the view is a plain
+    object whose ``__dict__`` is filled from them (two dict updates per pass)."""
 
     def __init__(self, policy: Policy, job_ids: Any) -> None:
         self.policy = policy
         self.label = policy.policy_name()
-        self.job_ids = _frozen(np.asarray(job_ids, dtype=object).copy())
+        ids = np.asarray(job_ids, dtype=object).copy()
+        ids.flags.writeable = False
+        self.job_ids = ids
         self._statics: Any = None
         self._static_vals: dict[str, Any] = {}
 
@@ -391,45 +382,17 @@ class _Bridge:
         """Job index -> its job id (for messages)."""
         return repr(str(self.job_ids[j])) if 0 <= j < len(self.job_ids) else f"#{j}"
 
-    def _load_statics(self, d: dict[str, Any]) -> None:
-        v: dict[str, Any] = {}
-        for k in ("arrival_s", "gpus_per_worker", "ref_workers", "min_workers", "max_workers",
-                  "server_gpus", "server_type", "server_pool", "type_factor"):
-            v[k] = _frozen(np.asarray(d[k]))
-        el = np.asarray(d["elastic"]).astype(bool)
-        v["elastic"] = _frozen(el)
-        pol = self.policy
-        if pol.elastic:
-            base = np.where(el, v["min_workers"], v["ref_workers"])
-            top = np.where(el, v["max_workers"], v["ref_workers"])
-        else:
-            base = top = v["ref_workers"]
-        v["base_workers"] = _frozen(np.asarray(base, dtype=np.int64))
-        v["top_workers"] = _frozen(np.asarray(top, dtype=np.int64))
-        v["n_training"] = int(d["n_training"])
-        v["gpu_types"] = list(d["gpu_types"])
-        v["job_ids"] = self.job_ids
-        v["policy"] = pol
-        self._statics = d
-        self._static_vals = v
-
     def __call__(self, statics: dict[str, Any],
                  dyn: dict[str, Any]) -> tuple[np.ndarray, ...] | None:
         if statics is not self._statics:
-            self._load_statics(statics)
+            self._statics = statics
+            self._static_vals = {**statics, "job_ids": self.job_ids, "policy": self.policy,
+                                 "gpu_types": list(statics["gpu_types"])}
         view = PassView.__new__(PassView)
-        for k, val in self._static_vals.items():
-            setattr(view, k, val)
-        now = float(dyn["now_s"])
-        view.now_s = now
-        view.capacity_gpus = int(dyn["capacity_gpus"])
-        view.servers_needed = int(dyn["servers_needed"])
-        for k in ("queue", "queue_remaining_s", "queue_waited_s", "queue_attained_gpu_s",
-                  "queue_speed", "running", "running_workers", "running_ptr", "running_server",
-                  "running_server_workers", "running_remaining_s", "running_speed",
-                  "running_attained_gpu_s", "free_gpus", "loaned", "offered", "server_status"):
-            setattr(view, k, _frozen(dyn[k]))
-        where = f"policy {self.label!r} at t = {now:.10g} s"
+        vd = view.__dict__
+        vd.update(self._static_vals)
+        vd.update(dyn)
+        where = f"policy {self.label!r} at t = {dyn['now_s']:.10g} s"
         try:
             dec = self.policy.decide(view)
         except Exception as e:
