@@ -652,6 +652,10 @@ def render_markdown() -> str:
         "aryl replay --config run.toml --show-config      # print the effective TOML, run nothing",
         "```",
         "",
+        "A Python policy's own options ([policies.md](policies.md)): `--set "
+        "policy.NAME.OPTION=VALUE` (NAME: the policy's name or entry point; the value "
+        "is read as JSON, else as a string) or a `[policy.NAME]` table in the TOML file.",
+        "",
         "**Precedence** (later wins): the defaults below < `--config FILE` < `--set` "
         "(the last one of a name wins) < the dedicated options of a command "
         "(`--seed`, `--training-servers`, `--reclaim-policy`, `--elastic-fraction`, "
