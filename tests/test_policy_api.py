@@ -9,6 +9,7 @@ time, job and rule), the user's traceback, options, and one pass through
 
 from __future__ import annotations
 
+import sys
 import traceback
 from typing import Any, ClassVar
 
@@ -257,8 +258,11 @@ def test_no_output_on_a_broken_rule(tmp_path: object) -> None:
     out = Path(str(tmp_path)) / "out"
     trace = Path(str(tmp_path)) / "t.csv"
     _JOBS2.to_csv(trace, index=False)
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:  # this module as `test_policy_api` (however pytest runs)
+        sys.path.insert(0, here)
     res = CliRunner().invoke(main, [
-        "compare", "--trace", str(trace), "--policies", "tests.test_policy_api:Bad",
+        "compare", "--trace", str(trace), "--policies", "test_policy_api:Bad",
         "--baseline", "fifo",
         "--set", "sim.n_training_servers=2", "--set", "sim.n_inference_servers=0",
         "--out", str(out), "--no-progress"])

@@ -562,7 +562,10 @@ def _check_policy(spec: str) -> None:
 
 
 def _policy_option(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    _check_policy(value)
+    try:
+        _check_policy(value)
+    except click.UsageError as exc:
+        raise click.BadParameter(exc.message, ctx=ctx, param=param) from None
     return value
 
 
