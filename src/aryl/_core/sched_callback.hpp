@@ -13,6 +13,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "sched_plan.hpp"
@@ -97,12 +98,13 @@ inline void plan_decision(const Policy& pol, const State& st, const PassContext&
     std::vector<uint8_t> usable(static_cast<size_t>(ns), 0);
     for (i64 s = 0; s < nt; ++s) usable[static_cast<size_t>(s)] = 1;
     for (i64 s : ctx.loaned) usable[static_cast<size_t>(s)] = 1;
-    std::vector<uint8_t> seen(static_cast<size_t>(n), 0);  // 1 preempted, 2 resized, 3 started
+    std::unordered_set<i64> seen;  // jobs with a decision so far (O(decisions), not O(jobs))
+    seen.reserve(static_cast<size_t>(d.n_preemptions + d.n_resizes + d.n_starts));
     auto check_job = [&](const char* what, i64 j, int8_t want) {
         if (j < 0 || j >= n)
             fail(what, j, "no such job (index out of range 0.." + std::to_string(n - 1) + ")");
         const auto u = static_cast<size_t>(j);
-        if (seen[u]) fail(what, j, "the job already has a decision in this pass");
+        if (!seen.insert(j).second) fail(what, j, "the job already has a decision in this pass");
         const int8_t s = st.status[u];
         if (s != want)
             fail(what, j, std::string("the job is ") + detail::status_name(s) + ", not " +
@@ -158,14 +160,12 @@ inline void plan_decision(const Policy& pol, const State& st, const PassContext&
     for (i64 i = 0; i < d.n_preemptions; ++i) {
         const i64 j = d.preempt_job[i];
         check_job("preemption", j, RUNNING);
-        seen[static_cast<size_t>(j)] = 1;
         free_back(j);
         plan.preemptions.emplace_back(j, POLICY_DECISION);
     }
     for (i64 i = 0; i < d.n_resizes; ++i) {
         const i64 j = d.resize_job[i];
         check_job("resize", j, RUNNING);
-        seen[static_cast<size_t>(j)] = 2;
         free_back(j);
     }
     Placement p;
@@ -183,7 +183,6 @@ inline void plan_decision(const Policy& pol, const State& st, const PassContext&
     for (i64 i = 0; i < d.n_starts; ++i) {
         const i64 j = d.start_job[i];
         check_job("start", j, QUEUED);
-        seen[static_cast<size_t>(j)] = 3;
         check_ptr("start", d.start_ptr, i, d.n_start_entries);
         take_place("start", j, d.start_server, d.start_workers, d.start_ptr[i], d.start_ptr[i + 1], p);
         plan.starts.push_back(JobMove{j, p, POLICY_DECISION});
