@@ -77,11 +77,13 @@ def test_bad_arguments_are_reported(trace_csv: Path) -> None:
     r = CliRunner().invoke(main, ["replay", "--trace", str(trace_csv), "--policy", "nope",
                                   "--inference", "none"])
     assert r.exit_code == 2
-    assert "'nope' is not one of" in r.output
+    assert "Error: Invalid value for '--policy': unknown policy 'nope'; choose from aryl," \
+        in r.output
     r = CliRunner().invoke(main, ["compare", "--trace", str(trace_csv), "--policies", "fifo,zzz"])
     assert r.exit_code == 2
     assert "Error: unknown policy 'zzz'; choose from aryl, aryl-no-elastic, aryl-no-loan, " \
-        "elastic-greedy, fifo, fifo-backfill, sjf, tiresias" in r.output
+        "elastic-greedy, fifo, fifo-backfill, sjf, tiresias (installed: `aryl policies`) or " \
+        "give module:Class" in r.output
     r = CliRunner().invoke(main, ["replay", "--trace", str(trace_csv), "--plot"])
     assert r.exit_code == 2
     assert "Error: --plot needs --out DIR" in r.output

@@ -13,6 +13,8 @@ Public API (imported lazily, so ``import aryl`` stays cheap):
   :class:`ClusterState`, :class:`SchedulePlan`, :mod:`aryl.scheduling`.
 * :func:`load_trace` — canonical job traces, :mod:`aryl.traces`.
 * :func:`simulate` — the discrete-event simulator, :mod:`aryl.sim`.
+* :class:`Policy`, :class:`PassView`, :class:`Decision` — write a scheduling
+  policy in Python (docs/policies.md), :mod:`aryl.scheduling.user`.
 
 References
 ----------
@@ -27,7 +29,7 @@ import importlib
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-from aryl.errors import ArylError, InvalidInputError, TraceFormatError
+from aryl.errors import ArylError, InvalidInputError, PolicyError, TraceFormatError
 
 try:
     __version__ = version("aryl")
@@ -55,6 +57,9 @@ _LAZY: dict[str, str] = {
     "SchedulePlan": "aryl.scheduling",
     "SchedulerConfig": "aryl.scheduling",
     "Reason": "aryl.scheduling",
+    "Policy": "aryl.scheduling.user",
+    "PassView": "aryl.scheduling.user",
+    "Decision": "aryl.scheduling.user",
     "load_trace": "aryl.traces",
     "simulate": "aryl.sim",
     "SimConfig": "aryl.sim",
@@ -65,6 +70,7 @@ __all__ = [
     "ActionKind",
     "ArylError",
     "ClusterState",
+    "Decision",
     "DecisionReason",
     "ElasticDecision",
     "ElasticJob",
@@ -72,6 +78,9 @@ __all__ = [
     "ElasticRequest",
     "InvalidInputError",
     "MCKPResult",
+    "PassView",
+    "Policy",
+    "PolicyError",
     "Reason",
     "ReclaimAction",
     "ReclaimPlan",
@@ -111,6 +120,7 @@ if TYPE_CHECKING:  # pragma: no cover
         reclaim,
     )
     from aryl.scheduling import ClusterState, Reason, SchedulePlan, SchedulerConfig, schedule
+    from aryl.scheduling.user import Decision, PassView, Policy
     from aryl.sim import SimConfig, SimResult, simulate
     from aryl.traces import load_trace
 

@@ -7,7 +7,7 @@ working.  Errors about a trace file name the file, line and column.
 
 from __future__ import annotations
 
-__all__ = ["ArylError", "InvalidInputError", "TraceFormatError"]
+__all__ = ["ArylError", "InvalidInputError", "PolicyError", "TraceFormatError"]
 
 
 class ArylError(Exception):
@@ -16,6 +16,15 @@ class ArylError(Exception):
 
 class InvalidInputError(ArylError, ValueError):
     """An argument or a request is malformed (shape, dtype, range, NaN, size limit)."""
+
+
+class PolicyError(ArylError):
+    """A user policy (:class:`aryl.Policy`) decided something a pass cannot do.
+
+    The message names the policy, the pass time, the job (its id and index) and
+    the rule broken (docs/policies.md, "Rules"); the replay stops and writes no
+    output.
+    """
 
 
 class TraceFormatError(InvalidInputError):

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "sched_callback.hpp"
 #include "sim_engine.hpp"
 #if __has_include("sched_aryl_bind.hpp")
 #include "sched_aryl_bind.hpp"  // test hooks of the aryl pass's building blocks (C2)
@@ -91,8 +92,207 @@ void set_config(S::Config& c, const py::dict& d) {
     c.mix_gpu_types = d["mix_gpu_types"].cast<bool>();
 }
 
+// ------------------------------------------------ a Python policy (P_CALLBACK)
+// The decide step of an aryl.Policy: once per pass, `fn(statics, view)` with
+// numpy arrays (aryl/scheduling/user.py _Bridge); it returns None or the
+// decision as 9 int64 arrays (Decision.to_arrays), checked by
+// sched_callback.hpp plan_decision.  Python exceptions propagate unchanged.
+struct CallbackHolder {
+    py::object fn;                  // (statics dict, pass dict) -> None | tuple of 9 arrays
+    py::object job_label;           // job index -> job id (messages only)
+    py::object statics = py::none();  // built at the first pass (the static columns)
+    i64 statics_n = -1;
+};
+
+template <typename T>
+py::array_t<T> ro_copy(const T* p, size_t n) {
+    py::array_t<T> a(static_cast<py::ssize_t>(n));
+    if (n) std::memcpy(a.mutable_data(), p, n * sizeof(T));
+    return a;
+}
+// clear NPY_ARRAY_WRITEABLE (the policy reads, never writes, the engine's values)
+inline py::array frozen(py::array a) {
+    py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+    return a;
+}
+template <typename T>
+py::array frozen_vec(const std::vector<T>& v) {
+    return frozen(ro_copy(v.data(), v.size()));
+}
+
+// The static columns, once per replay (copies: valid after the replay too).
+py::dict callback_statics(const S::Policy& pol, const S::State& st) {
+    const size_t n = static_cast<size_t>(st.n_jobs());
+    py::dict d;
+    d["arrival_s"] = frozen(ro_copy(st.arrival_s.data(), n));
+    d["gpus_per_worker"] = frozen(ro_copy(st.gpus_per_worker.data(), n));
+    d["ref_workers"] = frozen(ro_copy(st.ref_workers.data(), n));
+    d["min_workers"] = frozen(ro_copy(st.min_workers.data(), n));
+    d["max_workers"] = frozen(ro_copy(st.max_workers.data(), n));
+    py::array_t<bool> el(static_cast<py::ssize_t>(n));
+    py::array_t<i64> base(static_cast<py::ssize_t>(n)), top(static_cast<py::ssize_t>(n));
+    const size_t nty = st.gpu_types.size();
+    // each job's speed at its base size on each GPU type, relative to its traced speed
+    py::array_t<double> speed({static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(nty)});
+    bool* pe = el.mutable_data();
+    i64* pb = base.mutable_data();
+    i64* pt = top.mutable_data();
+    double* ps = speed.mutable_data();
+    for (size_t u = 0; u < n; ++u) {
+        const i64 j = static_cast<i64>(u);
+        pe[u] = st.elastic[u] != 0;
+        pb[u] = pol.base_workers(st, j);
+        pt[u] = (pol.elastic && st.elastic[u]) ? st.max_workers[u] : st.ref_workers[u];
+        for (size_t t = 0; t < nty; ++t)
+            ps[u * nty + t] = st.throughput_on(j, static_cast<i64>(t), pb[u]) / st.ref_throughput[u];
+    }
+    d["elastic"] = frozen(el);
+    d["base_workers"] = frozen(base);
+    d["top_workers"] = frozen(top);
+    d["speed"] = frozen(speed);
+    d["server_gpus"] = frozen_vec(st.server_gpus);
+    d["server_type"] = frozen_vec(st.server_type);
+    d["server_pool"] = frozen_vec(st.server_pool_idx);
+    d["n_training"] = st.n_training();
+    d["gpu_types"] = st.gpu_types;
+    std::vector<double> factor(nty, 1.0);
+    if (st.has_speeds)
+        for (size_t t = 0; t < nty && t < st.speeds.factor.size(); ++t) factor[t] = st.speeds.factor[t];
+    d["type_factor"] = frozen_vec(factor);
+    return d;
+}
+
+// This pass's arrays (new, read-only; O(queued + running + servers)).
+py::dict callback_view(const S::State& st, const S::PassContext& ctx) {
+    const double now = st.now_s;
+    py::dict d;
+    d["now_s"] = now;
+    // the queue in arrival order (ties: job index)
+    const size_t q = static_cast<size_t>(st.queued.size());
+    py::array_t<i64> queue(static_cast<py::ssize_t>(q));
+    py::array_t<double> q_rem(static_cast<py::ssize_t>(q)), q_wait(static_cast<py::ssize_t>(q)),
+        q_att(static_cast<py::ssize_t>(q));
+    if (q) {
+        i64* pq = queue.mutable_data();
+        double* pr = q_rem.mutable_data();
+        double* pw = q_wait.mutable_data();
+        double* pa = q_att.mutable_data();
+        size_t i = 0;
+        for (const auto& e : st.sorted_queue(S::Q_ARRIVAL)) {
+            const i64 j = e.second;
+            const auto u = static_cast<size_t>(j);
+            pq[i] = j;
+            pr[i] = st.remaining_s[u];
+            pw[i] = st.queue_age_s(j, now);
+            pa[i] = st.attained_gpu_s[u];
+            ++i;
+        }
+    }
+    d["queue"] = frozen(queue);
+    d["queue_remaining_s"] = frozen(q_rem);
+    d["queue_waited_s"] = frozen(q_wait);
+    d["queue_attained_gpu_s"] = frozen(q_att);
+    // the running jobs in start order, placements as CSR
+    const size_t r = static_cast<size_t>(st.running.size());
+    size_t n_entries = 0;
+    for (i64 j : st.running) n_entries += st.placement[static_cast<size_t>(j)].size();
+    py::array_t<i64> run(static_cast<py::ssize_t>(r)), run_w(static_cast<py::ssize_t>(r)),
+        ptr(static_cast<py::ssize_t>(r + 1)), srv(static_cast<py::ssize_t>(n_entries)),
+        srv_w(static_cast<py::ssize_t>(n_entries));
+    py::array_t<double> r_rem(static_cast<py::ssize_t>(r)), r_speed(static_cast<py::ssize_t>(r)),
+        r_att(static_cast<py::ssize_t>(r));
+    {
+        i64 *p_run = run.mutable_data(), *p_w = run_w.mutable_data(), *p_ptr = ptr.mutable_data(),
+            *p_srv = srv.mutable_data(), *p_sw = srv_w.mutable_data();
+        double *p_rem = r_rem.mutable_data(), *p_sp = r_speed.mutable_data(),
+               *p_att = r_att.mutable_data();
+        size_t i = 0, k = 0;
+        p_ptr[0] = 0;
+        for (i64 j : st.running) {
+            const auto u = static_cast<size_t>(j);
+            p_run[i] = j;
+            p_w[i] = st.workers[u];
+            for (const auto& e : st.placement[u]) {
+                p_srv[k] = e.first;
+                p_sw[k] = e.second;
+                ++k;
+            }
+            p_ptr[i + 1] = static_cast<i64>(k);
+            p_rem[i] = st.remaining_at(j, now);
+            p_sp[i] = st.speed[u];
+            p_att[i] = st.attained_at(j, now);
+            ++i;
+        }
+    }
+    d["running"] = frozen(run);
+    d["running_workers"] = frozen(run_w);
+    d["running_ptr"] = frozen(ptr);
+    d["running_server"] = frozen(srv);
+    d["running_server_workers"] = frozen(srv_w);
+    d["running_remaining_s"] = frozen(r_rem);
+    d["running_speed"] = frozen(r_speed);
+    d["running_attained_gpu_s"] = frozen(r_att);
+    // capacity of this pass
+    d["free_gpus"] = frozen_vec(*ctx.free);
+    d["loaned"] = frozen_vec(ctx.loaned);
+    d["offered"] = frozen_vec(ctx.offered);
+    d["capacity_gpus"] = ctx.capacity_gpus;
+    d["servers_needed"] = st.servers_needed;
+    d["server_status"] = frozen_vec(st.server_status);
+    return d;
+}
+
+void callback_decide(CallbackHolder& h, const S::Policy& pol, const S::State& st,
+                     const S::PassContext& ctx, S::Plan& plan) {
+    py::gil_scoped_acquire gil;
+    if (h.statics_n != st.n_jobs()) {
+        h.statics = callback_statics(pol, st);
+        h.statics_n = st.n_jobs();
+    }
+    py::object out = h.fn(h.statics, callback_view(st, ctx));
+    if (out.is_none()) return;
+    py::tuple t = out.cast<py::tuple>();
+    if (t.size() != 9) throw py::value_error("policy bridge: expected 9 arrays");
+    using A = py::array_t<i64, py::array::c_style | py::array::forcecast>;
+    A a[9];
+    for (size_t i = 0; i < 9; ++i) {
+        a[i] = A::ensure(t[i]);
+        if (!a[i] || a[i].ndim() != 1) throw py::value_error("policy bridge: expected 1-D int64 arrays");
+    }
+    if (a[1].shape(0) != a[0].shape(0) + 1 || a[2].shape(0) != a[3].shape(0) ||
+        a[5].shape(0) != a[4].shape(0) + 1 || a[6].shape(0) != a[7].shape(0))
+        throw py::value_error("policy bridge: inconsistent array lengths");
+    S::DecisionArrays d;
+    d.start_job = a[0].data();
+    d.start_ptr = a[1].data();
+    d.start_server = a[2].data();
+    d.start_workers = a[3].data();
+    d.n_starts = a[0].shape(0);
+    d.n_start_entries = a[2].shape(0);
+    d.resize_job = a[4].data();
+    d.resize_ptr = a[5].data();
+    d.resize_server = a[6].data();
+    d.resize_workers = a[7].data();
+    d.n_resizes = a[4].shape(0);
+    d.n_resize_entries = a[6].shape(0);
+    d.preempt_job = a[8].data();
+    d.n_preemptions = a[8].shape(0);
+    S::plan_decision(pol, st, ctx, d, plan, [&h](i64 j) { return py::str(h.job_label(j)).cast<std::string>(); });
+}
+
 S::Policy make_policy(const py::dict& d) {
     S::Policy p = S::Policy::make(d["kind"].cast<int>());
+    if (p.kind == S::P_CALLBACK) {
+        p.name = d["name"].cast<std::string>();
+        p.loans = d["loans"].cast<bool>();
+        p.elastic = d["elastic"].cast<bool>();
+        p.uses_tick = d["uses_tick"].cast<bool>();
+        auto holder = std::make_shared<CallbackHolder>();
+        holder->fn = d["decide"];
+        holder->job_label = d["job_label"];
+        p.callback = [holder](const S::Policy& pol, const S::State& st, const S::PassContext& ctx,
+                              S::Plan& plan) { callback_decide(*holder, pol, st, ctx, plan); };
+    }
     p.return_idle_loans = d["return_idle_loans"].cast<bool>();
     if (!d["bound_option"].is_none()) {
         p.has_bound = true;
@@ -195,7 +395,8 @@ std::unique_ptr<M::Engine> new_engine(const py::dict& d) {
 }
 
 bool engine_run(M::Engine& eng, i64 max_iterations) {
-    if (eng.reclaim_hook) return eng.run(max_iterations);  // the hook calls into Python
+    if (eng.reclaim_hook || eng.pol.callback)  // the hook / the policy calls into Python
+        return eng.run(max_iterations);
     py::gil_scoped_release release;
     return eng.run(max_iterations);
 }
@@ -551,6 +752,9 @@ PYBIND11_MODULE(_sched, m) {
             if (p) std::rethrow_exception(p);
         } catch (const S::InvalidInput& e) {
             py::object cls = py::module_::import("aryl.errors").attr("InvalidInputError");
+            PyErr_SetString(cls.ptr(), e.what());
+        } catch (const S::PolicyDecisionError& e) {
+            py::object cls = py::module_::import("aryl.errors").attr("PolicyError");
             PyErr_SetString(cls.ptr(), e.what());
         } catch (const S::ZeroDivision& e) {
             PyErr_SetString(PyExc_ZeroDivisionError, e.what());

@@ -55,7 +55,9 @@ def pool_split(
 def schedule_state(
     state: Any,  # aryl.scheduling.ClusterState, read through the CPython API
     prep: dict[str, Any],  # config, speeds, server_type, gpu_types, family
-    policy: dict[str, Any],  # kind, return_idle_loans, bound_option, las_thresholds
+    policy: dict[str, Any],  # kind, return_idle_loans, bound_option, las_thresholds;
+    # kind 8 (a Python policy, sched_callback.hpp): also name, loans, elastic, uses_tick,
+    # decide(statics, view) -> None | 9 int64 arrays, job_label(j) -> str
     reclaim_fn: Callable[[dict[str, Any], int, int], tuple[list[int], list[int]]] | None,
 ) -> tuple[Any, ...]: ...  # the plan's fields (aryl/scheduling/native.py plan_from_native)
 def __getattr__(name: str) -> Any: ...  # _aryl_* test hooks of sched_aryl_bind.hpp

@@ -39,7 +39,7 @@ namespace sched {
 constexpr bool ARYL_NATIVE = ARYL_SCHED_HAS_ARYL != 0;
 
 // Can the native pass decide for this policy?
-inline bool policy_native(int kind) { return kind < P_ARYL || ARYL_NATIVE; }
+inline bool policy_native(int kind) { return kind < P_ARYL || kind == P_CALLBACK || ARYL_NATIVE; }
 
 // The policy's decide step, by kind (registry.py + each class's decide).
 inline void decide(const Policy& pol, const State& st, const PassContext& ctx, Plan& plan) {
@@ -55,6 +55,9 @@ inline void decide(const Policy& pol, const State& st, const PassContext& ctx, P
             return;
         case P_TIRESIAS:
             decide_tiresias(pol, st, ctx, plan);
+            return;
+        case P_CALLBACK:  // a Python policy (the binding's callback, sched_callback.hpp checks)
+            pol.callback(pol, st, ctx, plan);
             return;
         default:
 #if ARYL_SCHED_HAS_ARYL

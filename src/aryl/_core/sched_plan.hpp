@@ -6,6 +6,7 @@
 // bit-identity rules.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +37,7 @@ enum Reason : int {
     LOAN_KEPT = 17,
     RECLAIMED = 18,
     IDLE_LOAN = 19,
+    POLICY_DECISION = 20,  // a start, resize or preemption of a Python callback policy
 };
 
 // (job, placement, reason): a start or a resize
@@ -219,6 +221,7 @@ enum PolicyKind : int {
     P_ARYL_NO_LOAN = 5,
     P_ARYL_NO_ELASTIC = 6,
     P_ELASTIC_GREEDY = 7,
+    P_CALLBACK = 8,  // a Python policy (aryl.Policy): Policy::callback decides
 };
 
 inline const char* policy_name(int kind) {
@@ -231,6 +234,10 @@ inline int policy_kind(const std::string& name) {
         if (name == policy_name(k)) return k;
     return -1;
 }
+
+struct Policy;
+// The decide step of a P_CALLBACK policy (sched_callback.hpp validates what it returns).
+using DecideFn = std::function<void(const Policy&, const State&, const PassContext&, Plan&)>;
 
 // policy.py Policy + the class attributes and options of each policy class
 // (fifo.py, fifo_backfill.py, sjf.py, tiresias.py, aryl.py).  Immutable.
@@ -249,6 +256,12 @@ struct Policy {
     bool greedy_solver = false;  // elastic-greedy: the marginal-gain greedy, else the MCKP
     int scale_out_reason = MCKP_SCALE_OUT;
     int scale_in_reason = MCKP_SCALE_IN;
+    // P_CALLBACK: its name (messages) and decide step
+    std::string name;
+    DecideFn callback;
+
+    // the name in messages
+    std::string label() const { return kind == P_CALLBACK ? name : std::string(policy_name(kind)); }
 
     static Policy make(int kind) {
         Policy p;
@@ -277,7 +290,7 @@ struct Policy {
         }
         return p;
     }
-    bool is_aryl_family() const { return kind >= P_ARYL; }
+    bool is_aryl_family() const { return kind >= P_ARYL && kind <= P_ELASTIC_GREEDY; }
     bool is_sjf_family() const { return kind == P_SJF || is_aryl_family(); }
 
     // Policy.base_workers

@@ -523,7 +523,7 @@ public:
             ev = std::string("last event: ") +
                  ((kind <= 4) ? std::string(kinds[kind]) : std::to_string(kind)) + "; ";
         throw SimError("simulation stalled at t = " + fmt_g6(now) + " s: " + what + "; policy " +
-                       sched::policy_name(pol.kind) + ", queue length " +
+                       pol.label() + ", queue length " +
                        std::to_string(st.queued.size()) + ", " + std::to_string(st.running.size()) +
                        " running, " + std::to_string(n_open) + " jobs open, " +
                        std::to_string(st.n_loaned) + " servers on loan; events due now: " + due_s +

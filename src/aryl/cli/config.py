@@ -27,6 +27,7 @@ closest known one.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import inspect
@@ -335,6 +336,9 @@ class RunConfig:
 
     values: dict[str, dict[str, Any]]
     sources: dict[str, str] = field(default_factory=dict)
+    #: options of Python policies (docs/policies.md): ``policy name -> {option: value}``,
+    #: from ``--set policy.NAME.OPTION=VALUE`` and ``[policy.NAME]`` tables
+    user_policy: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def set(self, section: str, name: str, value: Any, source: str) -> None:
         """Record ``value`` for ``section.name`` (replaces the earlier one)."""
@@ -365,6 +369,24 @@ class RunConfig:
             return dict(opts)
         return {k: v for k, v in opts.items() if self.source("policy", k) != "default"}
 
+    def options_for(self, policy: str) -> dict[str, Any]:
+        """The options of ``policy`` (a name, entry point or ``module:Class``):
+        :meth:`policy_options` for a registered policy; for a Python policy its own
+        (``--set policy.NAME.OPTION=VALUE`` with its entry-point name or its class's
+        ``name``) and ``return_idle_loans`` if set."""
+        from aryl.scheduling.registry import POLICIES, load_policy_class
+
+        if policy in POLICIES:
+            return self.policy_options()
+        opts = {k: v for k, v in self.policy_options().items() if k == "return_idle_loans"}
+        names = [policy]
+        with contextlib.suppress(InvalidInputError):  # reported when the policy runs
+            cls: Any = load_policy_class(policy)
+            names.append(cls.policy_name())
+        for n in names:
+            opts.update(self.user_policy.get(n, {}))
+        return opts
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable: ``{section: {field: value}}`` plus ``sources`` of non-defaults."""
         out: dict[str, Any] = {
@@ -372,6 +394,8 @@ class RunConfig:
             for sec, vals in self.values.items()
         }
         out["sources"] = dict(sorted(self.sources.items()))
+        if self.user_policy:  # Python policies' options (docs/policies.md)
+            out["user_policy"] = {k: dict(v) for k, v in sorted(self.user_policy.items())}
         return out
 
     def to_toml(self, command: str) -> str:
@@ -455,6 +479,13 @@ class _Resolver:
             raise click.UsageError(f"{where}: {knob.name} {self.fixed[knob.name]}")
         return knob
 
+    def user_option(self, pname: str, opt: str, value: Any, source: str) -> None:
+        """An option of a Python policy (checked by its class when it is built)."""
+        if not pname or not opt:
+            raise click.UsageError(f"{source}: expected policy.NAME.OPTION")
+        self.config.user_policy.setdefault(pname, {})[opt] = value
+        self.config.sources[f"policy.{pname}.{opt}"] = source
+
     def apply_file(self, path: str) -> None:
         data = _read_toml(path)
         for key, value in data.items():
@@ -462,6 +493,11 @@ class _Resolver:
                 if key not in self.config.values:
                     raise click.UsageError(
                         f"--config: {path}: section [{key}] does not apply to this command")
+                if key == "policy":  # [policy.NAME] tables: a Python policy's options
+                    for pname in [k for k, v in value.items() if isinstance(v, dict)]:
+                        for opt, v in value[pname].items():
+                            self.user_option(pname, opt, v, path)
+                    value = {k: v for k, v in value.items() if not isinstance(v, dict)}
                 items = [(f"{key}.{k}", v, f"[{key}] {k}") for k, v in value.items()]
             else:
                 items = [(key, value, key)]
@@ -478,6 +514,15 @@ class _Resolver:
         if not sep or not name.strip():
             raise click.UsageError(f"--set {item!r}: expected NAME=VALUE, e.g. "
                                    "--set rescale_pause_s=10")
+        parts = name.strip().split(".")
+        if len(parts) >= 3 and parts[0] == "policy" and "policy" in self.config.values:
+            # policy.NAME.OPTION: a Python policy's option; a JSON value, else a string
+            try:
+                v: Any = json.loads(text)
+            except ValueError:
+                v = text
+            self.user_option(".".join(parts[1:-1]), parts[-1], v, "--set")
+            return
         knob = self.knob(name.strip(), f"--set {item}")
         try:
             value = _parse_text(text, knob)
@@ -619,6 +664,10 @@ def render_markdown() -> str:
         "aryl compare --policies fifo,aryl --config run.toml --set reclaim_grace_s=300",
         "aryl replay --config run.toml --show-config      # print the effective TOML, run nothing",
         "```",
+        "",
+        "A Python policy's own options ([policies.md](policies.md)): `--set "
+        "policy.NAME.OPTION=VALUE` (NAME: the policy's name or entry point; the value "
+        "is read as JSON, else as a string) or a `[policy.NAME]` table in the TOML file.",
         "",
         "**Precedence** (later wins): the defaults below < `--config FILE` < `--set` "
         "(the last one of a name wins) < the dedicated options of a command "

@@ -36,7 +36,7 @@ from rich.console import Console
 from aryl.cli._errors import InputError, check_out, interruptible
 from aryl.cli._tables import Col, print_tables
 from aryl.cli.config import AUTO, RunConfig, config_options, given, resolve
-from aryl.errors import InvalidInputError, TraceFormatError
+from aryl.errors import InvalidInputError, PolicyError, TraceFormatError
 from aryl.sim.config import DEFAULT_INFERENCE_SERVERS, DEFAULT_TRAINING_SERVERS
 
 DEFAULT_TRACE = "itp-c07"
@@ -467,6 +467,8 @@ def _run(
                             policy_options=opts)
         except InvalidInputError as exc:
             raise InputError(str(exc)) from exc
+        except PolicyError as exc:
+            raise click.ClickException(str(exc)) from exc
     with make_progress(console, TextColumn("{task.completed:,}/{task.total:,} jobs")) as bar:
         task = bar.add_task(policy, total=n)
 
@@ -478,6 +480,8 @@ def _run(
                             policy_options=opts)
         except InvalidInputError as exc:
             raise InputError(str(exc)) from exc
+        except PolicyError as exc:
+            raise click.ClickException(str(exc)) from exc
 
 
 def _fmt(x: float | None, unit: str = "") -> str:
@@ -573,7 +577,7 @@ def _write_folder(out: Path, command: str, fill: Any) -> int:
 
 
 def _elastic_policies(names: list[str]) -> list[str]:
-    from aryl.scheduling.registry import policy_class
+    from aryl.scheduling.registry import policy_class_of as policy_class
 
     return [p for p in names if policy_class(p).elastic]
 
@@ -689,9 +693,36 @@ def _finish_run_config(res: Any, rc: RunConfig) -> None:
     res.summary["run"] = rc.to_dict()
 
 
+def _check_policy(spec: str) -> None:
+    """A usage error unless ``spec`` is a registered policy, an entry point of
+    ``aryl.policies`` or an importable ``module:Class`` (an ``aryl.Policy``)."""
+    from aryl.scheduling.registry import POLICIES as REGISTERED
+    from aryl.scheduling.registry import entry_point_policies, load_policy_class
+
+    if spec in REGISTERED:
+        return
+    if ":" not in spec and spec not in entry_point_policies():
+        known = sorted([*REGISTERED, *entry_point_policies()])
+        raise click.UsageError(f"unknown policy {spec!r}; choose from {', '.join(known)} "
+                               "(installed: `aryl policies`) or give module:Class")
+    try:
+        load_policy_class(spec)
+    except InvalidInputError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def _policy_option(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    try:
+        _check_policy(value)
+    except click.UsageError as exc:
+        raise click.BadParameter(exc.message, ctx=ctx, param=param) from None
+    return value
+
+
 @click.command(name="replay")
-@click.option("--policy", type=click.Choice(POLICIES), default="aryl", show_default=True,
-              help="Scheduling policy (docs/simulator.md).")
+@click.option("--policy", default="aryl", show_default=True, callback=_policy_option,
+              help=f"Scheduling policy: {', '.join(POLICIES)}; an installed one (`aryl "
+                   "policies`) or module:Class (docs/policies.md).")
 @_common
 def replay_command(policy: str, **o: Any) -> None:
     """Replay a trace under one policy and print the summary.
@@ -734,7 +765,8 @@ def _replay(policy: str, o: dict[str, Any]) -> None:
     console.print(_describe(trace, cfg, rc, o, [policy]))
     if o["request_table"] and not o["out"]:
         raise click.UsageError("--request-table needs --out DIR")
-    res = _run(trace, policy, cfg, demand, not o["no_progress"], rc.policy_options(), console)
+    res = _run(trace, policy, cfg, demand, not o["no_progress"], rc.options_for(policy),
+               console)
     _finish_run_config(res, rc)
     served = _serve(res, demand, rc)
     s = res.summary
@@ -851,7 +883,8 @@ def print_compare(console: Console, rows: list[dict[str, Any]], baseline: str,
 
 @click.command(name="compare")
 @click.option("--policies", default="fifo,aryl", show_default=True,
-              help="Comma-separated policies to run on the same input (each at most once).")
+              help="Comma-separated policies to run on the same input (each at most once): "
+                   "registered names, installed ones (`aryl policies`) or module:Class.")
 @click.option("--baseline", default="fifo", show_default=True,
               help="Policy the ratios are against (run too if not listed).")
 @_common
@@ -872,12 +905,8 @@ def compare_command(policies: str, baseline: str, **o: Any) -> None:
                                "each policy writes one folder, list it once")
     if o["plot"] and not o["out"]:
         raise click.UsageError("--plot needs --out DIR")
-    from aryl.scheduling import available_policies
-
-    known = available_policies()
     for p in [*names, baseline]:
-        if p not in known:
-            raise click.UsageError(f"unknown policy {p!r}; choose from {', '.join(known)}")
+        _check_policy(p)
     run_names = names if baseline in names else [baseline, *names]
     _check_out(o)
     with interruptible(_interrupt_text(o)):
@@ -892,7 +921,7 @@ def _compare(run_names: list[str], baseline: str, o: dict[str, Any]) -> None:
         return
     console.print(_describe(trace, cfg, rc, o, run_names))
     results = {
-        p: _run(trace, p, cfg, demand, not o["no_progress"], rc.policy_options(), console)
+        p: _run(trace, p, cfg, demand, not o["no_progress"], rc.options_for(p), console)
         for p in run_names
     }
     for res in results.values():

@@ -37,7 +37,7 @@ from typing import Any
 from aryl.scheduling.kernels import jobs_in_start_order, plan_reclaim
 from aryl.scheduling.plan import Reason, SchedulePlan
 from aryl.scheduling.policy import PassContext, Policy
-from aryl.scheduling.registry import make_policy
+from aryl.scheduling.registry import resolve_policy
 from aryl.scheduling.state import IDLE, ClusterState, split_placement
 
 __all__ = ["next_wakeup_s", "schedule", "schedule_python", "time_after"]
@@ -46,7 +46,7 @@ __all__ = ["next_wakeup_s", "schedule", "schedule_python", "time_after"]
 def schedule(
     state: ClusterState,
     *,
-    policy: str | Policy = "aryl",
+    policy: Any = "aryl",
     options: dict[str, Any] | None = None,
     backend: str | None = None,
 ) -> SchedulePlan:
@@ -59,7 +59,9 @@ def schedule(
     policy : str or Policy
         ``aryl`` (default), ``aryl-no-loan``, ``aryl-no-elastic``,
         ``elastic-greedy``, ``fifo``, ``sjf``, ``tiresias``; or a policy object
-        from :func:`aryl.scheduling.make_policy`.
+        from :func:`aryl.scheduling.make_policy`; or a Python policy
+        (:class:`aryl.Policy` instance, ``module:Class`` or an entry point of
+        ``aryl.policies``), which always runs in the compiled pass (docs/policies.md).
     options : dict, optional
         Policy options (``return_idle_loans``; ``starvation_bound_s`` for the
         SJF-based policies; ``las_thresholds_gpu_s`` for ``tiresias``).
@@ -90,12 +92,18 @@ def schedule(
     jobs when capacity changed) plus O(loaned servers x jobs on them) to settle
     loans; a reclaim copies the state (O(jobs)).
     """
-    pol = policy if isinstance(policy, Policy) else make_policy(policy, options)
+    from aryl.scheduling.user import Policy as UserPolicy
+
+    pol = policy if isinstance(policy, Policy) else resolve_policy(policy, options)
     b = state.config.backend if backend is None else backend
     if b not in ("native", "reference"):
         from aryl.errors import InvalidInputError
 
         raise InvalidInputError(f"backend: must be 'native' or 'reference', got {b!r}")
+    if isinstance(pol, UserPolicy):  # Python policies run in the compiled pass only
+        from aryl.scheduling.native import schedule_native
+
+        return schedule_native(state, pol)
     if b == "native":
         from aryl.scheduling.native import native_policy, schedule_native
 

@@ -38,6 +38,7 @@ __all__ = [
     "reclaim_hook",
     "schedule_native",
     "speeds_prep",
+    "user_policy_prep",
 ]
 
 # the C++ policy kinds (sched_plan.hpp PolicyKind), by registry name
@@ -89,6 +90,30 @@ def config_prep(cfg: SchedulerConfig) -> dict[str, Any]:
         "reclaim_policy": RECLAIM_POLICIES.index(cfg.reclaim_policy),
         "seed": int(cfg.seed),
         "mix_gpu_types": bool(cfg.mix_gpu_types),
+    }
+
+
+P_CALLBACK = 8  # sched_plan.hpp PolicyKind: a Python policy (aryl.Policy)
+
+
+def user_policy_prep(pol: Any, job_ids: Any) -> dict[str, Any]:
+    """An :class:`aryl.Policy` as the compiled pass's "python callback" policy:
+    its attributes and the bridge the engine calls once per pass
+    (:mod:`aryl.scheduling.user`)."""
+    from aryl.scheduling.user import _Bridge
+
+    bridge = _Bridge(pol, job_ids)
+    return {
+        "kind": P_CALLBACK,
+        "name": pol.policy_name(),
+        "loans": bool(pol.loans),
+        "elastic": bool(pol.elastic),
+        "uses_tick": bool(pol.uses_tick),
+        "return_idle_loans": bool(pol.return_idle_loans),
+        "bound_option": None,
+        "las_thresholds": [3600.0, 36000.0],
+        "decide": bridge,
+        "job_label": bridge.job_label,
     }
 
 
@@ -219,7 +244,7 @@ def plan_from_native(t: tuple[Any, ...]) -> SchedulePlan:
     return plan
 
 
-def schedule_native(st: ClusterState, pol: Policy) -> SchedulePlan:
+def schedule_native(st: ClusterState, pol: Any) -> SchedulePlan:
     """One pass of ``pol`` over ``st`` in C++ (``st`` is not modified).
 
     The caller checks :func:`native_policy` first.  Cost: O(servers + queued +
@@ -240,5 +265,8 @@ def schedule_native(st: ClusterState, pol: Policy) -> SchedulePlan:
     cache = st.native_cache
     if cache is None:
         cache = st.native_cache = core.StateCache()
-    return plan_from_native(core.schedule_state(st, cache, prep, policy_prep(pol), hook))
+    from aryl.scheduling.user import Policy as UserPolicy
+
+    pp = user_policy_prep(pol, st.job_id) if isinstance(pol, UserPolicy) else policy_prep(pol)
+    return plan_from_native(core.schedule_state(st, cache, prep, pp, hook))
 

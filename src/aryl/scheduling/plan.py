@@ -51,6 +51,7 @@ class Reason(enum.IntEnum):
     LOAN_KEPT = 17  #: borrow: idle loans are kept (policy option return_idle_loans=False)
     RECLAIMED = 18  #: return: the inference side asked for it
     IDLE_LOAN = 19  #: return: no training worker is left on it
+    POLICY_DECISION = 20  #: start, resize or preemption decided by a Python policy (aryl.Policy)
 
     @property
     def label(self) -> str:

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 def simulate(
     trace: Any,
     *,
-    policy: str = "aryl",
+    policy: Any = "aryl",
     config: SimConfig | None = None,
     inference: Any = None,
     progress: Callable[[int, int, float], None] | None = None,
@@ -46,9 +46,12 @@ def simulate(
         Canonical jobs (docs/architecture.md): ``job_id``, ``submit_time_s``,
         ``duration_s``, ``gpus`` and optionally the scaling columns.  Jobs
         without them are rigid.
-    policy : str
-        ``fifo``, ``sjf``, ``tiresias``, ``aryl``, ``aryl-no-loan``,
-        ``aryl-no-elastic``, ``elastic-greedy``.
+    policy : str or aryl.Policy
+        ``fifo``, ``fifo-backfill``, ``sjf``, ``tiresias``, ``aryl``,
+        ``aryl-no-loan``, ``aryl-no-elastic``, ``elastic-greedy``; a Python
+        policy: an :class:`aryl.Policy` instance, ``"module:Class"`` or the name
+        of an entry point in the group ``aryl.policies`` (docs/policies.md; it
+        runs in the compiled event loop, ``engine="native"``).
     config : SimConfig, optional
     inference : InferenceDemand, InferenceSchedule, "default" or None
         Inference demand (servers needed over time).  ``None`` uses the bundled
@@ -57,7 +60,8 @@ def simulate(
     progress : callable ``(jobs_done, n_jobs, sim_time_s)``, optional
         Called every few thousand events and at the end.
     policy_options : dict, optional
-        Extra policy knobs (see each policy's docstring).
+        Extra policy knobs (see each policy's docstring; for a Python policy
+        given by name, its constructor's options).
     reclaim_log : list, optional
         If given, every ``aryl.reclaiming.ReclaimRequest`` the replay builds is
         appended to it (for offline studies of the reclaim kernel).
@@ -71,7 +75,13 @@ def simulate(
     ------
     InvalidInputError
         Bad trace, config or policy name; a horizon before the clock start; a
-        time series that would exceed 5,000,000 rows.
+        time series that would exceed 5,000,000 rows; a Python policy with
+        ``engine="python"``.
+    aryl.errors.PolicyError
+        A Python policy's decision breaks a rule of the pass (the message names
+        the policy, the pass time, the job and the rule); an exception raised in
+        its ``decide`` propagates with its own traceback and a note with the
+        pass time.
     RuntimeError
         The replay stopped making progress (stall watchdog, docs/simulator.md).
     aryl.sim.check.InvariantError

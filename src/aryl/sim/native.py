@@ -28,7 +28,13 @@ import numpy as np
 from aryl.cluster import ClusterSpec
 from aryl.errors import InvalidInputError
 from aryl.scheduling import ClusterState, make_policy
-from aryl.scheduling.native import config_prep, policy_prep, reclaim_hook, speeds_prep
+from aryl.scheduling.native import (
+    config_prep,
+    policy_prep,
+    reclaim_hook,
+    speeds_prep,
+    user_policy_prep,
+)
 from aryl.scheduling.speed import SpeedModel
 from aryl.scheduling.state import INFEASIBLE
 from aryl.sim.config import SimConfig, check_timeseries_size
@@ -73,7 +79,7 @@ class NativeEngine:
     def __init__(
         self,
         table: JobTable,
-        policy: str,
+        policy: Any,
         config: SimConfig,
         inference: Any,
         progress: Callable[[int, int, float], None] | None = None,
@@ -86,8 +92,11 @@ class NativeEngine:
 
         self.table = table
         self.config = config
-        self.policy_name = policy
-        self.policy = make_policy(policy, dict(policy_options or {}))
+        from aryl.scheduling.registry import policy_label, resolve_policy
+        from aryl.scheduling.user import Policy as UserPolicy
+
+        self.policy = resolve_policy(policy, dict(policy_options or {}))
+        self.policy_name = policy_label(self.policy)
         pol = self.policy
         n = table.n_jobs
         self.n_inf = (cluster.n_inference_servers if cluster is not None
@@ -160,7 +169,8 @@ class NativeEngine:
             "arrival_s": sub, "gpus_per_worker": gpw, "ref_workers": ref, "remaining_s": dur,
             "min_workers": mn, "max_workers": mx, "elastic": el.astype(np.uint8), "alpha": al,
             "family": family,
-            "policy": policy_prep(pol),
+            "policy": (user_policy_prep(pol, table.job_id) if isinstance(pol, UserPolicy)
+                       else policy_prep(pol)),
             "t0": self.t0,
             "horizon_s": config.horizon_s,
             "tick_s": float(config.tick_s) if pol.uses_tick else 0.0,
@@ -308,13 +318,39 @@ def native_available() -> bool:
     return True
 
 
-def uses_native(config: SimConfig, policy: str) -> bool:
+def uses_native(config: SimConfig, policy: Any) -> bool:
     """Whether :func:`aryl.sim.simulate` runs ``policy`` with the compiled engine:
     ``engine="native"``, the compiled kernels (``backend="native"``; the
-    reference kernels are Python) and a policy the compiled pass has."""
+    reference kernels are Python) and a policy the compiled pass has.  A Python
+    policy (:class:`aryl.Policy`) always does.
+
+    Raises
+    ------
+    InvalidInputError
+        A Python policy with ``engine="python"`` or ``backend="reference"``, or
+        without the compiled module: it runs in the compiled event loop only.
+    """
+    from aryl.scheduling.registry import is_policy_name
+    from aryl.scheduling.user import Policy as UserPolicy
+
+    user = isinstance(policy, UserPolicy) or (
+        isinstance(policy, str) and is_policy_name(policy) and policy not in _registered())
+    if user:
+        if config.engine != "native" or config.backend != "native" or not native_available():
+            raise InvalidInputError(
+                "policy: a Python policy (aryl.Policy) runs in the compiled engine only; "
+                f"got engine={config.engine!r}, backend={config.backend!r}"
+                + ("" if native_available() else " and no compiled module"))
+        return True
     if config.engine != "native" or config.backend != "native" or not native_available():
         return False
     from aryl.scheduling.native import native_policy
 
     return native_policy(make_policy(policy))
+
+
+def _registered() -> dict[str, Any]:
+    from aryl.scheduling.registry import POLICIES
+
+    return POLICIES
 

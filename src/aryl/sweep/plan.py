@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from aryl._io import atomic_write_text
+from aryl.scheduling.registry import POLICIES
 from aryl.sweep.spec import RunRequest, SweepSpec, TraceRef
 
 __all__ = ["Plan", "PlanEntry", "Run", "canonical_json", "code_digest", "plan_sweep"]
@@ -446,6 +447,13 @@ def plan_sweep(
             "config": dict(cfg_items),
             **({"serving": dict(req.serving)} if req.serving else {}),
         }
+        if req.policy not in POLICIES:
+            # a Python policy: its code's identity and version (docs/policies.md), so a
+            # resumed sweep never mixes results of edited policy code
+            from aryl.scheduling.registry import load_policy_class
+            from aryl.scheduling.user import policy_identity
+
+            identity["policy_code"] = policy_identity(load_policy_class(req.policy))
         cluster = cfg.cluster
         if cluster is not None and cluster.strip() not in CLUSTER_PRESETS:
             # a cluster file is keyed by its content too, not only by its path

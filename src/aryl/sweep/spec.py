@@ -560,6 +560,12 @@ def _option_alternatives(where: str, raw: Any) -> list[dict[str, Any]]:
     return [dict(zip(names, c, strict=True)) for c in itertools.product(*lists)]
 
 
+def _entry_points() -> dict[str, Any]:
+    from aryl.scheduling.registry import entry_point_policies
+
+    return entry_point_policies()
+
+
 def _check_axis(
     where: str,
     key: str,
@@ -573,6 +579,14 @@ def _check_axis(
     if key == "policy":
         if not isinstance(v, str):
             raise InvalidInputError(f"{where}: expected a policy name, got {v!r}")
+        if v not in policies and (":" in v or v in _entry_points()):
+            from aryl.scheduling.registry import load_policy_class
+
+            try:  # a Python policy: importable now (docs/policies.md)
+                load_policy_class(v)
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"{where}: {exc}") from None
+            return v
         if v not in policies:
             m = difflib.get_close_matches(v, list(policies), n=1, cutoff=0.6)
             hint = f"did you mean {m[0]!r}?" if m else f"choose from {', '.join(policies)}"
@@ -718,7 +732,8 @@ def parse_spec(
         if k not in _REPORT_KEYS:
             raise _unknown(f"{origin}: [report]", k, _REPORT_KEYS)
     baseline = report.get("baseline")
-    if baseline is not None and baseline not in policies:
+    if baseline is not None and baseline not in policies and not (
+            isinstance(baseline, str) and baseline in {r.policy for r in requests}):
         raise InvalidInputError(
             f"{origin}: [report].baseline: unknown policy {baseline!r}"
             f"{_closest(str(baseline), policies)}"
