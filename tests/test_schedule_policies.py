@@ -932,13 +932,14 @@ def test_a_reclaim_preempts_a_job_left_below_its_base_and_reports_a_shortfall() 
     # a deadline in the future: nothing reclaimed yet
     st.reclaim_deadline_s = 60.0
     assert schedule(st, policy="aryl").reclaimed_servers == []
-    # 3 servers needed of 2 inference servers: the deficit (3 - 0 not on loan) is capped
-    # at the 2 on loan; both go back and nothing is short
+    # 3 servers needed of 2 inference servers is refused (it was planned with a
+    # shortfall of 0: the deficit capped at the 2 on loan)
     st.reclaim_deadline_s = 50.0
     st.servers_needed = 3
-    plan = schedule(st, policy="aryl")
-    assert sorted(plan.reclaimed_servers) == [1, 2]
-    assert plan.reclaim_shortfall == 0
+    with pytest.raises(InvalidInputError) as info:
+        schedule(st, policy="aryl")
+    assert str(info.value) == (
+        "state.servers_needed: must be an integer in [0, 2] (the inference servers), got 3")
 
 
 # ------------------------------------------------------------------ more fifo-backfill
