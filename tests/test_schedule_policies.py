@@ -816,6 +816,14 @@ def test_apply_refuses_actions_that_do_not_fit_the_state() -> None:
          "loan; it cannot host training workers"),
         (SchedulePlan(now_s=10.0, resizes=[(r, {0: 9}, Reason.MCKP_SCALE_OUT)]),
          "resize of job 'R': placement: 9 workers outside [min_workers, max_workers] = [4, 4]"),
+        # before: a NaN time was applied (now_s NaN), server -1 meant the last server
+        (SchedulePlan(now_s=math.nan), "plan.now_s: must be a finite number, got nan"),
+        (SchedulePlan(now_s=10.0, borrowed_servers=[(-1, Reason.LOAN_FOR_BASE)]),
+         "borrowed server -1: no server with that index"),
+        (SchedulePlan(now_s=10.0, returned_servers=[(2, Reason.IDLE_LOAN)]),
+         "returned server 2: no server with that index"),
+        (SchedulePlan(now_s=10.0, reclaimed_servers=[True]),
+         "reclaimed server True: no server with that index"),
         (SchedulePlan(now_s=10.0, reclaim_actions=[(r, {1: 1}, Reason.RECLAIM_SCALE_IN)]),
          "reclaim action on job 'R': placement: server 'i0' is an inference server that is "
          "not on loan; it cannot host training workers"),
