@@ -143,3 +143,30 @@ def test_the_simulator_replays_a_huge_max_workers(engine: str) -> None:
                                              else "native"), inference=False)
     assert {k: v for k, v in res.summary.items() if k != "config"} == {
         k: v for k, v in other.summary.items() if k != "config"}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("field", "value", "message"), [
+    # set by a cluster manager between passes; before, 3 needed of 1 inference server
+    # planned a reclaim shortfall of 0, and a float or 2**63 reached the compiled pass
+    ("servers_needed", 3,
+     "state.servers_needed: must be an integer in [0, 1] (the inference servers), got 3"),
+    ("servers_needed", 1.0,
+     "state.servers_needed: must be an integer in [0, 1] (the inference servers), got 1.0"),
+    ("servers_needed", -1,
+     "state.servers_needed: must be an integer in [0, 1] (the inference servers), got -1"),
+    ("elastic_memo", (2**63, 0),
+     "state.elastic_memo: must be two integers in [-1, 4611686018427387904], got "
+     "(9223372036854775808, 0)"),
+])
+def test_schedule_refuses_inference_side_fields_out_of_range(
+    backend: str, field: str, value: Any, message: str
+) -> None:
+    from aryl.errors import InvalidInputError
+    from aryl.scheduling.jsonio import state_from_json
+
+    st = state_from_json(state_doc())
+    setattr(st, field, value)
+    with pytest.raises(InvalidInputError) as info:
+        schedule(st, backend=backend)
+    assert str(info.value) == message

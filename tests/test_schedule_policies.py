@@ -816,6 +816,14 @@ def test_apply_refuses_actions_that_do_not_fit_the_state() -> None:
          "loan; it cannot host training workers"),
         (SchedulePlan(now_s=10.0, resizes=[(r, {0: 9}, Reason.MCKP_SCALE_OUT)]),
          "resize of job 'R': placement: 9 workers outside [min_workers, max_workers] = [4, 4]"),
+        # before: a NaN time was applied (now_s NaN), server -1 meant the last server
+        (SchedulePlan(now_s=math.nan), "plan.now_s: must be a finite number, got nan"),
+        (SchedulePlan(now_s=10.0, borrowed_servers=[(-1, Reason.LOAN_FOR_BASE)]),
+         "borrowed server -1: no server with that index"),
+        (SchedulePlan(now_s=10.0, returned_servers=[(2, Reason.IDLE_LOAN)]),
+         "returned server 2: no server with that index"),
+        (SchedulePlan(now_s=10.0, reclaimed_servers=[True]),
+         "reclaimed server True: no server with that index"),
         (SchedulePlan(now_s=10.0, reclaim_actions=[(r, {1: 1}, Reason.RECLAIM_SCALE_IN)]),
          "reclaim action on job 'R': placement: server 'i0' is an inference server that is "
          "not on loan; it cannot host training workers"),
@@ -932,13 +940,14 @@ def test_a_reclaim_preempts_a_job_left_below_its_base_and_reports_a_shortfall() 
     # a deadline in the future: nothing reclaimed yet
     st.reclaim_deadline_s = 60.0
     assert schedule(st, policy="aryl").reclaimed_servers == []
-    # 3 servers needed of 2 inference servers: the deficit (3 - 0 not on loan) is capped
-    # at the 2 on loan; both go back and nothing is short
+    # 3 servers needed of 2 inference servers is refused (it was planned with a
+    # shortfall of 0: the deficit capped at the 2 on loan)
     st.reclaim_deadline_s = 50.0
     st.servers_needed = 3
-    plan = schedule(st, policy="aryl")
-    assert sorted(plan.reclaimed_servers) == [1, 2]
-    assert plan.reclaim_shortfall == 0
+    with pytest.raises(InvalidInputError) as info:
+        schedule(st, policy="aryl")
+    assert str(info.value) == (
+        "state.servers_needed: must be an integer in [0, 2] (the inference servers), got 3")
 
 
 # ------------------------------------------------------------------ more fifo-backfill

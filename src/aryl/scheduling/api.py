@@ -83,7 +83,10 @@ def schedule(
     Raises
     ------
     InvalidInputError
-        Unknown policy, option or backend.
+        Unknown policy, option or backend; ``state.servers_needed`` not an integer
+        in ``[0, inference servers]`` or ``state.elastic_memo`` not two integers in
+        ``[-1, 2**62]`` (both set by the caller between passes; O(1) checks, the
+        rest of the state is checked as it is built, :meth:`ClusterState.validate`).
 
     Notes
     -----
@@ -94,6 +97,7 @@ def schedule(
     """
     from aryl.scheduling.user import Policy as UserPolicy
 
+    _check_inference_side(state)
     pol = policy if isinstance(policy, Policy) else resolve_policy(policy, options)
     b = state.config.backend if backend is None else backend
     if b not in ("native", "reference"):
@@ -110,6 +114,27 @@ def schedule(
         if native_policy(pol):
             return schedule_native(state, pol)
     return schedule_python(state, pol)
+
+
+def _check_inference_side(st: ClusterState) -> None:
+    """The fields a caller sets directly between passes, where they enter the pass."""
+    from aryl.errors import InvalidInputError
+    from aryl.scheduling.jsonio import MAX_MEMO
+
+    n_inf = st.n_servers - len(st.training_servers)
+    v = st.servers_needed
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= n_inf:
+        raise InvalidInputError(
+            f"state.servers_needed: must be an integer in [0, {n_inf}] (the inference "
+            f"servers), got {v!r}"
+        )
+    memo = st.elastic_memo
+    if not (isinstance(memo, tuple) and len(memo) == 2 and all(
+            not isinstance(x, bool) and isinstance(x, int) and -1 <= x <= MAX_MEMO
+            for x in memo)):
+        raise InvalidInputError(
+            f"state.elastic_memo: must be two integers in [-1, {MAX_MEMO}], got {memo!r}"
+        )
 
 
 def schedule_python(state: ClusterState, pol: Policy) -> SchedulePlan:

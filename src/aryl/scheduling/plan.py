@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from aryl.scheduling.state import ClusterState, Placement
+from aryl.scheduling.state import ClusterState, Placement, is_integer
 
 __all__ = ["PlanObserver", "Reason", "SchedulePlan"]
 
@@ -166,8 +166,17 @@ class SchedulePlan:
 
         st = state if inplace else state.copy()
         now = self.now_s
+        if not isinstance(now, (int, float)) or not math.isfinite(now):
+            raise InvalidInputError(f"plan.now_s: must be a finite number, got {now!r}")
         if now < st.now_s:
             raise InvalidInputError(f"plan at {now} s is older than the state ({st.now_s} s)")
+        n = st.n_servers
+        for name, ids in (("reclaimed server", self.reclaimed_servers),
+                          ("borrowed server", [x for x, _ in self.borrowed_servers]),
+                          ("returned server", [x for x, _ in self.returned_servers])):
+            for x in ids:
+                if not is_integer(x) or not 0 <= x < n:
+                    raise InvalidInputError(f"{name} {x!r}: no server with that index")
         st.now_s = now
         obs = observer
         running = st.running

@@ -175,6 +175,11 @@ class SchedulerConfig:
         return tuple(f.name for f in fields(cls))
 
 
+def is_integer(v: Any) -> bool:
+    """``v`` is an integer (a Python or numpy int; not a bool)."""
+    return not isinstance(v, bool) and hasattr(v, "__index__") and not isinstance(v, float)
+
+
 def is_finite_number(v: Any) -> bool:
     """``v`` is an int or float (not a bool) that is a finite float (huge ints are not)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -630,7 +635,7 @@ class ClusterState:
         g = self.gpus_per_worker[j]
         total = 0
         for s, k in place.items():
-            if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < self.n_servers:
+            if not is_integer(s) or not 0 <= s < self.n_servers:
                 raise InvalidInputError(f"{where}: no server with index {s!r}")
             sid = self.server_id[s]
             if self.server_status[s] not in (TRAINING, LOANED):
@@ -638,7 +643,7 @@ class ClusterState:
                     f"{where}: server {sid!r} is an inference server that is not on loan; "
                     f"it cannot host training workers"
                 )
-            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            if not is_integer(k) or k < 1:
                 raise InvalidInputError(
                     f"{where}: workers on server {sid!r} must be an integer >= 1, got {k!r}"
                 )
