@@ -88,6 +88,7 @@ _SIM_TESTS = (
     "tests/test_schedule_jsonio.py",
     "tests/test_schedule_policies.py",
     "tests/test_sim_accounting.py",
+    "tests/test_timed_rules.py",
 )
 
 #: Whole-trace replays left out of the simulator groups (the files

@@ -125,6 +125,10 @@ def random_state(rng: random.Random) -> ClusterState:
     cs.reclaim_deadline_s = rng.choice([math.inf, now, now - 5.0, now + 100.0])
     if rng.random() < 0.5:
         cs.elastic_memo = (rng.randint(-1, 20), rng.randint(-1, 4))
+    if rng.random() < 0.5:  # per-rise reclaim requests, some due, some pending
+        cs.reclaim_requests = sorted(
+            (rng.choice([now - 5.0, now, now + 100.0, now + 400.0]), rng.randint(1, 2))
+            for _ in range(rng.randint(1, 3)))
     return cs
 
 
@@ -142,7 +146,7 @@ def plan_tuple(plan: SchedulePlan) -> tuple[Any, ...]:
         [(j, pl(p), int(r)) for j, p, r in plan.resizes],
         [(j, pl(p), int(r)) for j, p, r in plan.starts],
         [(s, int(r)) for s, r in plan.returned_servers],
-        tuple(plan.elastic_memo), plan.n_extra_repairs,
+        tuple(plan.elastic_memo), plan.n_extra_repairs, plan.next_wakeup_s,
     )
 
 
