@@ -65,12 +65,12 @@ def read_text(path: str | os.PathLike[str], option: str) -> str:
     try:
         raw = p.read_bytes()
     except FileNotFoundError:
-        raise InputError(f"{option}: {str(p)!r}: no such file") from None
+        raise InputError(f"{option}: {p}: file does not exist") from None
     except IsADirectoryError:
-        raise InputError(f"{option}: {str(p)!r} is a folder, not a file") from None
+        raise InputError(f"{option}: {p}: is a folder, not a file") from None
     except OSError as exc:
-        raise InputError(f"{option}: {str(p)!r}: cannot read ({exc.strerror or exc})") from None
-    return decode_text(raw, f"{option}: {str(p)!r}")
+        raise InputError(f"{option}: {p}: cannot read ({exc.strerror or exc})") from None
+    return decode_text(raw, f"{option}: {p}")
 
 
 def decode_text(raw: bytes, where: str) -> str:
