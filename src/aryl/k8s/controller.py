@@ -374,8 +374,9 @@ class Controller:
                 st.finish(j, now)
                 done[name] = now
                 if name in snap.jobs:
-                    events.append({"job": name, "reason": "finished",
-                                   "message": f"finished at {now:.0f} s"})
+                    events.append({"job": name, "reason": "finished", "kind": "finish",
+                                   "message": f"finished at {now:.0f} s", "now_s": now,
+                                   "workers": 0})
         for name in done:
             m = meta.pop(name, None)
             if name in snap.jobs:
@@ -438,10 +439,16 @@ class Controller:
         reasons: dict[str, list[str]] = {}
         sid = st.server_id
 
-        def note(j: int, code: str, msg: str) -> None:
+        def note(j: int, code: str, msg: str, place: Any = None, kind: str = "") -> None:
             name = st.job_id[j]
             reasons.setdefault(name, []).append(code)
-            events.append({"job": name, "reason": code, "message": msg})
+            new_w = sum(place.values()) if place else 0
+            if not kind:
+                old_w = st.workers[j]
+                kind = ("scale_out" if new_w > old_w else "scale_in" if new_w < old_w
+                        else "move")
+            events.append({"job": name, "reason": code, "message": msg, "kind": kind,
+                           "workers": new_w, "now_s": now})
 
         def where(place: Any) -> str:
             return ", ".join(f"{sid[s]} x{w}" for s, w in place.items())
@@ -452,17 +459,20 @@ class Controller:
                                 "message": "returned to inference (cordoned, training pods "
                                            "evicted)"})
         for j, place, r in plan.reclaim_actions:
-            note(j, r.label, "preempted: its loaned node is reclaimed" if place is None
-                 else f"scaled in to {where(place)}: its loaned node is reclaimed")
+            if place is None:
+                note(j, r.label, "preempted: its loaned node is reclaimed", kind="preempt")
+            else:
+                note(j, r.label, f"scaled in to {where(place)}: its loaned node is reclaimed",
+                     place)
         for s, r in plan.borrowed_servers:
             node_events.append({"node": sid[s], "reason": r.label,
                                 "message": "lent to training (untainted)"})
         for j, r in plan.preemptions:
-            note(j, r.label, "preempted (requeued)")
+            note(j, r.label, "preempted (requeued)", kind="preempt")
         for j, place, r in plan.resizes:
-            note(j, r.label, f"resized to {where(place)}")
+            note(j, r.label, f"resized to {where(place)}", place)
         for j, place, r in plan.starts:
-            note(j, r.label, f"started on {where(place)}")
+            note(j, r.label, f"started on {where(place)}", place, kind="start")
         for s, r in plan.returned_servers:
             node_events.append({"node": sid[s], "reason": r.label,
                                 "message": "given back to inference (no training pod left)"})
@@ -644,7 +654,7 @@ class Controller:
         out = {"phase": m["phase"], "workers": m.get("workers", 0),
                "placement": m.get("placement", []), "reasons": m.get("reasons", []),
                "expectedFinishS": m.get("expected_finish_s"),
-               "lastDecisionPass": m.get("reason_pass", rec["pass"]),
+               "lastDecisionPass": m.get("reason_pass", 0),
                "message": m.get("message", m["phase"].lower()),
                "conditions": [{"type": "SpecValid", "status": "True", "reason": "Valid",
                                "message": "the spec is valid"}]}
@@ -675,13 +685,15 @@ class Controller:
             items.append(({"name": f"{name}.aryl-{n}-invalid", "reason": "invalid_spec",
                            "message": msg, "type": "Warning"}, ref))
         for i, e in enumerate(rec["node_events"]):
-            ref = {"apiVersion": "v1", "kind": "Node", "name": e["node"], "namespace": "",
+            ref = {"apiVersion": "v1", "kind": "Node", "name": e["node"], "namespace": self.ns,
                    "uid": snap.node_objs.get(e["node"], {}).get("metadata", {}).get("uid", "")}
             items.append(({"name": f"{e['node']}.aryl-{n}-{i}"} | e, ref))
         for e, ref in items:
             body = {
                 "apiVersion": "v1", "kind": "Event",
-                "metadata": {"name": e["name"], "namespace": self.ns},
+                "metadata": {"name": e["name"], "namespace": self.ns, "annotations": {
+                    f"aryl.io/{key}": str(e[key]) for key in ("kind", "workers", "now_s")
+                    if key in e}},
                 "involvedObject": ref, "reason": e["reason"], "message": e["message"],
                 "type": e.get("type", "Normal"), "source": {"component": "aryl-controller"},
                 "firstTimestamp": ts, "lastTimestamp": ts, "count": 1,

@@ -260,30 +260,31 @@ def add_fake_nodes(kube: Any, n_training: int, n_inference: int, *, gpus: int = 
     return names
 
 
-def kubelet_step(kube: Any) -> dict[str, int]:
+def kubelet_step(kube: Any) -> list[dict[str, Any]]:
     """Play the kubelet once: bound Pending pods become Running, terminating pods (evicted or
-    deleted) are removed.  Returns ``{"started": n, "removed": n}``."""
+    deleted) are removed.  Returns the job pods as they are afterwards."""
     from aryl.k8s.kube import ApiError
     from aryl.k8s.objects import LABEL_JOB
 
     pods = kube.request("GET", kube.ns_path("pods"), query={"labelSelector": LABEL_JOB})
-    out = {"started": 0, "removed": 0}
+    out = []
     for p in pods.get("items", []):
         name = p["metadata"]["name"]
         try:
             if p["metadata"].get("deletionTimestamp"):
                 kube.request("DELETE", kube.ns_path("pods", name), {"gracePeriodSeconds": 0},
                              query={"gracePeriodSeconds": "0"})
-                out["removed"] += 1
-            elif p["spec"].get("nodeName") and (p.get("status") or {}).get("phase",
-                                                                           "Pending") == "Pending":
-                kube.request("PATCH", kube.ns_path("pods", name, "status"),
-                             {"status": {"phase": "Running"}},
-                             content_type="application/merge-patch+json")
-                out["started"] += 1
+                continue
+            if p["spec"].get("nodeName") and (p.get("status") or {}).get("phase",
+                                                                        "Pending") == "Pending":
+                p = kube.request("PATCH", kube.ns_path("pods", name, "status"),
+                                 {"status": {"phase": "Running"}},
+                                 content_type="application/merge-patch+json")
         except ApiError as exc:
             if exc.status != 404:
                 raise
+            continue
+        out.append(p)
     return out
 
 
@@ -304,9 +305,15 @@ def complete_job(kube: Any, job: str) -> int:
 
 
 def set_config_map(kube: Any, name: str, data: dict[str, str]) -> None:
-    """Create or replace ConfigMap ``name`` with ``data`` (the autoscaler's need, the clock)."""
-    from aryl.k8s.manifests import apply_manifest
+    """Create or replace ConfigMap ``name`` with ``data`` (the autoscaler's need, the clock);
+    one request when it exists (an unconditional update)."""
+    from aryl.k8s.kube import ApiError
 
-    apply_manifest(kube, {"apiVersion": "v1", "kind": "ConfigMap",
-                          "metadata": {"name": name, "namespace": kube.namespace},
-                          "data": data})
+    body = {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": kube.namespace}, "data": data}
+    try:
+        kube.request("PUT", kube.ns_path("configmaps", name), body)
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+        kube.request("POST", kube.ns_path("configmaps"), body)
