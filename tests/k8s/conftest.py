@@ -60,7 +60,7 @@ def _wait_crd(admin: Any) -> None:
     raise AssertionError("the TrainingJob CRD was not established")
 
 
-@pytest.fixture()
+@pytest.fixture
 def admin(testenv: TestEnv) -> Any:
     """An admin connection to a fresh namespace; every node of earlier tests deleted."""
     from aryl.k8s.kube import Kube, load_api_client

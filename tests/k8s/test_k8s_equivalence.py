@@ -18,14 +18,13 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from k8s_harness import Harness, job_name
 
 import aryl
 from aryl.k8s.controller import Controller, ControllerOptions
-from aryl.k8s.testenv import add_fake_nodes, set_config_map
+from aryl.k8s.testenv import add_fake_nodes
 from aryl.sim.adapters import default_inference
 from aryl.traces import load_trace, synthesize_elastic
-
-from k8s_harness import Harness, job_name
 
 N_TRAIN, N_INF = 6, 3
 JOB_KINDS = ("start", "scale_out", "scale_in", "move", "preempt", "finish")
@@ -107,7 +106,9 @@ def test_controller_equals_the_simulator_on_300_jobs(admin: Any) -> None:
     h = run_in_process(admin, jobs)
     n = compare(h, jobs, ev)
     assert n == len(ev) > 900
-    assert summary["n_reclaims"] > 0 and summary["n_scale_out"] > 0 and summary["n_loans"] > 0
+    assert summary["n_reclaims"] > 0
+    assert summary["n_scale_out"] > 0
+    assert summary["n_loans"] > 0
     assert h.n_passes == summary["n_decisions"]
 
 
@@ -117,4 +118,5 @@ def test_controller_equals_the_simulator_on_60_jobs(admin: Any) -> None:
     h = run_in_process(admin, jobs)
     n = compare(h, jobs, ev)
     assert n == len(ev) > 100
-    assert summary["n_reclaims"] > 0 and summary["n_preemptions"] > 0
+    assert summary["n_reclaims"] > 0
+    assert summary["n_preemptions"] > 0

@@ -26,6 +26,7 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("aryl.cli.plan", "One scheduling pass over a cluster-state JSON; the plan as JSON."),
     "schema": ("aryl.cli.plan", "Print the JSON Schema of the state or plan document."),
     "sweep": ("aryl.cli.sweep", "Run a grid of replays (all cores or Ray) and report over seeds."),
+    "k8s": ("aryl.cli.k8s", "Schedule TrainingJobs on a Kubernetes cluster (the controller)."),
 }
 
 

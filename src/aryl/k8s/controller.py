@@ -439,12 +439,15 @@ class Controller:
         reasons: dict[str, list[str]] = {}
         sid = st.server_id
 
+        cur_workers: dict[int, int] = {}
+
         def note(j: int, code: str, msg: str, place: Any = None, kind: str = "") -> None:
             name = st.job_id[j]
             reasons.setdefault(name, []).append(code)
             new_w = sum(place.values()) if place else 0
+            old_w = cur_workers.get(j, st.workers[j])  # after this pass's earlier actions
+            cur_workers[j] = new_w
             if not kind:
-                old_w = st.workers[j]
                 kind = ("scale_out" if new_w > old_w else "scale_in" if new_w < old_w
                         else "move")
             events.append({"job": name, "reason": code, "message": msg, "kind": kind,
@@ -615,6 +618,8 @@ class Controller:
                     if exc.status != 409:
                         raise
                     have = _pod_node(k.request("GET", k.ns_path("pods", pname)))
+                    if have is None:  # a conflict on an unbound pod: the pass runs again
+                        raise ApiError(409, "binding conflict", "POST", pname) from None
                     if have != node:
                         raise ArylError(f"pod {pname}: bound to {have}, decided {node}") from None
             elif have != node:
