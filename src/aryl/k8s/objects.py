@@ -143,7 +143,8 @@ def parse_job(obj: dict[str, Any], families: tuple[str, ...] = ()) -> JobSpec:
             raise SpecError("spec.family", f"must be a string, got {family!r}")
         if families and family not in families:
             raise SpecError("spec.family", f"unknown family {family!r}; known: {list(families)}")
-    template = spec.get("template") or {}
+    template = spec.get("template")
+    template = {} if template is None else template
     if not isinstance(template, dict):
         raise SpecError("spec.template", "must be a pod template object")
     tspec = template.get("spec") or {}
