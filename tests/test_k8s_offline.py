@@ -53,7 +53,7 @@ def test_each_bad_field_is_named(spec: dict[str, Any], field: str, message: str)
 
 
 def test_no_spec_at_all() -> None:
-    with pytest.raises(SpecError, match="^spec: missing$"):
+    with pytest.raises(SpecError, match=r"^spec: missing$"):
         parse_job({"metadata": {"name": "x"}})
 
 

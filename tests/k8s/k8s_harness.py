@@ -109,7 +109,11 @@ class Harness:
         for name, st in self.status.items():
             if st.get("phase") == "Running":
                 want = {p["node"]: p["workers"] for p in st["placement"]}
-                assert per_job.get(name, {}) == want, (name, per_job.get(name), want)
+                assert per_job.get(name, {}) == want, (
+                    name, per_job.get(name), want, st,
+                    [(p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase"),
+                      p["metadata"].get("deletionTimestamp")) for p in pods
+                     if p["metadata"]["labels"][LABEL_JOB] == name])
                 spec = self.spec[name]
                 assert spec["minWorkers"] <= st["workers"] <= spec["maxWorkers"], (name, st)
                 assert sum(want.values()) == st["workers"]
@@ -134,7 +138,7 @@ class Harness:
             if now == -math.inf:
                 t = float(rows[0]["submit_time_s"])  # the clock starts at the first arrival
             assert t < math.inf, "stalled"
-            now = t
+            now = float(t)
             for name, s in self.status.items():
                 if s.get("phase") == "Running" and s.get("expectedFinishS") is not None \
                         and s["expectedFinishS"] <= now:

@@ -267,7 +267,7 @@ def test_injected_conflicts_never_bind_a_pod_twice(admin: Kube) -> None:
             except ApiError:
                 continue
             cm = admin.request("GET", admin.ns_path("configmaps", "aryl-scheduler-state"))
-            if cm["data"]["nowS"] == repr(now) and cm["data"]["applied"] == cm["data"]["pass"]:
+            if float(cm["data"]["nowS"]) == now and cm["data"]["applied"] == cm["data"]["pass"]:
                 return
         raise AssertionError(f"no decision applied at {now}")
 

@@ -191,6 +191,10 @@ class Controller:
     def read(self) -> Snapshot:
         """Read every object a pass needs (6-7 requests)."""
         k = self.kube
+        # the ConfigMaps first: the clock (and the inference need) are written after what
+        # they announce, so everything read after them is at least as new
+        cms_doc = k.request("GET", k.ns_path("configmaps"))
+        cms = {c["metadata"]["name"]: c for c in cms_doc.get("items", [])}
         nodes_doc = k.request("GET", "/api/v1/nodes")
         node_objs = {n["metadata"]["name"]: n for n in nodes_doc.get("items", [])}
         nodes = [ni for ni in (parse_node(n) for n in node_objs.values()) if ni is not None]
@@ -198,8 +202,6 @@ class Controller:
         jobs = {j["metadata"]["name"]: j for j in jobs_doc.get("items", [])}
         pods_doc = k.request("GET", k.ns_path("pods"), query={"labelSelector": LABEL_JOB})
         pods = {p["metadata"]["name"]: p for p in pods_doc.get("items", [])}
-        cms_doc = k.request("GET", k.ns_path("configmaps"))
-        cms = {c["metadata"]["name"]: c for c in cms_doc.get("items", [])}
         record, rv = None, None
         if STATE_CM in cms:
             cm = cms[STATE_CM]
