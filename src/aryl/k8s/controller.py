@@ -600,8 +600,14 @@ class Controller:
         for pname, (job, node) in sorted(desired.items()):
             pod = snap.pods.get(pname)
             if pod is None:
+                if job not in snap.jobs:
+                    continue  # deleted since the decision: the next one finishes it
                 if job not in specs:
-                    specs[job] = parse_job(snap.jobs[job], self.families)
+                    try:
+                        specs[job] = parse_job(snap.jobs[job], self.families)
+                    except SpecError as exc:  # edited into a bad spec while running
+                        log.error("job %s: %s; its missing pods are not created", job, exc)
+                        continue
                 try:
                     pod = k.request("POST", k.ns_path("pods"),
                                     worker_pod(specs[job], pname, node, self.ns))
@@ -780,6 +786,11 @@ class Controller:
             except ApiError as exc:
                 backoff = min(10.0, max(0.2, 2 * backoff))
                 log.warning("%s; retrying in %.1f s", exc, backoff)
+                stop.wait(backoff)
+                continue
+            except Exception:  # never exit: log, back off, read everything again
+                backoff = min(10.0, max(0.2, 2 * backoff))
+                log.exception("pass failed; retrying in %.1f s", backoff)
                 stop.wait(backoff)
                 continue
             stop.wait(self.opts.poll_s)
