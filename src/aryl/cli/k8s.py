@@ -85,7 +85,7 @@ def k8s_command() -> None:
 @click.option("--lease-duration-s", type=click.FloatRange(min=1.0), default=15.0,
               show_default=True, help="A leader silent this long is replaced.")
 @click.option("--identity", default=None, help="Holder identity in the Lease "
-                                               "(default host name and process id).")
+                                               "(default the host name).")
 @_api_errors
 def run_command(kubeconfig: str | None, namespace: str, once: bool, policy: str,
                 virtual_clock: bool, poll_s: float, resync_s: float, leader_elect: bool,

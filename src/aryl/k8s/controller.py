@@ -35,7 +35,6 @@ import gzip
 import json
 import logging
 import math
-import os
 import socket
 import threading
 import time
@@ -86,7 +85,8 @@ class ControllerOptions:
     namespace : str
         Namespace of the jobs, pods, Events, ConfigMaps and Lease.
     identity : str
-        Holder identity in the Lease (default host name and process id).
+        Holder identity in the Lease (default the host name: a pod's name in a Deployment,
+        and the same for successive ``--once`` runs on one machine).
     virtual_clock : bool
         Read "now" from the ConfigMap ``aryl-clock`` (``data.nowS``, seconds) and make one
         decision per value written there (the test harness's clock); else the wall clock
@@ -104,7 +104,7 @@ class ControllerOptions:
     """
 
     namespace: str = "default"
-    identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    identity: str = field(default_factory=socket.gethostname)
     virtual_clock: bool = False
     policy: str = "aryl"
     poll_s: float = 1.0
