@@ -98,7 +98,7 @@ def compare(h: Harness, jobs: pd.DataFrame, ev: pd.DataFrame) -> int:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("ARYL_K8S_FULL"),
-                    reason="about 1,000 decisions through the API server (5-10 min on 2 cores): "
+                    reason="1,033 decisions through the API server (28 min on a shared 2-core machine): "
                            "set ARYL_K8S_FULL=1; CI runs the 60-job slice below")
 def test_controller_equals_the_simulator_on_300_jobs(admin: Any) -> None:
     jobs = slice_jobs(300)
