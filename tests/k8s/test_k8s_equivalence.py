@@ -98,8 +98,8 @@ def compare(h: Harness, jobs: pd.DataFrame, ev: pd.DataFrame) -> int:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("ARYL_K8S_FULL"),
-                    reason="1,033 decisions through the API server (28 min on a shared 2-core machine): "
-                           "set ARYL_K8S_FULL=1; CI runs the 60-job slice below")
+                    reason="1,033 decisions through the API server (28 min on a shared 2-core "
+                           "machine): set ARYL_K8S_FULL=1; CI runs the 60-job slice below")
 def test_controller_equals_the_simulator_on_300_jobs(admin: Any) -> None:
     jobs = slice_jobs(300)
     ev, summary = sim_events(jobs)
