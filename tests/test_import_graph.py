@@ -11,7 +11,9 @@ Layers, bottom to top (an arrow may only point down or sideways within a layer):
 kernels and models (``aryl.errors``, ``aryl._core``, ``aryl._reference``,
 ``aryl.elastic``, ``aryl.reclaiming``, ``aryl._io``, ``aryl.speeds``, ``aryl.cluster``) <-
 the scheduling pass (``aryl.scheduling``) <-
-the simulator (``aryl.sim``) <- experiments and the command line.
+the simulator (``aryl.sim``) <- the Kubernetes controller (``aryl.k8s``) <- experiments and
+the command line.  Nothing but the command line imports ``aryl.k8s`` (its ``kubernetes``
+dependency is optional).
 """
 
 from __future__ import annotations
@@ -125,6 +127,7 @@ _LAYERS = [
     ("scheduling", ("aryl.scheduling",)),
     ("traces", ("aryl.traces",)),
     ("simulator", ("aryl.sim",)),
+    ("kubernetes", ("aryl.k8s",)),
     ("top", ("aryl.experiment", "aryl.sweep", "aryl.cli", "aryl")),
 ]
 
@@ -149,3 +152,26 @@ def test_layers_point_down() -> None:
             if _layer(d) > lm:
                 wrong.append(f"{mod} -> {d}")
     assert wrong == []
+
+
+def test_only_the_cli_imports_the_kubernetes_controller() -> None:
+    graph = _graph()
+    users = sorted(m for m, deps in graph.items() if not m.startswith("aryl.k8s")
+                   and any(d == "aryl.k8s" or d.startswith("aryl.k8s.") for d in deps))
+    assert all(m == "aryl.cli.k8s" for m in users), users
+
+
+def test_the_kubernetes_client_is_imported_lazily() -> None:
+    """No module of aryl imports ``kubernetes`` at module level (it is an optional extra)."""
+    bad = []
+    for path in SRC.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            if any(n == "kubernetes" or n.startswith("kubernetes.") for n in names):
+                bad.append(str(path.relative_to(SRC)))
+    assert bad == []

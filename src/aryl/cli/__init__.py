@@ -27,6 +27,7 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "schema": ("aryl.cli.plan", "Print the JSON Schema of the state or plan document."),
     "sweep": ("aryl.cli.sweep", "Run a grid of replays (all cores or Ray) and report over seeds."),
     "policies": ("aryl.cli.policies", "List the scheduling policies, installed ones included."),
+    "k8s": ("aryl.cli.k8s", "Schedule TrainingJobs on a Kubernetes cluster (the controller)."),
 }
 
 

@@ -1,0 +1,143 @@
+"""A thin REST layer over the official ``kubernetes`` client: JSON dicts in and out.
+
+Every call goes through :meth:`Kube.request` (one HTTP request, counted per verb and
+resource in :attr:`Kube.calls`), so that a test can inject faults in one place and the
+benchmark can count API calls.  Responses are parsed as plain JSON (the client's model
+classes are slow on thousands of pods).  The ``kubernetes`` package is imported lazily.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections import Counter
+from typing import Any
+
+from aryl.errors import ArylError
+
+__all__ = ["ApiError", "Kube", "load_api_client", "require_kubernetes"]
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = "the kubernetes client is not installed: pip install 'aryl[k8s]'"
+
+
+def require_kubernetes() -> Any:
+    """The ``kubernetes`` module, or ArylError saying how to install it."""
+    try:
+        import kubernetes
+    except ImportError:
+        raise ArylError(INSTALL_HINT) from None
+    return kubernetes
+
+
+class ApiError(ArylError):
+    """An API request failed: ``status`` is the HTTP code (0: no answer)."""
+
+    def __init__(self, status: int, reason: str, method: str, path: str) -> None:
+        super().__init__(f"{method} {path}: {status} {reason}")
+        self.status = status
+        self.reason = reason
+
+
+def load_api_client(kubeconfig: str | None) -> Any:
+    """An ``ApiClient`` from a kubeconfig file, or the in-cluster service account."""
+    k = require_kubernetes()
+    if kubeconfig:
+        return k.config.new_client_from_config(config_file=str(kubeconfig))
+    k.config.load_incluster_config()
+    return k.client.ApiClient()
+
+
+class Kube:
+    """JSON requests against one API server in one namespace.
+
+    Parameters
+    ----------
+    api_client : kubernetes.client.ApiClient
+    namespace : str
+        Namespace of the TrainingJobs, their pods, Events, ConfigMaps and the Lease.
+    timeout_s : float
+        Per-request timeout, seconds.
+    """
+
+    def __init__(self, api_client: Any, namespace: str, timeout_s: float = 10.0) -> None:
+        self.api_client = api_client
+        self.namespace = namespace
+        self.timeout_s = timeout_s
+        self.calls: Counter[str] = Counter()
+
+    # -- the one request ----------------------------------------------------------
+    def request(self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None,
+                content_type: str = "application/json") -> Any:
+        """Send one request; the parsed JSON answer (None for an empty body).
+
+        Raises
+        ------
+        ApiError
+            Any non-2xx answer (``status`` the HTTP code) or no answer (``status`` 0).
+        """
+        k = require_kubernetes()
+        import urllib3
+
+        self.calls[f"{method} {_resource(path)}"] += 1
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        qp = list((query or {}).items())
+        try:
+            if hasattr(self.api_client, "param_serialize"):  # clients >= 30 (generator v7)
+                req = self.api_client.param_serialize(
+                    method, path, query_params=qp, header_params=headers, body=body,
+                    auth_settings=["BearerToken"])
+                resp = self.api_client.call_api(*req, _request_timeout=self.timeout_s)
+                resp.read()
+                if not 200 <= resp.status <= 299:
+                    raise k.client.exceptions.ApiException(http_resp=resp)
+            else:  # pragma: no cover - older clients
+                resp = self.api_client.call_api(
+                    path, method, query_params=qp, header_params=headers, body=body,
+                    auth_settings=["BearerToken"], _preload_content=False,
+                    _return_http_data_only=True, _request_timeout=self.timeout_s)
+        except k.client.exceptions.ApiException as exc:
+            reason = exc.reason or ""
+            with contextlib.suppress(TypeError, ValueError, AttributeError):
+                reason = json.loads(exc.body).get("message", reason)
+            raise ApiError(int(exc.status or 0), str(reason), method, path) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ApiError(0, f"no answer ({type(exc).__name__})", method, path) from None
+        data = resp.data
+        return json.loads(data) if data else None
+
+    # -- paths -------------------------------------------------------------------
+    def ns_path(self, resource: str, name: str = "", sub: str = "", group: str = "") -> str:
+        base = f"/apis/{group}" if group else "/api/v1"
+        p = f"{base}/namespaces/{self.namespace}/{resource}"
+        if name:
+            p += f"/{name}"
+        if sub:
+            p += f"/{sub}"
+        return p
+
+    def get_or_none(self, path: str) -> Any:
+        try:
+            return self.request("GET", path)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+
+def _resource(path: str) -> str:
+    """``pods``, ``pods/binding``, ``nodes``, ... of an API path (for the call counts)."""
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    if "namespaces" in parts:
+        i = parts.index("namespaces")
+        rest = parts[i + 2:]
+        if not rest:
+            return "namespaces"
+    else:
+        i = 1 if parts[:1] == ["api"] else 2
+        rest = parts[i + 1:] if parts[0] == "api" else parts[3:]
+    if not rest:
+        return "?"
+    return rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
