@@ -120,10 +120,11 @@ def simulate(
     families = job_families(jobs, cfg, spec)
     if families is not None:
         families = [families[int(i)] for i in table.input_row]
-    from aryl.scheduling.registry import make_policy
+    from aryl.scheduling.registry import resolve_policy
 
     # size guards first: before the demand series, the engine or any event
-    check_run_size(table, cfg, spec, model, families, make_policy(policy).elastic)
+    elastic_policy = bool(resolve_policy(policy, policy_options).elastic)
+    check_run_size(table, cfg, spec, model, families, elastic_policy)
     n_inf = spec.n_inference_servers
     if inference is None:
         sched = default_inference(n_inf, cfg.seed)
