@@ -395,13 +395,16 @@ def _parent_paths() -> list[str]:
     temporary environment precedes every entry in any case.
     """
     script_dir = os.path.realpath(sys.path[0]) if sys.path and sys.path[0] else ""
-    std = {os.path.realpath(sysconfig.get_path(k)) for k in ("stdlib", "platstdlib")}
+    # The base interpreter's standard library (inside a venv, sysconfig's platstdlib
+    # is the venv's own lib/pythonX.Y, which holds its site-packages: not that).
+    std = os.path.realpath(os.path.dirname(os.__file__))
     out = []
     for p in sys.path:
-        if not p or os.path.realpath(p) == script_dir:
+        if not p or os.path.realpath(p) == script_dir or not os.path.isdir(p):
             continue
         real = os.path.realpath(p)
-        if real in std or any(real.startswith(s + os.sep) for s in std) or not os.path.isdir(p):
+        site_dir = os.path.basename(real) in ("site-packages", "dist-packages")
+        if not site_dir and (real == std or real.startswith(std + os.sep)):
             continue
         if os.path.isfile(os.path.join(p, "aryl", "__init__.py")) and \
                 os.path.basename(real) not in ("site-packages", "dist-packages"):
@@ -422,12 +425,14 @@ def make_env(where: Path, wheel: Path, log: Any) -> Path:
     py = where / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
     site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    Path(site, "_aryl_compare_parent.pth").write_text("\n".join(_parent_paths()) + "\n")
+    # The wheel first, then the parent's packages: with them already visible, pip would
+    # take the parent's own aryl for this one and install nothing.
     proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q",
-                           "--no-deps", "--no-index", str(wheel)],
+                           "--no-deps", "--no-index", "--ignore-installed", str(wheel)],
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise CompareError(f"installing {wheel.name} into {where}: {proc.stderr.strip()}", 3)
+    Path(site, "_aryl_compare_parent.pth").write_text("\n".join(_parent_paths()) + "\n")
     where_aryl = subprocess.run([str(py), "-c", "import aryl, aryl._core._sched; "
                                  "print(aryl.__file__)"], capture_output=True, text=True,
                                 check=False, env=_env())
