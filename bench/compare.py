@@ -52,7 +52,6 @@ import platform
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
