@@ -155,3 +155,20 @@ def test_load_latencies_in_seconds_and_located_errors(tmp_path: Path) -> None:
     with pytest.raises(InvalidRowsError) as err:
         read_load_latencies(bad)
     assert (err.value.line, err.value.column, err.value.kind) == (3, "value", "missing_value")
+
+
+def test_a_bad_request_row_is_an_input_error_in_every_command(tmp_path: Path) -> None:
+    """``trace inspect --requests`` and ``replay --inference-requests``: exit 2 (an input
+    error, like a bad job-trace row), the file, line and column named, no traceback."""
+    from click.testing import CliRunner
+
+    from aryl.cli import main
+
+    bad = _write(tmp_path, "bad.csv", "arrival_time_s,service_s\n1,2\n2,x\n")
+    for args in (["trace", "inspect", "--requests", "auto", str(bad)],
+                 ["replay", "--inference-requests", str(bad), "--no-progress"]):
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 2, (args, r.output)
+        out = " ".join(r.output.split())
+        assert "bad.csv" in out and "line 3" in out and "service_s" in out, (args, out)
+        assert "Traceback" not in r.output

@@ -373,9 +373,9 @@ def _request_demand(rc: RunConfig, cfg: Any, serving: Any, t0: float, o: dict[st
                                       gpus_per_server=min(gpus.values(), default=1),
                                       start_s=start)
     except InvalidRowsError as exc:
-        raise click.ClickException(exc.describe(drop_hint="--drop-invalid")) from exc
+        raise InputError(exc.describe(drop_hint="--drop-invalid")) from exc
     except InvalidInputError as exc:
-        raise click.ClickException(f"inference requests: {exc}") from exc
+        raise InputError(f"inference requests: {exc}") from exc
     demand.meta["request_trace"] = reqs
     return demand
 
@@ -390,7 +390,7 @@ def _serve(res: Any, demand: Any, rc: RunConfig) -> Any:
         out = serve_result(res, demand.meta["request_trace"], rc.serving_options(),
                            demand=demand, backend=res.summary["config"]["backend"])
     except InvalidInputError as exc:
-        raise click.ClickException(f"inference requests: {exc}") from exc
+        raise InputError(f"inference requests: {exc}") from exc
     res.summary["serving"] = out.summary
     return out
 

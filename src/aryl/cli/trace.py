@@ -183,12 +183,17 @@ def inspect_command(trace: str, fmt: str | None, window: str | None, tz: str | N
             load.add_row(f"{row.start_s:,.0f}", f"{row.end_s:,.0f}", f"{row.gpus:,.1f}")
     console.print(load)
 
+    _print_drops(console, t.dropped)
+
+
+def _print_drops(console: Console, dropped: dict[str, int]) -> None:
+    """The table of rows dropped by kind (``(none)`` when nothing was)."""
     drops = Table(title="rows dropped")
     drops.add_column("kind")
     drops.add_column("rows", justify="right")
-    for kind, count in t.dropped.items():
+    for kind, count in dropped.items():
         drops.add_row(kind, f"{count:,}")
-    if not t.dropped:
+    if not dropped:
         drops.add_row("(none)", "0")
     console.print(drops)
 
@@ -203,9 +208,9 @@ def _inspect_requests(trace: str, fmt: str | None, tz: str | None, drop_invalid:
                           on_invalid="drop" if drop_invalid else "raise")
         t = scale_rate(t, rate_scale, seed=seed)
     except InvalidRowsError as exc:
-        raise click.ClickException(exc.describe(drop_hint="--drop-invalid")) from exc
+        raise InputError(exc.describe(drop_hint="--drop-invalid")) from exc
     except InvalidInputError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise InputError(str(exc)) from exc
     s = summarize_requests(t, bins)
     console = Console()
     head = Table(title=f"request trace {t.source} ({t.format})", show_header=False)
@@ -232,14 +237,7 @@ def _inspect_requests(trace: str, fmt: str | None, tz: str | None, drop_invalid:
         load.add_row(f"{row.start_s:,.0f}", f"{row.end_s:,.0f}", f"{row.n_requests:,}",
                      f"{row.offered_load_gpus:,.2f}")
     console.print(load)
-    drops = Table(title="rows dropped")
-    drops.add_column("kind")
-    drops.add_column("rows", justify="right")
-    for kind, count in t.dropped.items():
-        drops.add_row(kind, f"{count:,}")
-    if not t.dropped:
-        drops.add_row("(none)", "0")
-    console.print(drops)
+    _print_drops(console, t.dropped)
 
 
 @trace_command.command("convert")
