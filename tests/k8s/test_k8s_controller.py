@@ -13,7 +13,7 @@ import pytest
 from aryl.k8s.controller import Controller, ControllerOptions
 from aryl.k8s.kube import ApiError, Kube, load_api_client
 from aryl.k8s.manifests import apply_file, apply_manifest, load_manifests
-from aryl.k8s.testenv import add_fake_nodes, complete_job, kubelet_step, set_config_map
+from aryl.k8s.testenv import add_fake_nodes, complete_job, kubelet_step, set_clock, set_config_map
 
 ROOT = Path(__file__).resolve().parents[2]
 TJ = "aryl.io/v1alpha1"
@@ -115,7 +115,7 @@ def test_a_small_scenario_start_loan_reclaim_finish(testenv: Any, admin: Kube,
     ctl = Controller(controller_kube(testenv, admin.namespace),
                      ControllerOptions(namespace=admin.namespace, virtual_clock=True,
                                        leader_election=False))
-    set_config_map(admin, "aryl-clock", {"nowS": "0.0"})
+    set_clock(admin, 0.0)
     assert ctl.run_once().decided
     kubelet_step(admin)
     js = jobs_by_name(admin)
@@ -139,7 +139,7 @@ def test_a_small_scenario_start_loan_reclaim_finish(testenv: Any, admin: Kube,
     assert "loan_for_base" in events_of(admin, "infer-000")
 
     set_config_map(admin, "aryl-inference", {"serversNeeded": "1"})
-    set_config_map(admin, "aryl-clock", {"nowS": "60.0"})
+    set_clock(admin, 60.0)
     assert ctl.run_once().decided
     c_pod = pods_of(admin)["c-w0"]
     assert c_pod["metadata"].get("deletionTimestamp")  # evicted, not yet gone
@@ -153,7 +153,7 @@ def test_a_small_scenario_start_loan_reclaim_finish(testenv: Any, admin: Kube,
     kubelet_step(admin)  # the evicted pod goes
 
     assert complete_job(admin, "a") == 2
-    set_config_map(admin, "aryl-clock", {"nowS": "3600.0"})
+    set_clock(admin, 3600.0)
     assert ctl.run_once().decided
     js = jobs_by_name(admin)
     assert js["a"]["status"]["phase"] == "Succeeded"
@@ -229,6 +229,9 @@ class Flaky:
         self.namespace = inner.namespace
         self.calls = inner.calls
         self.n_injected = 0
+
+    def __getattr__(self, name: str) -> Any:  # writes, clone, stream: the inner Kube's
+        return getattr(self.inner, name)
 
     def ns_path(self, *a: Any, **kw: Any) -> str:
         return self.inner.ns_path(*a, **kw)

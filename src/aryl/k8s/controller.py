@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aryl.errors import ArylError, InvalidInputError
+from aryl.k8s.informer import Cache, parse_after
 from aryl.k8s.kube import ApiError, Kube
 from aryl.k8s.objects import (
     ANN_NODE,
@@ -101,6 +102,12 @@ class ControllerOptions:
         Take part in the Lease election (only the leader writes).
     lease_duration_s : float
         A leader that has not renewed for this long is replaced.
+    watch : bool
+        Keep a cache (list once, then watch; :mod:`aryl.k8s.informer`) instead of listing
+        every collection every pass.
+    cache_timeout_s : float
+        How long a pass waits for the cache to have seen the writes it depends on (the
+        freshness rule) before it fails and the watches list again.
     """
 
     namespace: str = "default"
@@ -111,6 +118,8 @@ class ControllerOptions:
     resync_s: float = 60.0
     leader_election: bool = True
     lease_duration_s: float = 15.0
+    watch: bool = True
+    cache_timeout_s: float = 10.0
 
 
 @dataclass
@@ -186,10 +195,55 @@ class Controller:
         self.ns = kube.namespace
         self.families = _families()
         self._reported_invalid: dict[str, str] = {}
+        self.cache: Cache | None = None
 
     # ------------------------------------------------------------------ reading
     def read(self) -> Snapshot:
-        """Read every object a pass needs (6-7 requests)."""
+        """Every object a pass needs: from the cache (``options.watch``), else four lists.
+
+        Raises
+        ------
+        ApiError
+            A list failed, or the cache did not become fresh (the freshness rule,
+            :mod:`aryl.k8s.informer`) within ``options.cache_timeout_s``.
+        """
+        if not self.opts.watch:
+            return self._list_all()
+        c = self._cache()
+        own = self.kube.writes.peek()
+        # the ConfigMaps first: the record must be the one this controller last wrote, and
+        # the announcing ConfigMaps (clock, need) name the writes they announce
+        self.kube.writes.prune("configmaps", c.wait_fresh("configmaps", own.get("configmaps", {})))
+        cms = c["configmaps"].snapshot()
+        after: dict[str, list[dict[str, Any]]] = {}
+        for name in (CLOCK_CM, INFERENCE_CM):
+            data = (cms.get(name) or {}).get("data") or {}
+            for kind, want in parse_after(data.get("after"), f"configmap {name}").items():
+                after.setdefault(kind, []).append(want)
+        for kind in ("nodes", PLURAL, "pods"):
+            seen = c.wait_fresh(kind, own.get(kind, {}), *after.get(kind, []))
+            self.kube.writes.prune(kind, seen)
+        return self._snapshot(cms, c["nodes"].snapshot(), c[PLURAL].snapshot(),
+                              c["pods"].snapshot())
+
+    def _cache(self) -> Cache:
+        if self.cache is None:
+            k = self.kube
+            self.cache = Cache(k, {
+                "configmaps": (k.ns_path("configmaps"), None),
+                "nodes": ("/api/v1/nodes", None),
+                PLURAL: (k.ns_path(PLURAL, group=f"{GROUP}/{VERSION}"), None),
+                "pods": (k.ns_path("pods"), {"labelSelector": LABEL_JOB}),
+            }, timeout_s=self.opts.cache_timeout_s)
+        return self.cache
+
+    def close(self) -> None:
+        """Stop the cache's watches (a controller without ``watch`` has none)."""
+        if self.cache is not None:
+            self.cache.close()
+            self.cache = None
+
+    def _list_all(self) -> Snapshot:
         k = self.kube
         # the ConfigMaps first: the clock (and the inference need) are written after what
         # they announce, so everything read after them is at least as new
@@ -197,11 +251,15 @@ class Controller:
         cms = {c["metadata"]["name"]: c for c in cms_doc.get("items", [])}
         nodes_doc = k.request("GET", "/api/v1/nodes")
         node_objs = {n["metadata"]["name"]: n for n in nodes_doc.get("items", [])}
-        nodes = [ni for ni in (parse_node(n) for n in node_objs.values()) if ni is not None]
         jobs_doc = k.request("GET", k.ns_path(PLURAL, group=f"{GROUP}/{VERSION}"))
         jobs = {j["metadata"]["name"]: j for j in jobs_doc.get("items", [])}
         pods_doc = k.request("GET", k.ns_path("pods"), query={"labelSelector": LABEL_JOB})
         pods = {p["metadata"]["name"]: p for p in pods_doc.get("items", [])}
+        return self._snapshot(cms, node_objs, jobs, pods)
+
+    def _snapshot(self, cms: dict[str, dict[str, Any]], node_objs: dict[str, dict[str, Any]],
+                  jobs: dict[str, dict[str, Any]], pods: dict[str, dict[str, Any]]) -> Snapshot:
+        nodes = [ni for ni in (parse_node(n) for n in node_objs.values()) if ni is not None]
         record, rv = None, None
         if STATE_CM in cms:
             cm = cms[STATE_CM]

@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 from aryl.errors import ArylError
@@ -67,6 +68,16 @@ class Kube:
         self.namespace = namespace
         self.timeout_s = timeout_s
         self.calls: Counter[str] = Counter()
+        from aryl.k8s.informer import WriteLog
+
+        #: the resourceVersions of this connection's writes (the cache's freshness rule)
+        self.writes = WriteLog()
+
+    def clone(self) -> Kube:
+        """A connection of its own (a new HTTP pool) to the same server and namespace."""
+        k = require_kubernetes()
+        return Kube(k.client.ApiClient(configuration=self.api_client.configuration),
+                    self.namespace, self.timeout_s)
 
     # -- the one request ----------------------------------------------------------
     def request(self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None,
@@ -106,7 +117,59 @@ class Kube:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise ApiError(0, f"no answer ({type(exc).__name__})", method, path) from None
         data = resp.data
-        return json.loads(data) if data else None
+        out = json.loads(data) if data else None
+        if method != "GET":
+            self.writes.note(_resource(path).split("/")[0], method, path, out)
+        return out
+
+    def stream(self, path: str, query: dict[str, Any], read_timeout_s: float,
+               hold: Any = None) -> Iterator[dict[str, Any]]:
+        """A watch: the events (parsed JSON) of one streamed GET, until the server ends it.
+
+        ``hold._resp`` is set to the open answer while it streams (so that another thread
+        can close it).
+
+        Raises
+        ------
+        ApiError
+            A non-200 answer (``status`` the HTTP code) or no answer (``status`` 0); a
+            connection broken mid-stream raises the urllib3/OS error itself.
+        """
+        k = require_kubernetes()
+        import urllib3
+
+        from aryl.k8s.informer import iter_events
+
+        self.calls[f"WATCH {_resource(path)}"] += 1
+        headers = {"Accept": "application/json"}
+        try:
+            req = self.api_client.param_serialize(
+                "GET", path, query_params=list(query.items()), header_params=headers,
+                auth_settings=["BearerToken"])
+            resp = self.api_client.call_api(*req, _request_timeout=(self.timeout_s,
+                                                                    read_timeout_s))
+        except k.client.exceptions.ApiException as exc:  # pragma: no cover - not raised
+            raise ApiError(int(exc.status or 0), str(exc.reason), "WATCH", path) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ApiError(0, f"no answer ({type(exc).__name__})", "WATCH", path) from None
+        raw = resp.response
+        if resp.status != 200:
+            reason = str(resp.reason or "")
+            with contextlib.suppress(TypeError, ValueError, AttributeError):
+                reason = json.loads(raw.read()).get("message", reason)
+            raw.release_conn()
+            raise ApiError(int(resp.status), reason, "WATCH", path)
+        if hold is not None:
+            hold._resp = raw
+        try:
+            yield from iter_events(raw)
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            raise ApiError(0, f"watch broken ({type(exc).__name__})", "WATCH", path) from None
+        finally:
+            if hold is not None:
+                hold._resp = None
+            with contextlib.suppress(Exception):
+                raw.release_conn()
 
     # -- paths -------------------------------------------------------------------
     def ns_path(self, resource: str, name: str = "", sub: str = "", group: str = "") -> str:
