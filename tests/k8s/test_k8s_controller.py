@@ -82,6 +82,16 @@ def test_the_controller_token_has_the_role_and_nothing_more(testenv: Any, admin:
     k = controller_kube(testenv, admin.namespace)
     k.request("GET", "/api/v1/nodes")  # allowed: list nodes
     k.request("GET", k.ns_path("trainingjobs", group=TJ))
+    # the cache's watches are allowed (from the list's resourceVersion: the watch ends
+    # after 1 s with no event), a watch of Secrets is not
+    once = {"watch": "1", "timeoutSeconds": "1"}
+    for path in ("/api/v1/nodes", k.ns_path("pods"), k.ns_path("configmaps"),
+                 k.ns_path("trainingjobs", group=TJ)):
+        rv = k.request("GET", path)["metadata"]["resourceVersion"]
+        assert k.request("GET", path, query={**once, "resourceVersion": rv}) is None
+    with pytest.raises(ApiError) as e:
+        k.request("GET", k.ns_path("secrets"), query=once)
+    assert e.value.status == 403
     refused = [
         ("DELETE", "/api/v1/nodes/x"), ("GET", "/api/v1/nodes/x"),
         ("GET", k.ns_path("secrets")), ("DELETE", k.ns_path("trainingjobs", "x", group=TJ)),
