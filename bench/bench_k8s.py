@@ -96,11 +96,38 @@ def run_bench(n_nodes: int, n_jobs: int, workers: int = 5, n_steady: int = 3) ->
                     "n_calls": sum(ctl.kube.calls.values()), "calls": dict(ctl.kube.calls),
                     "watch_events": _events(ctl) - ev0})
             ctls["watch"].close()
+            lists = list_costs(ctls["list"].kube)
             n_pods = len(admin.request("GET", admin.ns_path("pods"))["items"])
         finally:
             env.remove()
     return {"n_nodes": n_nodes, "n_jobs": n_jobs, "n_pods": n_pods, "first": first,
-            "cache_sync": sync, "steady": steady}
+            "cache_sync": sync, "steady": steady, "lists": lists}
+
+
+def list_costs(kube: Any) -> dict[str, dict[str, float]]:
+    """Where a listing pass's read goes: per collection, the answer's size, the request
+    (sent until the whole body is read) and the JSON parse, seconds."""
+    from aryl.k8s.objects import LABEL_JOB
+
+    out = {}
+    for name, path, query in (
+            ("configmaps", kube.ns_path("configmaps"), []),
+            ("nodes", "/api/v1/nodes", []),
+            ("trainingjobs", kube.ns_path("trainingjobs", group="aryl.io/v1alpha1"), []),
+            ("pods", kube.ns_path("pods"), [("labelSelector", LABEL_JOB)])):
+        ac = kube.api_client
+        t = time.perf_counter()
+        req = ac.param_serialize("GET", path, query_params=query,
+                                 header_params={"Accept": "application/json"},
+                                 auth_settings=["BearerToken"])
+        resp = ac.call_api(*req, _request_timeout=120)
+        body = resp.read()
+        t_req = time.perf_counter() - t
+        t = time.perf_counter()
+        n = len(json.loads(body)["items"])
+        out[name] = {"objects": n, "mb": len(body) / 1e6, "request_s": t_req,
+                     "parse_s": time.perf_counter() - t}
+    return out
 
 
 def _events(ctl: Any) -> int:

@@ -4,7 +4,10 @@ One *pass* (:meth:`Controller.run_once`):
 
 1. **read** the cluster: Nodes, TrainingJobs, their worker pods, the ConfigMaps
    ``aryl-scheduler-state`` (the last decision), ``aryl-inference`` (servers needed),
-   ``aryl-config`` (knobs) and, with a virtual clock, ``aryl-clock``;
+   ``aryl-config`` (knobs) and, with a virtual clock, ``aryl-clock`` — from the cache
+   (:mod:`aryl.k8s.informer`: listed once, then watched) once it has seen this
+   controller's own last writes and those an announcing ConfigMap names (the freshness
+   rule), or with four lists (``watch=False``);
 2. **finish applying** the last decision if a previous controller stopped half-way
    (:meth:`reconcile`, idempotent);
 3. **decide** when due: the state of the last decision (a ClusterState JSON document,
