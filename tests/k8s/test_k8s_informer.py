@@ -34,11 +34,14 @@ def test_the_write_log_names_versions_and_deletions() -> None:
                                                      "deletionGracePeriodSeconds": 30}})
     # deleted at once (grace 0): the answer is the object *before* its DELETED event
     log.note("pods", "DELETE", "/p/c", {"metadata": {"name": "c", "resourceVersion": "11",
+                                                     "uid": "u-c",
                                                      "deletionGracePeriodSeconds": 0}})
-    log.note("configmaps", "DELETE", "/cm/x", {"kind": "Status", "metadata": {}})
+    log.note("configmaps", "DELETE", "/cm/x", {"kind": "Status", "metadata": {},
+                                                "details": {"name": "x", "uid": "u-x"}})
+    log.note("configmaps", "DELETE", "/cm/y", {"kind": "Status", "metadata": {}})
     log.note("pods", "POST", "/p/d/binding", {"kind": "Status", "metadata": {}})  # no version
-    want = {"configmaps": {"rv": 0, "gone": {"x": 0}},
-            "pods": {"rv": 9, "gone": {"c": 11}}}
+    want = {"configmaps": {"rv": 0, "gone": {"x": "u-x", "y": ""}},
+            "pods": {"rv": 9, "gone": {"c": "u-c"}}}
     assert log.peek() == want
     assert parse_after(__import__("json").dumps(log.take()), "cm") == want
     assert log.take() == {}
@@ -62,6 +65,11 @@ def test_a_reflector_follows_the_collection_and_relists_after_a_restart(
         assert r.wait_fresh(want, time.monotonic() + 10) == ["b"]
         assert r.snapshot()["a"]["data"] == {"x": "2"}
         assert "b" not in r.snapshot()
+        # a new object under the deleted name is not the deleted one
+        set_config_map(admin, "b", {"y": "2"})
+        wait(lambda: "b" in r.snapshot())
+        assert r.fresh(want) == (True, ["b"])
+        assert r.fresh({"gone": {"b": r.snapshot()["b"]["metadata"]["uid"]}}) == (False, [])
         assert r.n_lists == 1
         # a write of another kind moves etcd's revision past the reflector's: after the
         # restart the new watch cache starts there, the old resourceVersion is 410 Gone

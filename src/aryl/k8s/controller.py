@@ -216,7 +216,16 @@ class Controller:
         own = self.kube.writes.peek()
         # the ConfigMaps first: the record must be the one this controller last wrote, and
         # the announcing ConfigMaps (clock, need) name the writes they announce
-        self.kube.writes.prune("configmaps", c.wait_fresh("configmaps", own.get("configmaps", {})))
+        wants = [own.get("configmaps", {})]
+        if self.opts.virtual_clock:
+            # the clock is read consistently (one small list): nobody tells the cache that it
+            # moved, and its ConfigMap stream must be at least as new as the value read
+            k = self.kube
+            doc = k.request("GET", k.ns_path("configmaps"),
+                            query={"fieldSelector": f"metadata.name={CLOCK_CM}"})
+            for item in doc.get("items", []):
+                wants.append({"rv": int(item["metadata"]["resourceVersion"])})
+        self.kube.writes.prune("configmaps", c.wait_fresh("configmaps", *wants))
         cms = c["configmaps"].snapshot()
         after: dict[str, list[dict[str, Any]]] = {}
         for name in (CLOCK_CM, INFERENCE_CM):

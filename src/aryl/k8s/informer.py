@@ -19,11 +19,13 @@ kind.  What makes it safe is the **freshness rule** (:meth:`Cache.wait_fresh`): 
 pass reads the cache, every write the pass depends on must have been seen by it.  A write
 is known by the resourceVersion of the object the API server answered with
 (:class:`WriteLog`): the stream of its kind has applied an event at least that new
-(resourceVersions of one collection's events increase along a watch), and a deleted object
-is absent.  The controller's own writes (the decision record above all) are always
-waited for; the writes an announcing ConfigMap names (``data.after``, written by whoever
-announces: the test harness's clock, an inference autoscaler) are waited for once the
-ConfigMap is seen.  Without a name, no order between kinds is assumed (a watch of pods
+(resourceVersions of one collection's events increase along a watch), and an object
+deleted at once (by its uid) is absent.  The controller's own writes (the decision record
+above all) are always waited for; the writes an announcing ConfigMap names
+(``data.after``, written by whoever announces: the test harness's clock, an inference
+autoscaler) are waited for once the ConfigMap is seen; with the virtual clock, the pass
+reads ``aryl-clock`` itself (one small consistent list) and waits until the cache is at
+least as new as it.  Without a name, no order between kinds is assumed (a watch of pods
 and one of ConfigMaps are separate streams): an input that arrives late is acted on in
 the next pass (level-triggered).  A wait that does not end within ``timeout_s`` makes the
 reflector list again (and the pass fails, to be retried).
@@ -55,7 +57,7 @@ def _rv(obj: dict[str, Any]) -> int:
 class WriteLog:
     """The resourceVersions of writes, per kind (``pods``, ``nodes``, ``configmaps``,
     ``trainingjobs``): the newest object version written (``rv``) and the objects deleted
-    (``gone``: name -> the resourceVersion of the deleted object's answer).
+    at once (``gone``: name -> the deleted object's uid, ``""`` if the answer had none).
 
     A write whose answer carries no object (a Binding, an Eviction: a ``Status``) is not
     logged.
@@ -63,7 +65,7 @@ class WriteLog:
 
     def __init__(self) -> None:
         self.rv: dict[str, int] = {}
-        self.gone: dict[str, dict[str, int]] = {}
+        self.gone: dict[str, dict[str, str]] = {}
         self._lock = threading.Lock()
 
     def note(self, kind: str, method: str, path: str, answer: Any) -> None:
@@ -74,9 +76,12 @@ class WriteLog:
         with self._lock:
             if method == "DELETE" and (answer.get("kind") == "Status"
                                        or meta.get("deletionGracePeriodSeconds") in (0, None)):
-                # deleted at once: the answer is the object before its DELETED event
-                name = meta.get("name") or path.rstrip("/").rsplit("/", 1)[-1]
-                self.gone.setdefault(kind, {})[str(name)] = _rv(answer)
+                # deleted at once: the answer is the object before its DELETED event (or a
+                # Status naming it): that object (its uid) must be gone
+                det = answer.get("details") or {}
+                name = meta.get("name") or det.get("name") or path.rstrip("/").rsplit("/", 1)[-1]
+                uid = meta.get("uid") or det.get("uid") or ""
+                self.gone.setdefault(kind, {})[str(name)] = str(uid)
                 return
             if "resourceVersion" in meta:
                 self.rv[kind] = max(self.rv.get(kind, 0), _rv(answer))
@@ -108,7 +113,7 @@ class WriteLog:
 
 def parse_after(text: str | None, where: str) -> dict[str, Any]:
     """``data.after`` of an announcing ConfigMap (JSON ``{kind: {"rv": N, "gone": {name:
-    N}}}``); ``{}`` when absent or malformed (logged, naming ``where``)."""
+    uid}}}``); ``{}`` when absent or malformed (logged, naming ``where``)."""
     if not text:
         return {}
     try:
@@ -116,7 +121,7 @@ def parse_after(text: str | None, where: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for kind, v in doc.items():
             out[str(kind)] = {"rv": int(v.get("rv", 0)),
-                              "gone": {str(n): int(r) for n, r in (v.get("gone") or {}).items()}}
+                              "gone": {str(n): str(u) for n, u in (v.get("gone") or {}).items()}}
         return out
     except (ValueError, TypeError, AttributeError) as exc:
         log.error("%s: data.after is not {kind: {rv, gone}} JSON (%s); ignored", where, exc)
@@ -269,8 +274,9 @@ class Reflector:
             return dict(self.items)
 
     def fresh(self, want: dict[str, Any]) -> tuple[bool, list[str]]:
-        """Whether the writes ``want`` (``{"rv": N, "gone": {name: N}}``) have been seen;
-        and the deleted names seen (caller holds no lock)."""
+        """Whether the writes ``want`` (``{"rv": N, "gone": {name: uid}}``) have been seen
+        (the stream has applied an event at least ``rv`` new; each deleted object is absent
+        or its name is another object's); and the deleted names seen."""
         with self._cond:
             return self._fresh(want)
 
@@ -279,9 +285,9 @@ class Reflector:
             return False, []
         seen = []
         ok = True
-        for name, rv in (want.get("gone") or {}).items():
+        for name, uid in (want.get("gone") or {}).items():
             o = self.items.get(name)
-            if o is None or _rv(o) > rv:
+            if o is None or (uid and (o.get("metadata") or {}).get("uid") != uid):
                 seen.append(name)
             else:
                 ok = False
@@ -358,8 +364,8 @@ class Cache:
             if not w:
                 continue
             want["rv"] = max(want["rv"], int(w.get("rv", 0)))
-            for n, rv in (w.get("gone") or {}).items():
-                want["gone"][n] = max(rv, want["gone"].get(n, 0))
+            for n, uid in (w.get("gone") or {}).items():
+                want["gone"][n] = uid
         return self.reflectors[kind].wait_fresh(want, time.monotonic() + self.timeout_s)
 
     def stats(self) -> dict[str, dict[str, int]]:
