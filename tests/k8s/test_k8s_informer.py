@@ -109,3 +109,18 @@ def test_a_pass_never_decides_on_a_cache_older_than_its_last_write(admin: Kube) 
         assert rec["data"]["pass"] == rec["data"]["applied"] == "2"
     finally:
         ctl.close()
+
+
+def test_a_reflector_lists_again_when_its_list_is_old(admin: Kube) -> None:
+    # relist_s = 0: every watch the server ends (after 1 s) is followed by a list, which
+    # picks up a change made meanwhile like the watch would
+    r = Reflector(admin.clone(), "configmaps", admin.ns_path("configmaps"),
+                  watch_timeout_s=(1.0, 1.0), relist_s=0.0)
+    r.start()
+    try:
+        wait(lambda: r.synced)
+        set_config_map(admin, "c", {"z": "1"})
+        wait(lambda: r.n_lists >= 3, 30.0)
+        assert r.snapshot()["c"]["data"] == {"z": "1"}
+    finally:
+        r.stop()

@@ -12,7 +12,9 @@ memory, by name, and the resourceVersion of the last event it applied:
   older than the server's watch window, e.g. after an API server restart) makes it list
   again;
 * an API server that does not answer (refused, reset, timed out, 5xx) is retried with
-  backoff (0.2 s doubling to 10 s); a watch resumes from the last resourceVersion.
+  backoff (0.2 s doubling to 10 s); a watch resumes from the last resourceVersion;
+* every ``relist_s`` (30 min) it lists again instead of watching again, a level-triggered
+  safety net should an event ever be lost.
 
 The decision never waits for an event: a pass takes a :meth:`Reflector.snapshot` of each
 kind.  What makes it safe is the **freshness rule** (:meth:`Cache.wait_fresh`): before a
@@ -143,15 +145,21 @@ class Reflector:
         Extra query parameters (a label selector).
     watch_timeout_s : tuple of float
         The server ends a watch after a random time in this range (s), as client-go does.
+    relist_s : float
+        List again (rather than watch again) when the last list is this old (s): a
+        level-triggered safety net should an event ever be lost.
     """
 
     def __init__(self, kube: Kube, kind: str, path: str, query: dict[str, str] | None = None,
-                 watch_timeout_s: tuple[float, float] = (60.0, 120.0)) -> None:
+                 watch_timeout_s: tuple[float, float] = (60.0, 120.0),
+                 relist_s: float = 1800.0) -> None:
         self.kube = kube
         self.kind = kind
         self.path = path
         self.query = dict(query or {})
         self.watch_timeout_s = watch_timeout_s
+        self.relist_s = relist_s
+        self._listed_at = -float("inf")
         self.items: dict[str, dict[str, Any]] = {}
         self.rv = 0
         self.synced = False
@@ -194,7 +202,7 @@ class Reflector:
         backoff = 0.0
         while not self._stop.is_set():
             try:
-                if self._relist:
+                if self._relist or time.monotonic() - self._listed_at > self.relist_s:
                     self._list()
                 self._watch()
                 backoff = 0.0
@@ -227,6 +235,7 @@ class Reflector:
         self._relist = False
         items = {o["metadata"]["name"]: o for o in doc.get("items", [])}
         rv = int(doc["metadata"]["resourceVersion"])
+        self._listed_at = time.monotonic()
         with self._cond:
             self.items = items
             self.rv = rv
