@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from aryl.k8s.controller import Controller, ControllerOptions
-from aryl.k8s.informer import Reflector, WriteLog, parse_after
-from aryl.k8s.kube import ApiError, Kube
+from aryl.k8s.informer import Reflector, parse_after
+from aryl.k8s.kube import ApiError, Kube, WriteLog
 from aryl.k8s.testenv import add_fake_nodes, set_clock, set_config_map
 
 

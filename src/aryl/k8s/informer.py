@@ -20,7 +20,7 @@ The decision never waits for an event: a pass takes a :meth:`Reflector.snapshot`
 kind.  What makes it safe is the **freshness rule** (:meth:`Cache.wait_fresh`): before a
 pass reads the cache, every write the pass depends on must have been seen by it.  A write
 is known by the resourceVersion of the object the API server answered with
-(:class:`WriteLog`): the stream of its kind has applied an event at least that new
+(:class:`aryl.k8s.kube.WriteLog`): the stream of its kind has applied an event at least that new
 (resourceVersions of one collection's events increase along a watch), and an object
 deleted at once (by its uid) is absent.  The controller's own writes (the decision record
 above all) are always waited for; the writes an announcing ConfigMap names
@@ -42,75 +42,13 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Iterator
 from typing import Any
 
-from aryl.k8s.kube import ApiError, Kube
+from aryl.k8s.kube import ApiError, Kube, resource_version
 
-__all__ = ["Cache", "Reflector", "WriteLog", "parse_after"]
+__all__ = ["Cache", "Reflector", "parse_after"]
 
 log = logging.getLogger(__name__)
-
-
-def _rv(obj: dict[str, Any]) -> int:
-    return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
-
-
-class WriteLog:
-    """The resourceVersions of writes, per kind (``pods``, ``nodes``, ``configmaps``,
-    ``trainingjobs``): the newest object version written (``rv``) and the objects deleted
-    at once (``gone``: name -> the deleted object's uid, ``""`` if the answer had none).
-
-    A write whose answer carries no object (a Binding, an Eviction: a ``Status``) is not
-    logged.
-    """
-
-    def __init__(self) -> None:
-        self.rv: dict[str, int] = {}
-        self.gone: dict[str, dict[str, str]] = {}
-        self._lock = threading.Lock()
-
-    def note(self, kind: str, method: str, path: str, answer: Any) -> None:
-        """Log one successful write's answer (``kind`` the collection)."""
-        if not isinstance(answer, dict):
-            return
-        meta = answer.get("metadata") or {}
-        with self._lock:
-            if method == "DELETE" and (answer.get("kind") == "Status"
-                                       or meta.get("deletionGracePeriodSeconds") in (0, None)):
-                # deleted at once: the answer is the object before its DELETED event (or a
-                # Status naming it): that object (its uid) must be gone
-                det = answer.get("details") or {}
-                name = meta.get("name") or det.get("name") or path.rstrip("/").rsplit("/", 1)[-1]
-                uid = meta.get("uid") or det.get("uid") or ""
-                self.gone.setdefault(kind, {})[str(name)] = str(uid)
-                return
-            if "resourceVersion" in meta:
-                self.rv[kind] = max(self.rv.get(kind, 0), _rv(answer))
-
-    def take(self) -> dict[str, Any]:
-        """Everything logged, as the JSON of ``data.after``, and forget it."""
-        with self._lock:
-            kinds = sorted(set(self.rv) | set(self.gone))
-            out = {k: {"rv": self.rv.get(k, 0), "gone": dict(self.gone.get(k, {}))}
-                   for k in kinds}
-            self.rv.clear()
-            self.gone.clear()
-        return out
-
-    def peek(self) -> dict[str, Any]:
-        """Like :meth:`take` without forgetting."""
-        with self._lock:
-            kinds = sorted(set(self.rv) | set(self.gone))
-            return {k: {"rv": self.rv.get(k, 0), "gone": dict(self.gone.get(k, {}))}
-                    for k in kinds}
-
-    def prune(self, kind: str, names: list[str]) -> None:
-        """Forget deletions that have been seen."""
-        with self._lock:
-            g = self.gone.get(kind, {})
-            for n in names:
-                g.pop(n, None)
 
 
 def parse_after(text: str | None, where: str) -> dict[str, Any]:
@@ -259,7 +197,7 @@ class Reflector:
             if typ == "ERROR":
                 code = int(obj.get("code") or 0)
                 raise ApiError(code, str(obj.get("message", "watch error")), "WATCH", self.path)
-            rv = _rv(obj)
+            rv = resource_version(obj)
             with self._cond:
                 if typ == "BOOKMARK":
                     pass
@@ -387,13 +325,3 @@ class Cache:
 def _stop_all(refl: list[Reflector]) -> None:
     for r in refl:
         r.stop()
-
-
-def iter_events(resp: Any) -> Iterator[dict[str, Any]]:
-    """The JSON watch events of a streamed answer (one per line)."""
-    from kubernetes.watch.watch import iter_resp_lines
-
-    for line in iter_resp_lines(resp):
-        if line:
-            yield json.loads(line)
-

@@ -1,4 +1,5 @@
-"""A thin REST layer over the official ``kubernetes`` client: JSON dicts in and out.
+"""A thin REST layer over the official ``kubernetes`` client: JSON dicts in and out, watch
+streams, and the log of the writes' resourceVersions (:class:`WriteLog`, for the cache).
 
 Every call goes through :meth:`Kube.request` (one HTTP request, counted per verb and
 resource in :attr:`Kube.calls`), so that a test can inject faults in one place and the
@@ -11,13 +12,15 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 from aryl.errors import ArylError
 
-__all__ = ["ApiError", "Kube", "load_api_client", "require_kubernetes"]
+__all__ = ["ApiError", "Kube", "WriteLog", "iter_events", "load_api_client", "require_kubernetes",
+           "resource_version"]
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +71,6 @@ class Kube:
         self.namespace = namespace
         self.timeout_s = timeout_s
         self.calls: Counter[str] = Counter()
-        from aryl.k8s.informer import WriteLog
-
         #: the resourceVersions of this connection's writes (the cache's freshness rule)
         self.writes = WriteLog()
 
@@ -138,8 +139,6 @@ class Kube:
         k = require_kubernetes()
         import urllib3
 
-        from aryl.k8s.informer import iter_events
-
         self.calls[f"WATCH {_resource(path)}"] += 1
         headers = {"Accept": "application/json"}
         try:
@@ -204,3 +203,76 @@ def _resource(path: str) -> str:
     if not rest:
         return "?"
     return rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
+
+
+def resource_version(obj: dict[str, Any]) -> int:
+    """An object's ``metadata.resourceVersion`` as an integer (0 if it has none).  Opaque
+    to clients in general; with etcd 3 it is etcd's revision, which the cache's freshness
+    rule compares along one collection's watch (docs/kubernetes.md, "The cache")."""
+    return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+
+
+class WriteLog:
+    """The resourceVersions of writes, per kind (``pods``, ``nodes``, ``configmaps``,
+    ``trainingjobs``): the newest object version written (``rv``) and the objects deleted
+    at once (``gone``: name -> the deleted object's uid, ``""`` if the answer had none).
+
+    A write whose answer carries no object (a Binding, an Eviction: a ``Status``) is not
+    logged.
+    """
+
+    def __init__(self) -> None:
+        self.rv: dict[str, int] = {}
+        self.gone: dict[str, dict[str, str]] = {}
+        self._lock = threading.Lock()
+
+    def note(self, kind: str, method: str, path: str, answer: Any) -> None:
+        """Log one successful write's answer (``kind`` the collection)."""
+        if not isinstance(answer, dict):
+            return
+        meta = answer.get("metadata") or {}
+        with self._lock:
+            if method == "DELETE" and (answer.get("kind") == "Status"
+                                       or meta.get("deletionGracePeriodSeconds") in (0, None)):
+                # deleted at once: the answer is the object before its DELETED event (or a
+                # Status naming it): that object (its uid) must be gone
+                det = answer.get("details") or {}
+                name = meta.get("name") or det.get("name") or path.rstrip("/").rsplit("/", 1)[-1]
+                uid = meta.get("uid") or det.get("uid") or ""
+                self.gone.setdefault(kind, {})[str(name)] = str(uid)
+                return
+            if "resourceVersion" in meta:
+                self.rv[kind] = max(self.rv.get(kind, 0), resource_version(answer))
+
+    def take(self) -> dict[str, Any]:
+        """Everything logged, as the JSON of ``data.after``, and forget it."""
+        with self._lock:
+            kinds = sorted(set(self.rv) | set(self.gone))
+            out = {k: {"rv": self.rv.get(k, 0), "gone": dict(self.gone.get(k, {}))}
+                   for k in kinds}
+            self.rv.clear()
+            self.gone.clear()
+        return out
+
+    def peek(self) -> dict[str, Any]:
+        """Like :meth:`take` without forgetting."""
+        with self._lock:
+            kinds = sorted(set(self.rv) | set(self.gone))
+            return {k: {"rv": self.rv.get(k, 0), "gone": dict(self.gone.get(k, {}))}
+                    for k in kinds}
+
+    def prune(self, kind: str, names: list[str]) -> None:
+        """Forget deletions that have been seen."""
+        with self._lock:
+            g = self.gone.get(kind, {})
+            for n in names:
+                g.pop(n, None)
+
+
+def iter_events(resp: Any) -> Iterator[dict[str, Any]]:
+    """The JSON watch events of a streamed answer (one per line)."""
+    from kubernetes.watch.watch import iter_resp_lines
+
+    for line in iter_resp_lines(resp):
+        if line:
+            yield json.loads(line)
