@@ -74,6 +74,7 @@ class Harness:
         self.bound: dict[str, str] = {}  # pod -> the node it was first seen bound to
         self.n_passes = 0
         self.after_pass: Callable[[int], None] | None = None
+        self.placements: list[dict[str, dict[str, int]]] = []  # filled by an after_pass
         self.node_gpus: dict[str, int] | None = None
 
     def _jobs(self) -> list[dict[str, Any]]:
