@@ -2,8 +2,14 @@
 # Build the test Kubernetes control plane (kube-apiserver 1.20 from Debian's source package,
 # etcd 3.4 from Debian's binary package) and cache it outside the repository.
 #
-#   scripts/k8s-testenv.sh build     # once per machine (~10 min on 2 cores); idempotent
-#   scripts/k8s-testenv.sh path      # print the cache directory (bin/kube-apiserver, bin/etcd)
+#   scripts/k8s-testenv.sh build             # once per machine (~10 min on 2 cores); idempotent
+#   scripts/k8s-testenv.sh build --kubectl   # also kubectl 1.20 (for the tutorial; seconds)
+#   scripts/k8s-testenv.sh path              # print the cache directory (bin/kube-apiserver, bin/etcd)
+#
+# kubectl: Debian's source package `kubernetes` (the one kube-apiserver is built from) builds
+# exactly one binary package, `kubernetes-client`: kubectl of the same version.  --kubectl
+# unpacks that package's kubectl into the cache (apt-get download + dpkg-deb, no root, no
+# build: about 5 s) instead of compiling it again (make WHAT=cmd/kubectl, minutes).
 #
 # The live tests (pytest -m k8s) find the binaries in the cache directory
 # ($ARYL_K8S_CACHE, default ${XDG_CACHE_HOME:-~/.cache}/aryl/k8s) and skip, with this
@@ -12,15 +18,42 @@ set -euo pipefail
 
 CACHE=${ARYL_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aryl/k8s}
 BIN=$CACHE/bin
+USAGE="usage: $0 build [--kubectl] | path"
 
-case "${1:-build}" in
+cmd=${1:-build}
+[ $# -gt 0 ] && shift
+KUBECTL=0
+for a in "$@"; do
+  case "$a" in
+    --kubectl) KUBECTL=1 ;;
+    *) echo "$USAGE" >&2; exit 2 ;;
+  esac
+done
+case "$cmd" in
   path) echo "$CACHE"; exit 0 ;;
   build) ;;
-  *) echo "usage: $0 build|path" >&2; exit 2 ;;
+  *) echo "$USAGE" >&2; exit 2 ;;
 esac
+
+get_kubectl() {
+  # kubectl from Debian's kubernetes-client (built from the same source package)
+  [ -x "$BIN/kubectl" ] && return 0
+  local t0 d
+  t0=$(date +%s)
+  d=$(mktemp -d "${TMPDIR:-/tmp}/aryl-kubectl.XXXXXX")
+  (cd "$d" && apt-get download kubernetes-client >/dev/null 2>&1) \
+    || { rm -rf "$d"; echo "k8s-testenv: apt-get download kubernetes-client failed (deb entries for bookworm?)" >&2; return 1; }
+  dpkg-deb -x "$d"/kubernetes-client_*.deb "$d/x"
+  mkdir -p "$BIN"
+  cp "$d/x/usr/bin/kubectl" "$BIN/kubectl.tmp"
+  mv "$BIN/kubectl.tmp" "$BIN/kubectl"
+  rm -rf "$d"
+  echo "k8s test environment: kubectl $("$BIN/kubectl" version --client --short 2>/dev/null || true) in $(( $(date +%s) - t0 )) s, cached in $BIN"
+}
 
 if [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/etcd" ]; then
   echo "k8s test environment: cached in $BIN"
+  if [ "$KUBECTL" = 1 ]; then get_kubectl; fi
   exit 0
 fi
 command -v apt-get >/dev/null || { echo "k8s-testenv: needs Debian 12 (apt-get); see docs/kubernetes.md" >&2; exit 1; }
@@ -70,3 +103,4 @@ GOPATH=$PWD/.go CGO_ENABLED=0 GOPROXY=off GOFLAGS=-mod=vendor HOME=$WORK \
 cp "$(find _output -type f -name kube-apiserver -perm -u+x | head -1)" "$BIN/kube-apiserver.tmp"
 mv "$BIN/kube-apiserver.tmp" "$BIN/kube-apiserver"
 echo "k8s test environment: built in $(( $(date +%s) - start )) s, cached in $BIN"
+if [ "$KUBECTL" = 1 ]; then get_kubectl; fi

@@ -24,7 +24,7 @@ import pandas as pd
 
 from aryl.k8s.kube import Kube
 from aryl.k8s.objects import ANN_NODE, GROUP, LABEL_JOB, PLURAL, VERSION
-from aryl.k8s.testenv import complete_job, kubelet_step, set_config_map
+from aryl.k8s.testenv import complete_job, kubelet_step, set_clock, set_config_map
 
 
 def job_name(i: int) -> str:
@@ -74,6 +74,7 @@ class Harness:
         self.bound: dict[str, str] = {}  # pod -> the node it was first seen bound to
         self.n_passes = 0
         self.after_pass: Callable[[int], None] | None = None
+        self.placements: list[dict[str, dict[str, int]]] = []  # filled by an after_pass
         self.node_gpus: dict[str, int] | None = None
 
     def _jobs(self) -> list[dict[str, Any]]:
@@ -155,7 +156,7 @@ class Harness:
                 self.spec[obj["metadata"]["name"]] = obj["spec"]
                 k.request("POST", k.ns_path(PLURAL, group=f"{GROUP}/{VERSION}"), obj)
                 a += 1
-            set_config_map(k, "aryl-clock", {"nowS": repr(now)})
+            set_clock(k, now)  # naming the writes it announces (the freshness rule)
             self.step(now)
             self.n_passes += 1
             pods = kubelet_step(k)

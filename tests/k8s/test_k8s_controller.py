@@ -13,7 +13,7 @@ import pytest
 from aryl.k8s.controller import Controller, ControllerOptions
 from aryl.k8s.kube import ApiError, Kube, load_api_client
 from aryl.k8s.manifests import apply_file, apply_manifest, load_manifests
-from aryl.k8s.testenv import add_fake_nodes, complete_job, kubelet_step, set_config_map
+from aryl.k8s.testenv import add_fake_nodes, complete_job, kubelet_step, set_clock, set_config_map
 
 ROOT = Path(__file__).resolve().parents[2]
 TJ = "aryl.io/v1alpha1"
@@ -82,6 +82,16 @@ def test_the_controller_token_has_the_role_and_nothing_more(testenv: Any, admin:
     k = controller_kube(testenv, admin.namespace)
     k.request("GET", "/api/v1/nodes")  # allowed: list nodes
     k.request("GET", k.ns_path("trainingjobs", group=TJ))
+    # the cache's watches are allowed (from the list's resourceVersion: the watch ends
+    # after 1 s with no event), a watch of Secrets is not
+    once = {"watch": "1", "timeoutSeconds": "1"}
+    for path in ("/api/v1/nodes", k.ns_path("pods"), k.ns_path("configmaps"),
+                 k.ns_path("trainingjobs", group=TJ)):
+        rv = k.request("GET", path)["metadata"]["resourceVersion"]
+        assert k.request("GET", path, query={**once, "resourceVersion": rv}) is None
+    with pytest.raises(ApiError) as e:
+        k.request("GET", k.ns_path("secrets"), query=once)
+    assert e.value.status == 403
     refused = [
         ("DELETE", "/api/v1/nodes/x"), ("GET", "/api/v1/nodes/x"),
         ("GET", k.ns_path("secrets")), ("DELETE", k.ns_path("trainingjobs", "x", group=TJ)),
@@ -115,7 +125,7 @@ def test_a_small_scenario_start_loan_reclaim_finish(testenv: Any, admin: Kube,
     ctl = Controller(controller_kube(testenv, admin.namespace),
                      ControllerOptions(namespace=admin.namespace, virtual_clock=True,
                                        leader_election=False))
-    set_config_map(admin, "aryl-clock", {"nowS": "0.0"})
+    set_clock(admin, 0.0)
     assert ctl.run_once().decided
     kubelet_step(admin)
     js = jobs_by_name(admin)
@@ -139,7 +149,7 @@ def test_a_small_scenario_start_loan_reclaim_finish(testenv: Any, admin: Kube,
     assert "loan_for_base" in events_of(admin, "infer-000")
 
     set_config_map(admin, "aryl-inference", {"serversNeeded": "1"})
-    set_config_map(admin, "aryl-clock", {"nowS": "60.0"})
+    set_clock(admin, 60.0)
     assert ctl.run_once().decided
     c_pod = pods_of(admin)["c-w0"]
     assert c_pod["metadata"].get("deletionTimestamp")  # evicted, not yet gone
@@ -153,7 +163,7 @@ def test_a_small_scenario_start_loan_reclaim_finish(testenv: Any, admin: Kube,
     kubelet_step(admin)  # the evicted pod goes
 
     assert complete_job(admin, "a") == 2
-    set_config_map(admin, "aryl-clock", {"nowS": "3600.0"})
+    set_clock(admin, 3600.0)
     assert ctl.run_once().decided
     js = jobs_by_name(admin)
     assert js["a"]["status"]["phase"] == "Succeeded"
@@ -229,6 +239,9 @@ class Flaky:
         self.namespace = inner.namespace
         self.calls = inner.calls
         self.n_injected = 0
+
+    def __getattr__(self, name: str) -> Any:  # writes, clone, stream: the inner Kube's
+        return getattr(self.inner, name)
 
     def ns_path(self, *a: Any, **kw: Any) -> str:
         return self.inner.ns_path(*a, **kw)

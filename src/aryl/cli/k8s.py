@@ -86,10 +86,13 @@ def k8s_command() -> None:
               show_default=True, help="A leader silent this long is replaced.")
 @click.option("--identity", default=None, help="Holder identity in the Lease "
                                                "(default the host name).")
+@click.option("--watch/--no-watch", default=True, show_default=True,
+              help="Keep a cache (list once, then watch) rather than list everything every "
+                   "pass (--once always lists).")
 @_api_errors
 def run_command(kubeconfig: str | None, namespace: str, once: bool, policy: str,
                 virtual_clock: bool, poll_s: float, resync_s: float, leader_elect: bool,
-                lease_duration_s: float, identity: str | None) -> None:
+                lease_duration_s: float, identity: str | None, watch: bool) -> None:
     """Run the controller: read the cluster, decide with aryl.schedule, apply the plan."""
     from aryl.k8s.controller import Controller, ControllerOptions
     from aryl.scheduling.registry import available_policies
@@ -99,7 +102,7 @@ def run_command(kubeconfig: str | None, namespace: str, once: bool, policy: str,
                                  param_hint="--policy")
     opts = ControllerOptions(namespace=namespace, virtual_clock=virtual_clock, policy=policy,
                              poll_s=poll_s, resync_s=resync_s, leader_election=leader_elect,
-                             lease_duration_s=lease_duration_s)
+                             lease_duration_s=lease_duration_s, watch=watch and not once)
     if identity:
         opts.identity = identity
     ctl = Controller(_kube(kubeconfig, namespace), opts)
@@ -114,7 +117,10 @@ def run_command(kubeconfig: str | None, namespace: str, once: bool, policy: str,
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    n = ctl.run(stop)
+    try:
+        n = ctl.run(stop)
+    finally:
+        ctl.close()
     click.echo(f"stopped after {n} decisions")
 
 

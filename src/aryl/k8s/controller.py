@@ -4,7 +4,10 @@ One *pass* (:meth:`Controller.run_once`):
 
 1. **read** the cluster: Nodes, TrainingJobs, their worker pods, the ConfigMaps
    ``aryl-scheduler-state`` (the last decision), ``aryl-inference`` (servers needed),
-   ``aryl-config`` (knobs) and, with a virtual clock, ``aryl-clock``;
+   ``aryl-config`` (knobs) and, with a virtual clock, ``aryl-clock`` — from the cache
+   (:mod:`aryl.k8s.informer`: listed once, then watched) once it has seen this
+   controller's own last writes and those an announcing ConfigMap names (the freshness
+   rule), or with four lists (``watch=False``);
 2. **finish applying** the last decision if a previous controller stopped half-way
    (:meth:`reconcile`, idempotent);
 3. **decide** when due: the state of the last decision (a ClusterState JSON document,
@@ -42,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aryl.errors import ArylError, InvalidInputError
+from aryl.k8s.informer import Cache, parse_after
 from aryl.k8s.kube import ApiError, Kube
 from aryl.k8s.objects import (
     ANN_NODE,
@@ -101,6 +105,12 @@ class ControllerOptions:
         Take part in the Lease election (only the leader writes).
     lease_duration_s : float
         A leader that has not renewed for this long is replaced.
+    watch : bool
+        Keep a cache (list once, then watch; :mod:`aryl.k8s.informer`) instead of listing
+        every collection every pass.
+    cache_timeout_s : float
+        How long a pass waits for the cache to have seen the writes it depends on (the
+        freshness rule) before it fails and the watches list again.
     """
 
     namespace: str = "default"
@@ -111,6 +121,8 @@ class ControllerOptions:
     resync_s: float = 60.0
     leader_election: bool = True
     lease_duration_s: float = 15.0
+    watch: bool = True
+    cache_timeout_s: float = 10.0
 
 
 @dataclass
@@ -186,10 +198,64 @@ class Controller:
         self.ns = kube.namespace
         self.families = _families()
         self._reported_invalid: dict[str, str] = {}
+        self.cache: Cache | None = None
 
     # ------------------------------------------------------------------ reading
     def read(self) -> Snapshot:
-        """Read every object a pass needs (6-7 requests)."""
+        """Every object a pass needs: from the cache (``options.watch``), else four lists.
+
+        Raises
+        ------
+        ApiError
+            A list failed, or the cache did not become fresh (the freshness rule,
+            :mod:`aryl.k8s.informer`) within ``options.cache_timeout_s``.
+        """
+        if not self.opts.watch:
+            return self._list_all()
+        c = self._cache()
+        own = self.kube.writes.peek()
+        # the ConfigMaps first: the record must be the one this controller last wrote, and
+        # the announcing ConfigMaps (clock, need) name the writes they announce
+        wants = [own.get("configmaps", {})]
+        if self.opts.virtual_clock:
+            # the clock is read consistently (one small list): nobody tells the cache that it
+            # moved, and its ConfigMap stream must be at least as new as the value read
+            k = self.kube
+            doc = k.request("GET", k.ns_path("configmaps"),
+                            query={"fieldSelector": f"metadata.name={CLOCK_CM}"})
+            for item in doc.get("items", []):
+                wants.append({"rv": int(item["metadata"]["resourceVersion"])})
+        self.kube.writes.prune("configmaps", c.wait_fresh("configmaps", *wants))
+        cms = c["configmaps"].snapshot()
+        after: dict[str, list[dict[str, Any]]] = {}
+        for name in (CLOCK_CM, INFERENCE_CM):
+            data = (cms.get(name) or {}).get("data") or {}
+            for kind, want in parse_after(data.get("after"), f"configmap {name}").items():
+                after.setdefault(kind, []).append(want)
+        for kind in ("nodes", PLURAL, "pods"):
+            seen = c.wait_fresh(kind, own.get(kind, {}), *after.get(kind, []))
+            self.kube.writes.prune(kind, seen)
+        return self._snapshot(cms, c["nodes"].snapshot(), c[PLURAL].snapshot(),
+                              c["pods"].snapshot())
+
+    def _cache(self) -> Cache:
+        if self.cache is None:
+            k = self.kube
+            self.cache = Cache(k, {
+                "configmaps": (k.ns_path("configmaps"), None),
+                "nodes": ("/api/v1/nodes", None),
+                PLURAL: (k.ns_path(PLURAL, group=f"{GROUP}/{VERSION}"), None),
+                "pods": (k.ns_path("pods"), {"labelSelector": LABEL_JOB}),
+            }, timeout_s=self.opts.cache_timeout_s)
+        return self.cache
+
+    def close(self) -> None:
+        """Stop the cache's watches (a controller without ``watch`` has none)."""
+        if self.cache is not None:
+            self.cache.close()
+            self.cache = None
+
+    def _list_all(self) -> Snapshot:
         k = self.kube
         # the ConfigMaps first: the clock (and the inference need) are written after what
         # they announce, so everything read after them is at least as new
@@ -197,11 +263,15 @@ class Controller:
         cms = {c["metadata"]["name"]: c for c in cms_doc.get("items", [])}
         nodes_doc = k.request("GET", "/api/v1/nodes")
         node_objs = {n["metadata"]["name"]: n for n in nodes_doc.get("items", [])}
-        nodes = [ni for ni in (parse_node(n) for n in node_objs.values()) if ni is not None]
         jobs_doc = k.request("GET", k.ns_path(PLURAL, group=f"{GROUP}/{VERSION}"))
         jobs = {j["metadata"]["name"]: j for j in jobs_doc.get("items", [])}
         pods_doc = k.request("GET", k.ns_path("pods"), query={"labelSelector": LABEL_JOB})
         pods = {p["metadata"]["name"]: p for p in pods_doc.get("items", [])}
+        return self._snapshot(cms, node_objs, jobs, pods)
+
+    def _snapshot(self, cms: dict[str, dict[str, Any]], node_objs: dict[str, dict[str, Any]],
+                  jobs: dict[str, dict[str, Any]], pods: dict[str, dict[str, Any]]) -> Snapshot:
+        nodes = [ni for ni in (parse_node(n) for n in node_objs.values()) if ni is not None]
         record, rv = None, None
         if STATE_CM in cms:
             cm = cms[STATE_CM]

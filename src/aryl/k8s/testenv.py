@@ -25,7 +25,7 @@ from typing import Any
 from aryl.errors import ArylError
 
 __all__ = ["CONTROLLER_USER", "TestEnv", "add_fake_nodes", "binaries", "cache_dir", "complete_job",
-           "kubelet_step", "set_config_map"]
+           "kubelet_step", "set_clock", "set_config_map"]
 
 log = logging.getLogger(__name__)
 
@@ -317,3 +317,13 @@ def set_config_map(kube: Any, name: str, data: dict[str, str]) -> None:
         if exc.status != 404:
             raise
         kube.request("POST", kube.ns_path("configmaps"), body)
+
+
+def set_clock(kube: Any, now_s: float) -> None:
+    """Move the virtual clock (ConfigMap ``aryl-clock``, ``data.nowS``) after ``kube``'s
+    earlier writes, which it names in ``data.after`` (their resourceVersions: a controller's
+    cache waits until it has seen them; docs/kubernetes.md, "The cache")."""
+    import json
+
+    set_config_map(kube, "aryl-clock", {"nowS": repr(float(now_s)),
+                                        "after": json.dumps(kube.writes.take())})
