@@ -69,6 +69,14 @@ class Policy:
     uses_tick : bool (class attribute)
         Whether a pass on the periodic tick (``SimConfig.tick_s``) can change
         something (passes run at arrivals, finishes and demand changes anyway).
+    only_starts : bool (class attribute)
+        The policy only starts queued jobs (never resizes or preempts; a
+        decision that does raises :class:`aryl.errors.PolicyError`).  The engine
+        then skips the call in a pass where nothing can start: the queue is
+        empty, or every queued job needs more GPUs at its smallest size
+        (``base_workers * gpus_per_worker``) than are free in all on the servers
+        a placement may use (the training servers and ``loaned``).  Such a pass
+        is the same as one where ``decide`` returned ``None``.
     defaults : mapping of str to bool, int, float or str (class attribute)
         The options the policy takes and their defaults; ``return_idle_loans``
         (default true) is always known.
@@ -93,6 +101,7 @@ class Policy:
     loans: ClassVar[bool] = False
     elastic: ClassVar[bool] = False
     uses_tick: ClassVar[bool] = False
+    only_starts: ClassVar[bool] = False
     defaults: ClassVar[Mapping[str, Any]] = {}
 
     def __init__(self, options: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
@@ -130,8 +139,8 @@ class Policy:
         Parameters
         ----------
         view : PassView
-            The cluster at the pass time (read-only arrays, valid during the call;
-            copy what you keep).
+            The cluster at the pass time (read-only arrays; its attributes are
+            read during the call).
 
         Returns
         -------
@@ -158,6 +167,15 @@ class PassView:
     Job indexes run over the trace's jobs in arrival order (ties: input row);
     server indexes over the training servers first (``0 .. n_training - 1``),
     then the inference servers.
+
+    The per-job columns (``arrival_s`` .. ``top_workers``) and the servers'
+    static columns are built once per replay.  The per-pass attributes (the
+    queue, the running jobs, the free GPUs, the loans, ``server_status``,
+    ``capacity_gpus``, ``servers_needed``) are built by the engine on their first
+    read in a pass, then kept for that pass: a pass costs the attributes the
+    policy reads (each O(its length)), not O(queue).  Arrays are copies, so an
+    array kept after the pass stays as it was; an attribute first read after
+    the pass (a view kept by the policy) raises ``ValueError``.
 
     Attributes
     ----------
@@ -282,6 +300,37 @@ class PassView:
         return np.bincount(self.server_pool, weights=self.free_gpus, minlength=n).astype(np.int64)
 
 
+class _PassAttr:
+    """A per-pass attribute of :class:`PassView`: read from the engine's pass object
+    on first access, then kept in the view's ``__dict__`` (a non-data descriptor,
+    so later reads are plain attribute reads)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        d = obj.__dict__
+        v = getattr(d["_pass"], self.name)
+        d[self.name] = v
+        return v
+
+
+#: PassView's attributes built per pass on first read (the engine's CallbackPass).
+PER_PASS_ATTRIBUTES = (
+    "queue", "queue_remaining_s", "queue_waited_s", "queue_attained_gpu_s",
+    "running", "running_workers", "running_ptr", "running_server", "running_server_workers",
+    "running_remaining_s", "running_speed", "running_attained_gpu_s",
+    "free_gpus", "loaned", "offered", "server_status", "capacity_gpus", "servers_needed",
+)
+for _name in PER_PASS_ATTRIBUTES:
+    setattr(PassView, _name, _PassAttr(_name))
+del _name
+
+
 @dataclass
 class Decision:
     """What a pass decides; applied in the order preemptions, resizes, starts.
@@ -363,11 +412,14 @@ class Decision:
 
 
 class _Bridge:
-    """The engine's callback: (static columns, this pass's arrays) -> the
-    decision's arrays.  Built once per replay (or per :func:`aryl.schedule`).
+    """The engine's callback: (static columns, this pass) -> the decision.  Built
+    once per replay (or per :func:`aryl.schedule`).
 
-    The engine's arrays are new and read-only at each pass; the view is a plain
-    object whose ``__dict__`` is filled from them (two dict updates per pass)."""
+    Per pass: one view object, its ``__dict__`` filled with the static columns
+    (one dict update) and the engine's pass object, whose arrays the view builds
+    on first read (:data:`PER_PASS_ATTRIBUTES`).  The decision goes back as the
+    :class:`Decision` itself (the binding reads its lists; other integer types
+    go through :meth:`arrays`)."""
 
     def __init__(self, policy: Policy, job_ids: Any) -> None:
         self.policy = policy
@@ -377,35 +429,45 @@ class _Bridge:
         self.job_ids = ids
         self._statics: Any = None
         self._static_vals: dict[str, Any] = {}
+        #: decide calls so far (passes skipped by ``only_starts`` are not counted)
+        self.n_calls = 0
 
     def job_label(self, j: int) -> str:
         """Job index -> its job id (for messages)."""
         return repr(str(self.job_ids[j])) if 0 <= j < len(self.job_ids) else f"#{j}"
 
-    def __call__(self, statics: dict[str, Any],
-                 dyn: dict[str, Any]) -> tuple[np.ndarray, ...] | None:
+    def where(self, now_s: float) -> str:
+        """The pass in messages: ``policy 'NAME' at t = T s``."""
+        return f"policy {self.label!r} at t = {now_s:.10g} s"
+
+    def arrays(self, dec: Decision, now_s: float) -> tuple[np.ndarray, ...]:
+        """The decision as :meth:`Decision.to_arrays` (the binding's slow path)."""
+        return dec.to_arrays(self.where(now_s))
+
+    def __call__(self, statics: dict[str, Any], p: Any) -> Decision | None:
         if statics is not self._statics:
             self._statics = statics
             self._static_vals = {**statics, "job_ids": self.job_ids, "policy": self.policy,
                                  "gpu_types": list(statics["gpu_types"])}
+        self.n_calls += 1
         view = PassView.__new__(PassView)
         vd = view.__dict__
         vd.update(self._static_vals)
-        vd.update(dyn)
-        where = f"policy {self.label!r} at t = {dyn['now_s']:.10g} s"
+        vd["_pass"] = p
+        vd["now_s"] = p.now_s
         try:
             dec = self.policy.decide(view)
         except Exception as e:
-            e.add_note(f"(raised in the decide step of {where})")
+            e.add_note(f"(raised in the decide step of {self.where(p.now_s)})")
             raise
         if dec is None:
             return None
         if not isinstance(dec, Decision):
-            raise PolicyError(f"{where}: decide returned {type(dec).__name__}, expected "
-                              "aryl.Decision or None")
+            raise PolicyError(f"{self.where(p.now_s)}: decide returned {type(dec).__name__}, "
+                              "expected aryl.Decision or None")
         if not (dec.starts or dec.resizes or dec.preemptions):
             return None
-        return dec.to_arrays(where)
+        return dec
 
 
 def policy_identity(policy: Any) -> dict[str, Any]:
