@@ -17,34 +17,29 @@ def fit(free, order, workers, gpus_per_worker):
     return None
 
 
-def by_free(free, servers):
-    """`servers` sorted by free GPUs, most first (ties: lower index)."""
-    return sorted(servers, key=lambda s: (-free[s], s))
-
-
 class LargestFirst(aryl.Policy):
     """The largest queued job first; smaller ones backfill the GPUs left."""
 
     name = "largest-first"
+    only_starts = True  # so the engine skips the passes where nothing can start
 
     def decide(self, view):
-        decision = aryl.Decision()
         q = view.queue
-        need = view.ref_workers[q] * view.gpus_per_worker[q]
-        free = view.free_gpus.tolist()  # Python ints: fast to index
-        order = by_free(free, range(view.n_training))
-        left = sum(free[: view.n_training])
-        cand = np.flatnonzero(need <= left)  # the others cannot fit now
-        cand = q[cand[np.argsort(-need[cand], kind="stable")]]  # ties: arrival order
-        for j, w, g in zip(cand.tolist(), view.ref_workers[cand].tolist(),
-                           view.gpus_per_worker[cand].tolist()):
-            if w * g > left:
-                continue
-            place = fit(free, order, w, g)
-            if place is not None:
-                for s, k in place.items():
-                    free[s] -= k * g
-                order = by_free(free, order)
-                left -= w * g
-                decision.start(j, place)
-        return decision
+        w, g = view.ref_workers[q], view.gpus_per_worker[q]
+        by_size = np.argsort(-(w * g), kind="stable")  # largest first, ties: arrival order
+        q, w, g = q[by_size], w[by_size], g[by_size]
+        free = view.free_gpus[: view.n_training].copy()
+        decision = aryl.Decision()
+        while True:
+            # whole workers of its size that the free GPUs hold: fit() succeeds iff w <= room
+            room = (free // g[:, None]).sum(axis=1)
+            fits = np.flatnonzero(w <= room)
+            if fits.size == 0:
+                return decision
+            i = fits[0]  # the jobs before it cannot start in this pass: free GPUs only shrink
+            order = np.argsort(-free, kind="stable")  # most free GPUs first, ties: lower index
+            place = fit(free.tolist(), order.tolist(), int(w[i]), int(g[i]))
+            for s, k in place.items():
+                free[s] -= k * g[i]
+            decision.start(int(q[i]), place)
+            q, w, g = q[i + 1:], w[i + 1:], g[i + 1:]

@@ -135,6 +135,8 @@ py::dict callback_statics(const S::Policy& pol, const S::State& st) {
     d["ref_workers"] = frozen(ro_copy(st.ref_workers.data(), n));
     d["min_workers"] = frozen(ro_copy(st.min_workers.data(), n));
     d["max_workers"] = frozen(ro_copy(st.max_workers.data(), n));
+    d["alpha"] = frozen(ro_copy(st.alpha.data(), n));
+    d["rescale_pause_s"] = st.config.rescale_pause_s;
     py::array_t<bool> el(static_cast<py::ssize_t>(n));
     py::array_t<i64> base(static_cast<py::ssize_t>(n)), top(static_cast<py::ssize_t>(n));
     const size_t nty = st.gpu_types.size();
@@ -297,21 +299,36 @@ void bind_callback_pass(py::module_& m) {
 }
 
 // The skip rule of a policy with only_starts (documented at aryl.Policy.only_starts):
-// nothing can start when the queue is empty or every queued job needs more GPUs
-// at its smallest allowed size (base_workers x gpus_per_worker) than are free on
-// the servers a placement may use (training servers and `loaned`) in all; a
-// policy that only starts jobs then decides nothing, so its call is skipped.
-// O(servers + queued).
+// nothing can start when, for every queued job j, the servers a placement may use
+// (the training servers and `loaned`) hold fewer than base_workers(j) whole
+// workers of gpus_per_worker(j) GPUs (sum over s of floor(free_s / g) <
+// base_workers, a necessary condition of plan_decision's rules), e.g. when the
+// queue is empty; a policy that only starts jobs then decides nothing, so its
+// call is skipped.  O(queued + servers x distinct worker sizes in the queue).
 bool nothing_can_start(const S::Policy& pol, const S::State& st, const S::PassContext& ctx) {
     if (st.queued.empty()) return true;
     const std::vector<i64>& free = *ctx.free;
-    i64 total = 0;
     const i64 nt = st.n_training();
+    i64 total = 0;
     for (i64 s = 0; s < nt; ++s) total += free[static_cast<size_t>(s)];
     for (i64 s : ctx.loaned) total += free[static_cast<size_t>(s)];
     if (total <= 0) return true;
-    for (i64 j : st.queued)
-        if (pol.base_workers(st, j) * st.gpus_per_worker[static_cast<size_t>(j)] <= total) return false;
+    std::vector<std::pair<i64, i64>> slots;  // (GPUs per worker, whole workers the free GPUs hold)
+    for (i64 j : st.queued) {
+        const i64 g = st.gpus_per_worker[static_cast<size_t>(j)];
+        const i64 w = pol.base_workers(st, j);
+        if (w * g > total) continue;
+        i64 room = -1;
+        for (const auto& e : slots)
+            if (e.first == g) room = e.second;
+        if (room < 0) {
+            room = 0;
+            for (i64 s = 0; s < nt; ++s) room += free[static_cast<size_t>(s)] / g;
+            for (i64 s : ctx.loaned) room += free[static_cast<size_t>(s)] / g;
+            slots.emplace_back(g, room);
+        }
+        if (w <= room) return false;
+    }
     return true;
 }
 

@@ -13,7 +13,7 @@ output stay compiled, so a pass costs what the policy's own code costs.
 The rules a decision must keep are checked before it is applied
 (``sched_callback.hpp``); a broken rule raises :class:`aryl.errors.PolicyError`
 naming the policy, the pass time, the job and the rule.  docs/policies.md is
-the guide, with two worked examples.
+the guide, with three worked examples.
 
 Loans: a loaning policy (``loans = True``) sees the idle inference servers
 offered to this pass (:attr:`PassView.offered`, their GPUs free in
@@ -72,11 +72,12 @@ class Policy:
     only_starts : bool (class attribute)
         The policy only starts queued jobs (never resizes or preempts; a
         decision that does raises :class:`aryl.errors.PolicyError`).  The engine
-        then skips the call in a pass where nothing can start: the queue is
-        empty, or every queued job needs more GPUs at its smallest size
-        (``base_workers * gpus_per_worker``) than are free in all on the servers
-        a placement may use (the training servers and ``loaned``).  Such a pass
-        is the same as one where ``decide`` returned ``None``.
+        then skips the call in a pass where no queued job can start: for each
+        queued job, the servers a placement may use (the training servers and
+        ``loaned``) hold fewer than ``base_workers`` whole workers of its
+        ``gpus_per_worker`` GPUs (``sum(free_gpus[s] // gpus_per_worker)`` over
+        them), e.g. when the queue is empty.  Such a pass is the same as one
+        where ``decide`` returned ``None``.
     defaults : mapping of str to bool, int, float or str (class attribute)
         The options the policy takes and their defaults; ``return_idle_loans``
         (default true) is always known.
@@ -190,6 +191,13 @@ class PassView:
         Each job's worker size and worker range; ``ref_workers`` is its traced
         size.
     elastic : ndarray of bool (n_jobs,)
+    alpha : ndarray of float64 (n_jobs,)
+        Each job's scaling loss: throughput ``T(w) = w / (1 + alpha (w - 1))``
+        single-worker units at ``w`` workers (the model of docs/model.md and of
+        :func:`aryl.jct_reduction_table`; a cluster's speed model, if any, is in
+        ``speed``).
+    rescale_pause_s : float
+        ``SchedulerConfig.rescale_pause_s``: the progress pause of a resize.
     speed : ndarray of float64 (n_jobs, n_types)
         Each job's speed at its base size on each GPU type, relative to its
         traced speed (1.0: as traced): measured speeds per model family when the
@@ -254,6 +262,8 @@ class PassView:
     min_workers: np.ndarray
     max_workers: np.ndarray
     elastic: np.ndarray
+    alpha: np.ndarray
+    rescale_pause_s: float
     speed: np.ndarray
     base_workers: np.ndarray
     top_workers: np.ndarray
