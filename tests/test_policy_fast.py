@@ -5,7 +5,7 @@ which nothing can start).
 Hand-computed views of a small state; a view kept after its pass; decisions with
 numpy integers (the slow path) against plain ints; ``only_starts`` against the
 same policy without it (bit-identical replays) and its call count against the
-rule evaluated on every pass's view; the guide's vectorised ``largest-first``
+rule evaluated on every pass's view; the guide's ``largest-first``
 against the straightforward loop it replaced, bit for bit on a trace slice.
 """
 

@@ -27,19 +27,18 @@ class LargestFirst(aryl.Policy):
         q = view.queue
         w, g = view.ref_workers[q], view.gpus_per_worker[q]
         by_size = np.argsort(-(w * g), kind="stable")  # largest first, ties: arrival order
-        q, w, g = q[by_size], w[by_size], g[by_size]
-        free = view.free_gpus[: view.n_training].copy()
+        free = view.free_gpus[: view.n_training].tolist()  # Python ints: fast to index
+        # whole workers of each size the free GPUs hold: fit() succeeds iff w <= room[g]
+        room = {size: sum(f // size for f in free) for size in set(g.tolist())}
         decision = aryl.Decision()
-        while True:
-            # whole workers of its size that the free GPUs hold: fit() succeeds iff w <= room
-            room = (free // g[:, None]).sum(axis=1)
-            fits = np.flatnonzero(w <= room)
-            if fits.size == 0:
-                return decision
-            i = fits[0]  # the jobs before it cannot start in this pass: free GPUs only shrink
-            order = np.argsort(-free, kind="stable")  # most free GPUs first, ties: lower index
-            place = fit(free.tolist(), order.tolist(), int(w[i]), int(g[i]))
+        for j, wj, gj in zip(q[by_size].tolist(), w[by_size].tolist(), g[by_size].tolist(),
+                             strict=True):
+            if wj > room[gj]:
+                continue  # cannot fit: skip the search
+            order = sorted(range(len(free)), key=lambda s: (-free[s], s))  # most free first
+            place = fit(free, order, wj, gj)
             for s, k in place.items():
-                free[s] -= k * g[i]
-            decision.start(int(q[i]), place)
-            q, w, g = q[i + 1:], w[i + 1:], g[i + 1:]
+                free[s] -= k * gj
+            room = {size: sum(f // size for f in free) for size in room}
+            decision.start(j, place)
+        return decision
