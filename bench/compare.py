@@ -548,8 +548,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             pys = {side: make_env(scratch / f"venv-{side}", wheels[side], log) for side in SIDES}
             bench_root = scratch / "bench-src"
             bench_root.mkdir()
+            # the benchmarks and what they import from the docs (the guide's example
+            # policies, bench_policies.py), where the tree has them
+            paths = ["bench", "pyproject.toml"] + [
+                p for p in ("docs/examples",)
+                if subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{bench_tree}:{p}"],
+                                  capture_output=True, check=False).returncode == 0]
             archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar",
-                                      bench_tree, "bench", "pyproject.toml"],
+                                      bench_tree, *paths],
                                      capture_output=True, check=True)
             subprocess.run(["tar", "-x", "-C", str(bench_root)], input=archive.stdout,
                            check=True)

@@ -378,6 +378,15 @@ def paired_section(paired: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def policies_section() -> str:
+    """The page's last section, "Python policies": ``bench/bench_policies.py``'s
+    full-trace cases, measured in this run, as its ``--markdown`` prints them."""
+    pol = _bench("bench_policies")
+    before = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    rows = pol.full()
+    return str(pol.markdown(rows, (before, ", ".join(f"{x:.1f}" for x in os.getloadavg()))))
+
+
 def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=None, help="Write the page here.")
@@ -413,7 +422,7 @@ def main(argv: list[str]) -> None:
                    + (f" --paired {args.paired}" if paired else "")
                    + (f" --out {args.out}" if args.out else ""),
     }
-    page = render(rec, mk, replays, meta, sch, fl, million, paired)
+    page = render(rec, mk, replays, meta, sch, fl, million, paired) + "\n" + policies_section()
     if args.out is None:
         print(page)
         return

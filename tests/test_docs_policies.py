@@ -1,5 +1,5 @@
 """docs/policies.md: its Python code blocks run, in order, in one namespace (the
-guide's two example policies and the runs shown), and the examples' files under
+guide's three example policies and the runs shown), and the examples' files under
 docs/examples/ hold exactly the code the guide shows."""
 
 from __future__ import annotations
@@ -35,13 +35,15 @@ def _blocks() -> list[tuple[str, str]]:
     return out
 
 
-def test_the_guide_has_both_examples() -> None:
+def test_the_guide_has_its_examples() -> None:
     labels = [b[0] for b in _blocks()]
     assert "docs/examples/largest_first.py" in labels
     assert "docs/examples/speed_aware_loans.py" in labels
+    assert "docs/examples/elastic_extras.py" in labels
 
 
-@pytest.mark.parametrize("name", ["largest_first.py", "speed_aware_loans.py"])
+@pytest.mark.parametrize("name", ["largest_first.py", "speed_aware_loans.py",
+                                  "elastic_extras.py"])
 def test_example_files_are_the_guides_code(name: str) -> None:
     code = dict(_blocks())[f"docs/examples/{name}"]
     body = code.split("\n", 1)[1]  # without the "# docs/examples/..." line
@@ -55,5 +57,5 @@ def test_the_guides_code_blocks_run(monkeypatch: pytest.MonkeyPatch) -> None:
         for label, code in _blocks():
             exec(compile(code, f"{GUIDE}:{label}", "exec"), ns)  # the guide's own code
     finally:
-        for m in ("largest_first", "speed_aware_loans"):
+        for m in ("largest_first", "speed_aware_loans", "elastic_extras"):
             sys.modules.pop(m, None)

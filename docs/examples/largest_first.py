@@ -17,34 +17,28 @@ def fit(free, order, workers, gpus_per_worker):
     return None
 
 
-def by_free(free, servers):
-    """`servers` sorted by free GPUs, most first (ties: lower index)."""
-    return sorted(servers, key=lambda s: (-free[s], s))
-
-
 class LargestFirst(aryl.Policy):
     """The largest queued job first; smaller ones backfill the GPUs left."""
 
     name = "largest-first"
+    only_starts = True  # so the engine skips the passes where nothing can start
 
     def decide(self, view):
-        decision = aryl.Decision()
         q = view.queue
-        need = view.ref_workers[q] * view.gpus_per_worker[q]
-        free = view.free_gpus.tolist()  # Python ints: fast to index
-        order = by_free(free, range(view.n_training))
-        left = sum(free[: view.n_training])
-        cand = np.flatnonzero(need <= left)  # the others cannot fit now
-        cand = q[cand[np.argsort(-need[cand], kind="stable")]]  # ties: arrival order
-        for j, w, g in zip(cand.tolist(), view.ref_workers[cand].tolist(),
-                           view.gpus_per_worker[cand].tolist()):
-            if w * g > left:
-                continue
-            place = fit(free, order, w, g)
-            if place is not None:
-                for s, k in place.items():
-                    free[s] -= k * g
-                order = by_free(free, order)
-                left -= w * g
-                decision.start(j, place)
+        w, g = view.ref_workers[q], view.gpus_per_worker[q]
+        by_size = np.argsort(-(w * g), kind="stable")  # largest first, ties: arrival order
+        free = view.free_gpus[: view.n_training].tolist()  # Python ints: fast to index
+        # whole workers of each size the free GPUs hold: fit() succeeds iff w <= room[g]
+        room = {size: sum(f // size for f in free) for size in set(g.tolist())}
+        decision = aryl.Decision()
+        for j, wj, gj in zip(q[by_size].tolist(), w[by_size].tolist(), g[by_size].tolist(),
+                             strict=True):
+            if wj > room[gj]:
+                continue  # cannot fit: skip the search
+            order = sorted(range(len(free)), key=lambda s: (-free[s], s))  # most free first
+            place = fit(free, order, wj, gj)
+            for s, k in place.items():
+                free[s] -= k * gj
+            room = {size: sum(f // size for f in free) for size in room}
+            decision.start(j, place)
         return decision

@@ -11,6 +11,7 @@ class SpeedAwareLoans(aryl.Policy):
 
     name = "speed-aware-loans"
     loans = True
+    only_starts = True  # the engine skips the passes where nothing can start
     defaults = {"choose": "speed", "min_loan_speed": 0.0}
 
     def decide(self, view):

@@ -93,15 +93,21 @@ void set_config(S::Config& c, const py::dict& d) {
 }
 
 // ------------------------------------------------ a Python policy (P_CALLBACK)
-// The decide step of an aryl.Policy: once per pass, `fn(statics, view)` with
-// numpy arrays (aryl/scheduling/user.py _Bridge); it returns None or the
-// decision as 9 int64 arrays (Decision.to_arrays), checked by
+// The decide step of an aryl.Policy: once per pass, `fn(statics, pass)`
+// (aryl/scheduling/user.py _Bridge) with the static columns (a dict of numpy
+// arrays, built once per replay) and a CallbackPass (this pass's arrays, each
+// built on its first access in the pass, so a pass costs what the policy reads);
+// it returns None or the aryl.Decision, read here directly (its lists of
+// (job, {server: workers}) and job indexes; anything else goes through
+// Decision.to_arrays, which converts it or raises PolicyError), checked by
 // sched_callback.hpp plan_decision.  Python exceptions propagate unchanged.
 struct CallbackHolder {
-    py::object fn;                  // (statics dict, pass dict) -> None | tuple of 9 arrays
+    py::object fn;                  // (statics dict, CallbackPass) -> None | aryl.Decision
     py::object job_label;           // job index -> job id (messages only)
+    py::object to_arrays;           // (decision, now_s) -> the 9 int64 arrays (Decision.to_arrays)
     py::object statics = py::none();  // built at the first pass (the static columns)
     i64 statics_n = -1;
+    bool only_starts = false;       // aryl.Policy.only_starts (the skip rule in callback_decide)
 };
 
 template <typename T>
@@ -129,6 +135,8 @@ py::dict callback_statics(const S::Policy& pol, const S::State& st) {
     d["ref_workers"] = frozen(ro_copy(st.ref_workers.data(), n));
     d["min_workers"] = frozen(ro_copy(st.min_workers.data(), n));
     d["max_workers"] = frozen(ro_copy(st.max_workers.data(), n));
+    d["alpha"] = frozen(ro_copy(st.alpha.data(), n));
+    d["rescale_pause_s"] = st.config.rescale_pause_s;
     py::array_t<bool> el(static_cast<py::ssize_t>(n));
     py::array_t<i64> base(static_cast<py::ssize_t>(n)), top(static_cast<py::ssize_t>(n));
     const size_t nty = st.gpu_types.size();
@@ -162,121 +170,292 @@ py::dict callback_statics(const S::Policy& pol, const S::State& st) {
     return d;
 }
 
-// This pass's arrays (new, read-only; O(queued + running + servers)).
-py::dict callback_view(const S::State& st, const S::PassContext& ctx) {
-    const double now = st.now_s;
-    py::dict d;
-    d["now_s"] = now;
-    // the queue in arrival order (ties: job index)
-    const size_t q = static_cast<size_t>(st.queued.size());
-    py::array_t<i64> queue(static_cast<py::ssize_t>(q));
-    py::array_t<double> q_rem(static_cast<py::ssize_t>(q)), q_wait(static_cast<py::ssize_t>(q)),
-        q_att(static_cast<py::ssize_t>(q));
-    if (q) {
-        i64* pq = queue.mutable_data();
-        double* pr = q_rem.mutable_data();
-        double* pw = q_wait.mutable_data();
-        double* pa = q_att.mutable_data();
+// One pass as the policy sees it (aryl.PassView's per-pass attributes): each
+// array is built on its first read, a read-only copy of the engine's values
+// (O(its length); the queue's from the engine's arrival-order index).  Copies,
+// not views of the engine's buffers: those change when the pass's decision is
+// applied and are freed with the engine, while a policy may keep an array.
+// Valid during the decide call only (the binding clears `st` after it).
+struct CallbackPass {
+    const S::State* st = nullptr;
+    const S::PassContext* ctx = nullptr;
+    double now_s = 0.0;
+    py::object csr[3];  // running_ptr, running_server, running_server_workers (built together)
+
+    const S::State& state() const {
+        if (!st)
+            throw py::value_error("aryl.PassView: this pass is over (its arrays are read during "
+                                  "decide; copy what you keep)");
+        return *st;
+    }
+    template <typename F>
+    py::array queue_col(F&& f) const {  // f(job) for each queued job, arrival order
+        const S::State& s = state();
+        using T = decltype(f(i64{}));
+        py::array_t<T> a(static_cast<py::ssize_t>(s.queued.size()));
+        if (!s.queued.empty()) {
+            T* p = a.mutable_data();
+            size_t i = 0;
+            for (const auto& e : s.sorted_queue(S::Q_ARRIVAL)) p[i++] = f(e.second);
+        }
+        return frozen(a);
+    }
+    template <typename F>
+    py::array running_col(F&& f) const {  // f(job) for each running job, start order
+        const S::State& s = state();
+        using T = decltype(f(i64{}));
+        py::array_t<T> a(static_cast<py::ssize_t>(s.running.size()));
+        T* p = a.mutable_data();
         size_t i = 0;
-        for (const auto& e : st.sorted_queue(S::Q_ARRIVAL)) {
-            const i64 j = e.second;
-            const auto u = static_cast<size_t>(j);
-            pq[i] = j;
-            pr[i] = st.remaining_s[u];
-            pw[i] = st.queue_age_s(j, now);
-            pa[i] = st.attained_gpu_s[u];
-            ++i;
-        }
+        for (i64 j : s.running) p[i++] = f(j);
+        return frozen(a);
     }
-    d["queue"] = frozen(queue);
-    d["queue_remaining_s"] = frozen(q_rem);
-    d["queue_waited_s"] = frozen(q_wait);
-    d["queue_attained_gpu_s"] = frozen(q_att);
-    // the running jobs in start order, placements as CSR
-    const size_t r = static_cast<size_t>(st.running.size());
-    size_t n_entries = 0;
-    for (i64 j : st.running) n_entries += st.placement[static_cast<size_t>(j)].size();
-    py::array_t<i64> run(static_cast<py::ssize_t>(r)), run_w(static_cast<py::ssize_t>(r)),
-        ptr(static_cast<py::ssize_t>(r + 1)), srv(static_cast<py::ssize_t>(n_entries)),
-        srv_w(static_cast<py::ssize_t>(n_entries));
-    py::array_t<double> r_rem(static_cast<py::ssize_t>(r)), r_speed(static_cast<py::ssize_t>(r)),
-        r_att(static_cast<py::ssize_t>(r));
-    {
-        i64 *p_run = run.mutable_data(), *p_w = run_w.mutable_data(), *p_ptr = ptr.mutable_data(),
-            *p_srv = srv.mutable_data(), *p_sw = srv_w.mutable_data();
-        double *p_rem = r_rem.mutable_data(), *p_sp = r_speed.mutable_data(),
-               *p_att = r_att.mutable_data();
-        size_t i = 0, k = 0;
-        p_ptr[0] = 0;
-        for (i64 j : st.running) {
-            const auto u = static_cast<size_t>(j);
-            p_run[i] = j;
-            p_w[i] = st.workers[u];
-            for (const auto& e : st.placement[u]) {
-                p_srv[k] = e.first;
-                p_sw[k] = e.second;
-                ++k;
+    py::object placements(int which) {
+        if (csr[0].ptr() == nullptr) {
+            const S::State& s = state();
+            const size_t r = static_cast<size_t>(s.running.size());
+            size_t n_entries = 0;
+            for (i64 j : s.running) n_entries += s.placement[static_cast<size_t>(j)].size();
+            py::array_t<i64> ptr(static_cast<py::ssize_t>(r + 1)), srv(static_cast<py::ssize_t>(n_entries)),
+                srv_w(static_cast<py::ssize_t>(n_entries));
+            i64 *p_ptr = ptr.mutable_data(), *p_srv = srv.mutable_data(), *p_sw = srv_w.mutable_data();
+            size_t i = 0, k = 0;
+            p_ptr[0] = 0;
+            for (i64 j : s.running) {
+                for (const auto& e : s.placement[static_cast<size_t>(j)]) {
+                    p_srv[k] = e.first;
+                    p_sw[k] = e.second;
+                    ++k;
+                }
+                p_ptr[++i] = static_cast<i64>(k);
             }
-            p_ptr[i + 1] = static_cast<i64>(k);
-            p_rem[i] = st.remaining_at(j, now);
-            p_sp[i] = st.speed[u];
-            p_att[i] = st.attained_at(j, now);
-            ++i;
+            csr[0] = frozen(ptr);
+            csr[1] = frozen(srv);
+            csr[2] = frozen(srv_w);
         }
+        return csr[which];
     }
-    d["running"] = frozen(run);
-    d["running_workers"] = frozen(run_w);
-    d["running_ptr"] = frozen(ptr);
-    d["running_server"] = frozen(srv);
-    d["running_server_workers"] = frozen(srv_w);
-    d["running_remaining_s"] = frozen(r_rem);
-    d["running_speed"] = frozen(r_speed);
-    d["running_attained_gpu_s"] = frozen(r_att);
-    // capacity of this pass
-    d["free_gpus"] = frozen_vec(*ctx.free);
-    d["loaned"] = frozen_vec(ctx.loaned);
-    d["offered"] = frozen_vec(ctx.offered);
-    d["capacity_gpus"] = ctx.capacity_gpus;
-    d["servers_needed"] = st.servers_needed;
-    d["server_status"] = frozen_vec(st.server_status);
-    return d;
+};
+
+void bind_callback_pass(py::module_& m) {
+    using P = CallbackPass;
+    py::class_<P>(m, "CallbackPass", "One pass of a Python policy (aryl.PassView reads it).")
+        .def_readonly("now_s", &P::now_s)
+        .def_property_readonly("valid", [](const P& p) { return p.st != nullptr; })
+        .def_property_readonly("queue", [](const P& p) { return p.queue_col([](i64 j) { return j; }); })
+        .def_property_readonly("queue_remaining_s", [](const P& p) {
+            const S::State& s = p.state();
+            return p.queue_col([&s](i64 j) { return s.remaining_s[static_cast<size_t>(j)]; });
+        })
+        .def_property_readonly("queue_waited_s", [](const P& p) {
+            const S::State& s = p.state();
+            const double now = s.now_s;
+            return p.queue_col([&s, now](i64 j) { return s.queue_age_s(j, now); });
+        })
+        .def_property_readonly("queue_attained_gpu_s", [](const P& p) {
+            const S::State& s = p.state();
+            return p.queue_col([&s](i64 j) { return s.attained_gpu_s[static_cast<size_t>(j)]; });
+        })
+        .def_property_readonly("running", [](const P& p) { return p.running_col([](i64 j) { return j; }); })
+        .def_property_readonly("running_workers", [](const P& p) {
+            const S::State& s = p.state();
+            return p.running_col([&s](i64 j) { return s.workers[static_cast<size_t>(j)]; });
+        })
+        .def_property_readonly("running_ptr", [](P& p) { return p.placements(0); })
+        .def_property_readonly("running_server", [](P& p) { return p.placements(1); })
+        .def_property_readonly("running_server_workers", [](P& p) { return p.placements(2); })
+        .def_property_readonly("running_remaining_s", [](const P& p) {
+            const S::State& s = p.state();
+            const double now = s.now_s;
+            return p.running_col([&s, now](i64 j) { return s.remaining_at(j, now); });
+        })
+        .def_property_readonly("running_speed", [](const P& p) {
+            const S::State& s = p.state();
+            return p.running_col([&s](i64 j) { return s.speed[static_cast<size_t>(j)]; });
+        })
+        .def_property_readonly("running_attained_gpu_s", [](const P& p) {
+            const S::State& s = p.state();
+            const double now = s.now_s;
+            return p.running_col([&s, now](i64 j) { return s.attained_at(j, now); });
+        })
+        .def_property_readonly("free_gpus", [](const P& p) {
+            p.state();
+            return frozen_vec(*p.ctx->free);
+        })
+        .def_property_readonly("loaned", [](const P& p) {
+            p.state();
+            return frozen_vec(p.ctx->loaned);
+        })
+        .def_property_readonly("offered", [](const P& p) {
+            p.state();
+            return frozen_vec(p.ctx->offered);
+        })
+        .def_property_readonly("server_status", [](const P& p) { return frozen_vec(p.state().server_status); })
+        .def_property_readonly("capacity_gpus", [](const P& p) {
+            p.state();
+            return p.ctx->capacity_gpus;
+        })
+        .def_property_readonly("servers_needed", [](const P& p) { return p.state().servers_needed; });
+}
+
+// The skip rule of a policy with only_starts (documented at aryl.Policy.only_starts):
+// nothing can start when, for every queued job j, the servers a placement may use
+// (the training servers and `loaned`) hold fewer than base_workers(j) whole
+// workers of gpus_per_worker(j) GPUs (sum over s of floor(free_s / g) <
+// base_workers, a necessary condition of plan_decision's rules), e.g. when the
+// queue is empty; a policy that only starts jobs then decides nothing, so its
+// call is skipped.  O(queued + servers x distinct worker sizes in the queue).
+bool nothing_can_start(const S::Policy& pol, const S::State& st, const S::PassContext& ctx) {
+    if (st.queued.empty()) return true;
+    const std::vector<i64>& free = *ctx.free;
+    const i64 nt = st.n_training();
+    i64 total = 0;
+    for (i64 s = 0; s < nt; ++s) total += free[static_cast<size_t>(s)];
+    for (i64 s : ctx.loaned) total += free[static_cast<size_t>(s)];
+    if (total <= 0) return true;
+    std::vector<std::pair<i64, i64>> slots;  // (GPUs per worker, whole workers the free GPUs hold)
+    for (i64 j : st.queued) {
+        const i64 g = st.gpus_per_worker[static_cast<size_t>(j)];
+        const i64 w = pol.base_workers(st, j);
+        if (w * g > total) continue;
+        i64 room = -1;
+        for (const auto& e : slots)
+            if (e.first == g) room = e.second;
+        if (room < 0) {
+            room = 0;
+            for (i64 s = 0; s < nt; ++s) room += free[static_cast<size_t>(s)] / g;
+            for (i64 s : ctx.loaned) room += free[static_cast<size_t>(s)] / g;
+            slots.emplace_back(g, room);
+        }
+        if (w <= room) return false;
+    }
+    return true;
+}
+
+// Fast reader of Decision's lists: [(job, {server: workers}), ...] with exact
+// ints, tuples and dicts; false for anything else (the caller falls back to
+// Decision.to_arrays, which converts other integer types or raises PolicyError).
+bool read_moves(PyObject* lst, std::vector<i64>& job, std::vector<i64>& ptr, std::vector<i64>& srv,
+                std::vector<i64>& wk) {
+    if (!PyList_CheckExact(lst)) return false;
+    const Py_ssize_t n = PyList_GET_SIZE(lst);
+    ptr.push_back(0);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* m = PyList_GET_ITEM(lst, i);
+        if (!PyTuple_CheckExact(m) || PyTuple_GET_SIZE(m) != 2) return false;
+        PyObject* j = PyTuple_GET_ITEM(m, 0);
+        PyObject* place = PyTuple_GET_ITEM(m, 1);
+        if (!PyLong_CheckExact(j) || !PyDict_CheckExact(place)) return false;
+        int overflow = 0;
+        const long long jv = PyLong_AsLongLongAndOverflow(j, &overflow);
+        if (overflow) return false;
+        job.push_back(static_cast<i64>(jv));
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(place, &pos, &k, &v)) {
+            if (!PyLong_CheckExact(k) || !PyLong_CheckExact(v)) return false;
+            const long long kv = PyLong_AsLongLongAndOverflow(k, &overflow);
+            if (overflow) return false;
+            const long long vv = PyLong_AsLongLongAndOverflow(v, &overflow);
+            if (overflow) return false;
+            srv.push_back(static_cast<i64>(kv));
+            wk.push_back(static_cast<i64>(vv));
+        }
+        ptr.push_back(static_cast<i64>(srv.size()));
+    }
+    return true;
+}
+bool read_jobs(PyObject* lst, std::vector<i64>& job) {
+    if (!PyList_CheckExact(lst)) return false;
+    const Py_ssize_t n = PyList_GET_SIZE(lst);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* j = PyList_GET_ITEM(lst, i);
+        if (!PyLong_CheckExact(j)) return false;
+        int overflow = 0;
+        const long long jv = PyLong_AsLongLongAndOverflow(j, &overflow);
+        if (overflow) return false;
+        job.push_back(static_cast<i64>(jv));
+    }
+    return true;
 }
 
 void callback_decide(CallbackHolder& h, const S::Policy& pol, const S::State& st,
                      const S::PassContext& ctx, S::Plan& plan) {
+    if (h.only_starts && nothing_can_start(pol, st, ctx)) return;
     py::gil_scoped_acquire gil;
     if (h.statics_n != st.n_jobs()) {
         h.statics = callback_statics(pol, st);
         h.statics_n = st.n_jobs();
     }
-    py::object out = h.fn(h.statics, callback_view(st, ctx));
+    py::object pobj = py::cast(CallbackPass{&st, &ctx, st.now_s, {}});
+    CallbackPass* pass = pobj.cast<CallbackPass*>();
+    py::object out;
+    try {
+        out = h.fn(h.statics, pobj);
+    } catch (...) {
+        pass->st = nullptr;
+        throw;
+    }
+    pass->st = nullptr;  // the view's arrays not read yet can no longer be built
+    pass->ctx = nullptr;
     if (out.is_none()) return;
-    py::tuple t = out.cast<py::tuple>();
-    if (t.size() != 9) throw py::value_error("policy bridge: expected 9 arrays");
+    // the decision's lists, read directly (the common case) or through to_arrays
+    std::vector<i64> v[9];
+    bool fast = true;
+    {
+        py::object starts = out.attr("starts"), resizes = out.attr("resizes"),
+                   pre = out.attr("preemptions");
+        fast = read_moves(starts.ptr(), v[0], v[1], v[2], v[3]) &&
+               read_moves(resizes.ptr(), v[4], v[5], v[6], v[7]) && read_jobs(pre.ptr(), v[8]);
+    }
+    S::DecisionArrays d;
     using A = py::array_t<i64, py::array::c_style | py::array::forcecast>;
     A a[9];
-    for (size_t i = 0; i < 9; ++i) {
-        a[i] = A::ensure(t[i]);
-        if (!a[i] || a[i].ndim() != 1) throw py::value_error("policy bridge: expected 1-D int64 arrays");
+    if (fast) {
+        d.start_job = v[0].data();
+        d.start_ptr = v[1].data();
+        d.start_server = v[2].data();
+        d.start_workers = v[3].data();
+        d.n_starts = static_cast<i64>(v[0].size());
+        d.n_start_entries = static_cast<i64>(v[2].size());
+        d.resize_job = v[4].data();
+        d.resize_ptr = v[5].data();
+        d.resize_server = v[6].data();
+        d.resize_workers = v[7].data();
+        d.n_resizes = static_cast<i64>(v[4].size());
+        d.n_resize_entries = static_cast<i64>(v[6].size());
+        d.preempt_job = v[8].data();
+        d.n_preemptions = static_cast<i64>(v[8].size());
+    } else {
+        py::tuple t = h.to_arrays(out, st.now_s).cast<py::tuple>();
+        if (t.size() != 9) throw py::value_error("policy bridge: expected 9 arrays");
+        for (size_t i = 0; i < 9; ++i) {
+            a[i] = A::ensure(t[i]);
+            if (!a[i] || a[i].ndim() != 1) throw py::value_error("policy bridge: expected 1-D int64 arrays");
+        }
+        if (a[1].shape(0) != a[0].shape(0) + 1 || a[2].shape(0) != a[3].shape(0) ||
+            a[5].shape(0) != a[4].shape(0) + 1 || a[6].shape(0) != a[7].shape(0))
+            throw py::value_error("policy bridge: inconsistent array lengths");
+        d.start_job = a[0].data();
+        d.start_ptr = a[1].data();
+        d.start_server = a[2].data();
+        d.start_workers = a[3].data();
+        d.n_starts = a[0].shape(0);
+        d.n_start_entries = a[2].shape(0);
+        d.resize_job = a[4].data();
+        d.resize_ptr = a[5].data();
+        d.resize_server = a[6].data();
+        d.resize_workers = a[7].data();
+        d.n_resizes = a[4].shape(0);
+        d.n_resize_entries = a[6].shape(0);
+        d.preempt_job = a[8].data();
+        d.n_preemptions = a[8].shape(0);
     }
-    if (a[1].shape(0) != a[0].shape(0) + 1 || a[2].shape(0) != a[3].shape(0) ||
-        a[5].shape(0) != a[4].shape(0) + 1 || a[6].shape(0) != a[7].shape(0))
-        throw py::value_error("policy bridge: inconsistent array lengths");
-    S::DecisionArrays d;
-    d.start_job = a[0].data();
-    d.start_ptr = a[1].data();
-    d.start_server = a[2].data();
-    d.start_workers = a[3].data();
-    d.n_starts = a[0].shape(0);
-    d.n_start_entries = a[2].shape(0);
-    d.resize_job = a[4].data();
-    d.resize_ptr = a[5].data();
-    d.resize_server = a[6].data();
-    d.resize_workers = a[7].data();
-    d.n_resizes = a[4].shape(0);
-    d.n_resize_entries = a[6].shape(0);
-    d.preempt_job = a[8].data();
-    d.n_preemptions = a[8].shape(0);
+    if (h.only_starts && (d.n_resizes || d.n_preemptions))
+        throw S::PolicyDecisionError("policy '" + pol.label() + "' at t = " + S::detail::time_repr(st.now_s) +
+                                     " s: the decision " + (d.n_resizes ? "resizes" : "preempts") +
+                                     " a job, but the policy declares only_starts = True (it may only "
+                                     "start queued jobs)");
     S::plan_decision(pol, st, ctx, d, plan, [&h](i64 j) { return py::str(h.job_label(j)).cast<std::string>(); });
 }
 
@@ -290,6 +469,8 @@ S::Policy make_policy(const py::dict& d) {
         auto holder = std::make_shared<CallbackHolder>();
         holder->fn = d["decide"];
         holder->job_label = d["job_label"];
+        holder->to_arrays = d["to_arrays"];
+        holder->only_starts = d["only_starts"].cast<bool>();
         p.callback = [holder](const S::Policy& pol, const S::State& st, const S::PassContext& ctx,
                               S::Plan& plan) { callback_decide(*holder, pol, st, ctx, plan); };
     }
@@ -795,6 +976,7 @@ PYBIND11_MODULE(_sched, m) {
             d["reclaim_deadline_misses"] = e.reclaim_deadline_misses;
             return d;
         });
+    bind_callback_pass(m);
 #ifdef ARYL_SCHED_BIND_TESTING
     aryl::sched::aryl_pass::bind_testing(m);
 #endif

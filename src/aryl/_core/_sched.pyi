@@ -44,6 +44,31 @@ class Engine:
     @property
     def counters(self) -> dict[str, float | int]: ...  # the integrals and counts of engine.py
 
+class CallbackPass:
+    """One pass of a Python policy (aryl.PassView's per-pass attributes, each a
+    read-only copy built on first read; ValueError after the pass)."""
+
+    now_s: float
+    valid: bool  # the pass is in progress
+    queue: _I64
+    queue_remaining_s: _F64
+    queue_waited_s: _F64
+    queue_attained_gpu_s: _F64
+    running: _I64
+    running_workers: _I64
+    running_ptr: _I64
+    running_server: _I64
+    running_server_workers: _I64
+    running_remaining_s: _F64
+    running_speed: _F64
+    running_attained_gpu_s: _F64
+    free_gpus: _I64
+    loaned: _I64
+    offered: _I64
+    server_status: npt.NDArray[np.int8]
+    capacity_gpus: int
+    servers_needed: int
+
 def new_engine(spec: dict[str, Any]) -> Engine: ...  # keys: aryl/sim/native.py NativeEngine
 def pool_split(
     ptr: npt.ArrayLike,  # const int64_t* (n + 1,) CSR offsets per job
@@ -57,7 +82,8 @@ def schedule_state(
     prep: dict[str, Any],  # config, speeds, server_type, gpu_types, family
     policy: dict[str, Any],  # kind, return_idle_loans, bound_option, las_thresholds;
     # kind 8 (a Python policy, sched_callback.hpp): also name, loans, elastic, uses_tick,
-    # decide(statics, view) -> None | 9 int64 arrays, job_label(j) -> str
+    # only_starts, decide(statics, CallbackPass) -> None | aryl.Decision,
+    # job_label(j) -> str, to_arrays(decision, now_s) -> 9 int64 arrays
     reclaim_fn: Callable[[dict[str, Any], int, int], tuple[list[int], list[int]]] | None,
 ) -> tuple[Any, ...]: ...  # the plan's fields (aryl/scheduling/native.py plan_from_native)
 def __getattr__(name: str) -> Any: ...  # _aryl_* test hooks of sched_aryl_bind.hpp

@@ -109,11 +109,13 @@ def user_policy_prep(pol: Any, job_ids: Any) -> dict[str, Any]:
         "loans": bool(pol.loans),
         "elastic": bool(pol.elastic),
         "uses_tick": bool(pol.uses_tick),
+        "only_starts": bool(pol.only_starts),
         "return_idle_loans": bool(pol.return_idle_loans),
         "bound_option": None,
         "las_thresholds": [3600.0, 36000.0],
         "decide": bridge,
         "job_label": bridge.job_label,
+        "to_arrays": bridge.arrays,
     }
 
 

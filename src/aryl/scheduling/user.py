@@ -13,7 +13,7 @@ output stay compiled, so a pass costs what the policy's own code costs.
 The rules a decision must keep are checked before it is applied
 (``sched_callback.hpp``); a broken rule raises :class:`aryl.errors.PolicyError`
 naming the policy, the pass time, the job and the rule.  docs/policies.md is
-the guide, with two worked examples.
+the guide, with three worked examples.
 
 Loans: a loaning policy (``loans = True``) sees the idle inference servers
 offered to this pass (:attr:`PassView.offered`, their GPUs free in
@@ -69,6 +69,15 @@ class Policy:
     uses_tick : bool (class attribute)
         Whether a pass on the periodic tick (``SimConfig.tick_s``) can change
         something (passes run at arrivals, finishes and demand changes anyway).
+    only_starts : bool (class attribute)
+        The policy only starts queued jobs (never resizes or preempts; a
+        decision that does raises :class:`aryl.errors.PolicyError`).  The engine
+        then skips the call in a pass where no queued job can start: for each
+        queued job, the servers a placement may use (the training servers and
+        ``loaned``) hold fewer than ``base_workers`` whole workers of its
+        ``gpus_per_worker`` GPUs (``sum(free_gpus[s] // gpus_per_worker)`` over
+        them), e.g. when the queue is empty.  Such a pass is the same as one
+        where ``decide`` returned ``None``.
     defaults : mapping of str to bool, int, float or str (class attribute)
         The options the policy takes and their defaults; ``return_idle_loans``
         (default true) is always known.
@@ -93,6 +102,7 @@ class Policy:
     loans: ClassVar[bool] = False
     elastic: ClassVar[bool] = False
     uses_tick: ClassVar[bool] = False
+    only_starts: ClassVar[bool] = False
     defaults: ClassVar[Mapping[str, Any]] = {}
 
     def __init__(self, options: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
@@ -130,8 +140,8 @@ class Policy:
         Parameters
         ----------
         view : PassView
-            The cluster at the pass time (read-only arrays, valid during the call;
-            copy what you keep).
+            The cluster at the pass time (read-only arrays; its attributes are
+            read during the call).
 
         Returns
         -------
@@ -159,6 +169,15 @@ class PassView:
     server indexes over the training servers first (``0 .. n_training - 1``),
     then the inference servers.
 
+    The per-job columns (``arrival_s`` .. ``top_workers``) and the servers'
+    static columns are built once per replay.  The per-pass attributes (the
+    queue, the running jobs, the free GPUs, the loans, ``server_status``,
+    ``capacity_gpus``, ``servers_needed``) are built by the engine on their first
+    read in a pass, then kept for that pass: a pass costs the attributes the
+    policy reads (each O(its length)), not O(queue).  Arrays are copies, so an
+    array kept after the pass stays as it was; an attribute first read after
+    the pass (a view kept by the policy) raises ``ValueError``.
+
     Attributes
     ----------
     now_s : float
@@ -172,6 +191,13 @@ class PassView:
         Each job's worker size and worker range; ``ref_workers`` is its traced
         size.
     elastic : ndarray of bool (n_jobs,)
+    alpha : ndarray of float64 (n_jobs,)
+        Each job's scaling loss: throughput ``T(w) = w / (1 + alpha (w - 1))``
+        single-worker units at ``w`` workers (the model of docs/model.md and of
+        :func:`aryl.jct_reduction_table`; a cluster's speed model, if any, is in
+        ``speed``).
+    rescale_pause_s : float
+        ``SchedulerConfig.rescale_pause_s``: the progress pause of a resize.
     speed : ndarray of float64 (n_jobs, n_types)
         Each job's speed at its base size on each GPU type, relative to its
         traced speed (1.0: as traced): measured speeds per model family when the
@@ -236,6 +262,8 @@ class PassView:
     min_workers: np.ndarray
     max_workers: np.ndarray
     elastic: np.ndarray
+    alpha: np.ndarray
+    rescale_pause_s: float
     speed: np.ndarray
     base_workers: np.ndarray
     top_workers: np.ndarray
@@ -280,6 +308,37 @@ class PassView:
         """Free GPUs per pool (int64, ``server_pool``'s indexes)."""
         n = int(self.server_pool.max()) + 1 if self.server_pool.size else 0
         return np.bincount(self.server_pool, weights=self.free_gpus, minlength=n).astype(np.int64)
+
+
+class _PassAttr:
+    """A per-pass attribute of :class:`PassView`: read from the engine's pass object
+    on first access, then kept in the view's ``__dict__`` (a non-data descriptor,
+    so later reads are plain attribute reads)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        d = obj.__dict__
+        v = getattr(d["_pass"], self.name)
+        d[self.name] = v
+        return v
+
+
+#: PassView's attributes built per pass on first read (the engine's CallbackPass).
+PER_PASS_ATTRIBUTES = (
+    "queue", "queue_remaining_s", "queue_waited_s", "queue_attained_gpu_s",
+    "running", "running_workers", "running_ptr", "running_server", "running_server_workers",
+    "running_remaining_s", "running_speed", "running_attained_gpu_s",
+    "free_gpus", "loaned", "offered", "server_status", "capacity_gpus", "servers_needed",
+)
+for _name in PER_PASS_ATTRIBUTES:
+    setattr(PassView, _name, _PassAttr(_name))
+del _name
 
 
 @dataclass
@@ -363,11 +422,14 @@ class Decision:
 
 
 class _Bridge:
-    """The engine's callback: (static columns, this pass's arrays) -> the
-    decision's arrays.  Built once per replay (or per :func:`aryl.schedule`).
+    """The engine's callback: (static columns, this pass) -> the decision.  Built
+    once per replay (or per :func:`aryl.schedule`).
 
-    The engine's arrays are new and read-only at each pass; the view is a plain
-    object whose ``__dict__`` is filled from them (two dict updates per pass)."""
+    Per pass: one view object, its ``__dict__`` filled with the static columns
+    (one dict update) and the engine's pass object, whose arrays the view builds
+    on first read (:data:`PER_PASS_ATTRIBUTES`).  The decision goes back as the
+    :class:`Decision` itself (the binding reads its lists; other integer types
+    go through :meth:`arrays`)."""
 
     def __init__(self, policy: Policy, job_ids: Any) -> None:
         self.policy = policy
@@ -377,35 +439,45 @@ class _Bridge:
         self.job_ids = ids
         self._statics: Any = None
         self._static_vals: dict[str, Any] = {}
+        #: decide calls so far (passes skipped by ``only_starts`` are not counted)
+        self.n_calls = 0
 
     def job_label(self, j: int) -> str:
         """Job index -> its job id (for messages)."""
         return repr(str(self.job_ids[j])) if 0 <= j < len(self.job_ids) else f"#{j}"
 
-    def __call__(self, statics: dict[str, Any],
-                 dyn: dict[str, Any]) -> tuple[np.ndarray, ...] | None:
+    def where(self, now_s: float) -> str:
+        """The pass in messages: ``policy 'NAME' at t = T s``."""
+        return f"policy {self.label!r} at t = {now_s:.10g} s"
+
+    def arrays(self, dec: Decision, now_s: float) -> tuple[np.ndarray, ...]:
+        """The decision as :meth:`Decision.to_arrays` (the binding's slow path)."""
+        return dec.to_arrays(self.where(now_s))
+
+    def __call__(self, statics: dict[str, Any], p: Any) -> Decision | None:
         if statics is not self._statics:
             self._statics = statics
             self._static_vals = {**statics, "job_ids": self.job_ids, "policy": self.policy,
                                  "gpu_types": list(statics["gpu_types"])}
+        self.n_calls += 1
         view = PassView.__new__(PassView)
         vd = view.__dict__
         vd.update(self._static_vals)
-        vd.update(dyn)
-        where = f"policy {self.label!r} at t = {dyn['now_s']:.10g} s"
+        vd["_pass"] = p
+        vd["now_s"] = p.now_s
         try:
             dec = self.policy.decide(view)
         except Exception as e:
-            e.add_note(f"(raised in the decide step of {where})")
+            e.add_note(f"(raised in the decide step of {self.where(p.now_s)})")
             raise
         if dec is None:
             return None
         if not isinstance(dec, Decision):
-            raise PolicyError(f"{where}: decide returned {type(dec).__name__}, expected "
-                              "aryl.Decision or None")
+            raise PolicyError(f"{self.where(p.now_s)}: decide returned {type(dec).__name__}, "
+                              "expected aryl.Decision or None")
         if not (dec.starts or dec.resizes or dec.preemptions):
             return None
-        return dec.to_arrays(where)
+        return dec
 
 
 def policy_identity(policy: Any) -> dict[str, Any]:
