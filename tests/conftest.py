@@ -47,3 +47,24 @@ def mixed_cluster(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def quick_experiment(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One ``aryl experiment paper --quick`` run: its output folder and terminal text.
+
+    Shared by tests/test_experiment.py (the tables recomputed from runs.csv) and
+    tests/test_printed_vs_data.py (every printed cell against its CSV), which read it
+    only.  250 columns: every table row whole on one line (the 60- and 80-column
+    layouts are tests/test_cli_tables.py's).
+    """
+    from click.testing import CliRunner
+
+    from aryl.cli import main
+
+    out = tmp_path_factory.mktemp("paper") / "out"
+    result = CliRunner().invoke(
+        main, ["experiment", "paper", "--quick", "--out", str(out), "-j", "1",
+               "--reclaim-instances", "40"], env={"COLUMNS": "250"}, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return out, result.output
