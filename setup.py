@@ -84,6 +84,9 @@ cython_exts = [ALL[n] for n in names if n == "mckp"]
 other_exts = [ALL[n] for n in names if n != "mckp"]
 
 setup(
+    # The extensions compile side by side, one per core: a build takes about as long as
+    # its longest extension (_sched), not the sum of the four.
+    options={"build_ext": {"parallel": os.cpu_count() or 1}},
     ext_modules=cythonize(
         cython_exts,
         language_level=3,

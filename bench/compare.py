@@ -4,7 +4,8 @@ Usage::
 
     python bench/compare.py --base REF [-k EXPR] [--bench-path bench/FILE.py]
                             [--pairs N] [--threshold 0.05] [--fail-on-slower]
-                            [--json OUT] [--save-runs DIR] [-- EXTRA PYTEST ARGS]
+                            [--json OUT] [--save-runs DIR] [--new-wheel WHEEL]
+                            [--base-wheel WHEEL] [-- EXTRA PYTEST ARGS]
 
 Each side (``REF`` and the working tree as it is on disk, uncommitted changes
 and untracked, not ignored files included) is built once into a wheel
@@ -13,7 +14,11 @@ the wheels are cached under ``--cache-dir`` keyed by a hash of the tree without
 the folders that put no code into the wheel, :data:`NOT_BUILT`, so a side
 already built, or two sides that differ only in benchmarks, tests or docs,
 are not built again) and installed into its own temporary virtual
-environment.  The environments reuse this interpreter's dependencies (a
+environment.  ``--new-wheel WHEEL`` / ``--base-wheel WHEEL`` hand over a wheel
+already built from that side's tree (CI's ``pip wheel .`` of its clean checkout):
+it is used instead of a build once its ``aryl`` files are checked against the
+tree (:func:`check_wheel`); when the two sides share one build, one given wheel
+serves both.  The environments reuse this interpreter's dependencies (a
 ``.pth`` file listing its ``sys.path`` entries), and their own ``aryl`` comes
 first on ``sys.path``: it is checked before any run.
 
@@ -36,7 +41,8 @@ the pairs.  Verdict against the threshold
 
 Exit status: 0; 1 when ``--fail-on-slower`` is given and a benchmark is
 ``slower``; 2 for a bad argument (an unknown ref, fewer than 2 pairs, a
-selection that matches no benchmark); 3 when a build or a benchmark run fails.
+selection that matches no benchmark, a given wheel that is not of its side's
+tree); 3 when a build or a benchmark run fails.
 ``--save-runs DIR`` keeps each run's pytest-benchmark JSON
 (``base-1.json``, ``new-1.json``, ...), which ``pytest-benchmark compare DIR/*.json``
 tabulates run by run.
@@ -387,6 +393,61 @@ def build_wheel(tree: str, cache_dir: Path, scratch: Path, log: Any) -> Path:
     return sorted(final.glob("aryl-*.whl"))[0]
 
 
+def check_wheel(wheel: Path, tree: str, option: str) -> None:
+    """Refuse a wheel that was not built from git tree ``tree``.
+
+    Every file of the wheel under ``aryl/`` that the tree holds under ``src/aryl/``
+    must be byte for byte the tree's (compared by git blob hash), and every
+    ``src/aryl/**.py`` of the tree must be in the wheel.  The compiled modules
+    cannot be compared with their sources; the sources are, where the wheel ships
+    them (this project's carries ``_core/*.cpp``, ``_mckp.pyx`` and the headers),
+    but not the build's own files (``setup.py``, ``pyproject.toml``): a wheel built
+    with other compiler flags from the same sources passes.
+
+    Parameters
+    ----------
+    wheel : Path
+        An ``aryl-*.whl`` file.
+    tree : str
+        Git tree hash of the side the wheel stands for.
+    option : str
+        The option that named it (``--new-wheel``), for messages.
+
+    Raises
+    ------
+    CompareError
+        (status 2) not an aryl wheel file, or a file that differs or is missing
+        (the first one, by path, named).
+    """
+    import hashlib
+    import zipfile
+
+    if not (wheel.is_file() and wheel.name.startswith("aryl-") and wheel.name.endswith(".whl")):
+        raise CompareError(f"{option} {wheel}: not an aryl-*.whl file", 2)
+    algo = _git("rev-parse", "--show-object-format")  # sha1 or sha256
+    listing = _git("ls-tree", "-r", "--full-tree", tree, "src/aryl")
+    blobs: dict[str, str] = {}
+    for line in listing.splitlines():
+        meta, path = line.split("\t", 1)
+        blobs[path.removeprefix("src/")] = meta.split()[2]
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            members = {n: zf.read(n) for n in zf.namelist() if n.startswith("aryl/")}
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise CompareError(f"{option} {wheel}: not a wheel ({exc})", 2) from None
+    for name in sorted(members):
+        if name in blobs:
+            data = members[name]
+            digest = hashlib.new(algo, b"blob %d\0" % len(data) + data).hexdigest()
+            if digest != blobs[name]:
+                raise CompareError(f"{option} {wheel.name}: {name} differs from src/{name} "
+                                   f"of tree {tree[:10]} (a wheel of another tree?)", 2)
+    lacking = sorted(n for n in blobs if n.endswith(".py") and n not in members)
+    if lacking:
+        raise CompareError(f"{option} {wheel.name}: lacks {lacking[0]} of tree {tree[:10]} "
+                           "(a wheel of another tree?)", 2)
+
+
 def _parent_paths() -> list[str]:
     """This interpreter's ``sys.path`` entries past the standard library, minus a source checkout.
 
@@ -503,6 +564,10 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     ap.add_argument("--cache-dir", type=Path, default=cache / "aryl" / "bench-compare",
                     help="wheel cache (default: $XDG_CACHE_HOME/aryl/bench-compare)")
+    for side in SIDES:
+        ap.add_argument(f"--{side}-wheel", type=Path, default=None, metavar="WHEEL",
+                        help=f"a wheel built from the {side} side's tree, used instead of "
+                             "building it (checked against the tree)")
     ap.add_argument("extra", nargs="*", help="after --: more pytest arguments")
     args = ap.parse_args(argv)
     args.bench_path = args.bench_path or ["bench"]
@@ -540,11 +605,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                               capture_output=True, check=False).returncode != 0:
                 raise CompareError(f"--bench-path {p!r}: not in the {args.bench_from} "
                                    "side's tree", 2)
+        trees = {"base": base_tree, "new": new_tree}
+        given: dict[str, Path] = {}
+        for side in SIDES:  # before any build
+            wheel = getattr(args, f"{side}_wheel")
+            if wheel is not None:
+                check_wheel(wheel, trees[side], f"--{side}-wheel")
+                given[side] = wheel
+                print(f"  {side}: the given wheel {wheel.name}", file=log)
+        if one_build and len(given) == 1:  # one build serves both sides
+            given = dict.fromkeys(SIDES, next(iter(given.values())))
         with tempfile.TemporaryDirectory(prefix="aryl-compare-") as tmp:
             scratch = Path(tmp)
-            wheels = {"base": build_wheel(base_tree, args.cache_dir, scratch, log)}
-            wheels["new"] = (wheels["base"] if one_build else
-                             build_wheel(new_tree, args.cache_dir, scratch, log))
+            wheels = dict(given)
+            if "base" not in wheels:
+                wheels["base"] = build_wheel(base_tree, args.cache_dir, scratch, log)
+            if "new" not in wheels:
+                wheels["new"] = (wheels["base"] if one_build else
+                                 build_wheel(new_tree, args.cache_dir, scratch, log))
             pys = {side: make_env(scratch / f"venv-{side}", wheels[side], log) for side in SIDES}
             bench_root = scratch / "bench-src"
             bench_root.mkdir()

@@ -1,8 +1,9 @@
 """bench/compare.py: the paired statistics, the verdicts, the JSON reader and the git trees.
 
-The end-to-end run (two builds, alternating pytest-benchmark runs) is CI's smoke step
-(``.ci/run``: HEAD against HEAD); here each piece is checked on values worked out by
-hand or taken from an independent source (a real pytest-benchmark run, git itself).
+Each piece is checked on values worked out by hand or taken from an independent source
+(a real pytest-benchmark run, git itself); the whole run (builds, the cache, given wheels,
+two environments, alternating runs, the verdict) on a tiny package built in a second, and
+CI's smoke step (``.ci/run``: HEAD against HEAD) on the real one.
 """
 
 from __future__ import annotations
@@ -303,3 +304,147 @@ def test_main_refuses_a_bench_path_before_building(capsys, tmp_path):
     with pytest.raises(SystemExit):
         cmp.main(["--base", "HEAD", "--json", str(tmp_path / "nope" / "x.json")])
     assert "does not exist" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------- end to end, a tiny package
+# A package named aryl (src/aryl, the layout compare.py reads) built by an in-tree PEP 517
+# backend that needs nothing installed: pip builds it in a second, so the whole path (git
+# archive, build, cache, the two environments, the alternating runs, the verdict) runs here
+# on two different trees; CI's HEAD-against-HEAD step runs it on the real package.
+
+_BACKEND = '''\
+import base64, hashlib, pathlib, zipfile
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    files = {p.relative_to("src").as_posix(): p.read_bytes()
+             for p in sorted(pathlib.Path("src").rglob("*.py"))}
+    dist = "aryl-0.0.1.dist-info/"
+    files[dist + "METADATA"] = b"Metadata-Version: 2.1\\nName: aryl\\nVersion: 0.0.1\\n"
+    files[dist + "WHEEL"] = (b"Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\n"
+                             b"Tag: py3-none-any\\n")
+    def b64(d):
+        return base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
+    rows = [f"{n},sha256={b64(d)},{len(d)}" for n, d in files.items()]
+    files[dist + "RECORD"] = ("\\n".join([*rows, dist + "RECORD,,"]) + "\\n").encode()
+    name = "aryl-0.0.1-py3-none-any.whl"
+    with zipfile.ZipFile(pathlib.Path(wheel_directory) / name, "w") as zf:
+        for n, d in files.items():
+            zf.writestr(n, d)
+    return name
+'''
+
+_PYPROJECT = """\
+[build-system]
+requires = []
+build-backend = "fakebackend"
+backend-path = ["."]
+
+[tool.pytest.ini_options]
+python_files = ["bench_*.py"]
+"""
+
+# one sleep of aryl.DELAY_S per round: the benchmark's time is the installed package's
+_BENCH = """\
+import time
+
+import aryl
+
+
+def test_sleep(benchmark):
+    benchmark.pedantic(time.sleep, args=(aryl.DELAY_S,), rounds=3, iterations=1)
+"""
+
+
+@pytest.fixture
+def tiny_repo(tmp_path, monkeypatch):
+    repo = tmp_path / "r"
+    for d in ("src/aryl/_core", "bench"):
+        (repo / d).mkdir(parents=True)
+    (repo / "src" / "aryl" / "__init__.py").write_text("DELAY_S = 0.001\n")
+    (repo / "src" / "aryl" / "_core" / "__init__.py").write_text("")
+    (repo / "src" / "aryl" / "_core" / "_sched.py").write_text("")  # make_env imports it
+    (repo / "fakebackend.py").write_text(_BACKEND)
+    (repo / "pyproject.toml").write_text(_PYPROJECT)
+    (repo / "bench" / "bench_sleep.py").write_text(_BENCH)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "one")
+    monkeypatch.setattr(cmp, "REPO", repo)
+    return repo
+
+
+def _pip_wheel(repo: Path, out: Path) -> Path:
+    # what CI does with its clean checkout: pip wheel . --no-deps
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                           "--no-build-isolation", "-w", str(out), str(repo)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (wheel,) = out.glob("aryl-*.whl")
+    return wheel
+
+
+def test_two_trees_run_alternately_and_the_slower_side_found(tiny_repo, tmp_path, capsys):
+    # HEAD sleeps 1 ms a round, its wheel given (built as CI builds its own); the working
+    # tree sleeps 30 ms and is built here: by min round time the ratio is about 30, only
+    # if each side's environment runs its own tree's code
+    wheel = _pip_wheel(tiny_repo, tmp_path / "wheels")
+    (tiny_repo / "src" / "aryl" / "__init__.py").write_text("DELAY_S = 0.03\n")
+    cache, out = tmp_path / "cache", tmp_path / "cmp.json"
+    assert cmp.main(["--base", "HEAD", "--base-wheel", str(wheel), "--pairs", "3",
+                     "--stat", "min", "--fail-on-slower", "--cache-dir", str(cache),
+                     "--json", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "base: the given wheel aryl-0.0.1-py3-none-any.whl" in err
+    assert err.count("building the wheel") == 1  # the working tree's only
+    assert "pair 3/3: new run" in err
+    (row,) = json.loads(out.read_text())["benchmarks"]
+    assert row["name"] == "bench/bench_sleep.py::test_sleep"
+    assert 0.001 <= row["base_median_s"] < 0.03 <= row["new_median_s"]
+    assert row["ratio"] > 5
+    assert row["verdict"] == "slower"
+    (built,) = cache.glob("*/aryl-*.whl")  # the working tree's, cached by its build key
+    assert built.parent.name.startswith(cmp.build_key(cmp.working_tree()))
+    assert cmp.build_wheel(cmp.working_tree(), cache, tmp_path / "scratch", sys.stderr) == built
+    assert "cached wheel" in capsys.readouterr().err
+
+
+def test_a_given_wheel_serves_both_sides_without_a_build(tiny_repo, tmp_path, capsys):
+    # HEAD against its own clean tree (CI's step): one given wheel in both environments;
+    # a selection that matches nothing ends it after the environments, before any pair
+    wheel = _pip_wheel(tiny_repo, tmp_path / "wheels")
+    cache = tmp_path / "cache"
+    assert cmp.main(["--base", "HEAD", "--new-wheel", str(wheel), "-k", "no_such_benchmark",
+                     "--cache-dir", str(cache)]) == 2
+    err = capsys.readouterr().err
+    assert "new: the given wheel aryl-0.0.1-py3-none-any.whl" in err
+    assert "venv-base: aryl from aryl-0.0.1-py3-none-any.whl" in err
+    assert "venv-new: aryl from aryl-0.0.1-py3-none-any.whl" in err
+    assert "compare: the selection 'no_such_benchmark' matched no benchmark" in err
+    assert "building" not in err
+    assert not cache.exists()  # nothing built, nothing cached
+
+
+def test_a_given_wheel_of_another_tree_is_refused(tiny_repo, tmp_path, capsys):
+    wheel = _pip_wheel(tiny_repo, tmp_path / "wheels")  # HEAD's
+    head = cmp.ref_tree("HEAD")[1]
+    cmp.check_wheel(wheel, head, "--base-wheel")  # its own tree: accepted
+    init = tiny_repo / "src" / "aryl" / "__init__.py"
+    init.write_text("DELAY_S = 0.002\n")
+    cache = tmp_path / "cache"
+    assert cmp.main(["--base", "HEAD", "--new-wheel", str(wheel),
+                     "--cache-dir", str(cache)]) == 2
+    assert ("compare: --new-wheel aryl-0.0.1-py3-none-any.whl: aryl/__init__.py differs from "
+            "src/aryl/__init__.py of tree") in capsys.readouterr().err
+    assert not cache.exists()  # refused before any build
+    init.write_text("DELAY_S = 0.001\n")
+    (tiny_repo / "src" / "aryl" / "extra.py").write_text("")  # untracked: part of the tree
+    with pytest.raises(cmp.CompareError, match=r"--new-wheel aryl-0.0.1-py3-none-any.whl: "
+                                               r"lacks aryl/extra.py of tree") as e:
+        cmp.check_wheel(wheel, cmp.working_tree(), "--new-wheel")
+    assert e.value.status == 2
+    with pytest.raises(cmp.CompareError, match=r"--new-wheel .*notes.txt: not an aryl-\*.whl"):
+        cmp.check_wheel(tmp_path / "notes.txt", head, "--new-wheel")
+    fake = tmp_path / "aryl-0.0.1-py3-none-any.whl"
+    fake.write_text("not a zip")
+    with pytest.raises(cmp.CompareError, match=r"--new-wheel .*: not a wheel \("):
+        cmp.check_wheel(fake, head, "--new-wheel")

@@ -53,17 +53,10 @@ def test_default_preset_sizes_to_the_simulator_default() -> None:
     )
 
 
-@pytest.fixture(scope="module")
-def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    out = tmp_path_factory.mktemp("paper") / "out"
-    result = CliRunner().invoke(
-        main,
-        ["experiment", "paper", "--quick", "--out", str(out), "-j", "1",
-         "--reclaim-instances", "40"],
-        catch_exceptions=False,
-    )
-    assert result.exit_code == 0, result.output
-    return out, result.output
+@pytest.fixture
+def quick_run(quick_experiment: tuple[Path, str]) -> tuple[Path, str]:
+    # the session's one quick run (tests/conftest.py), shared with test_printed_vs_data.py
+    return quick_experiment
 
 
 def test_quick_run_writes_every_artefact(quick_run: tuple[Path, str]) -> None:

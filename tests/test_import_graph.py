@@ -19,6 +19,7 @@ dependency is optional).
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import aryl
@@ -42,6 +43,7 @@ def _modules() -> dict[str, Path]:
     return out
 
 
+@functools.cache  # parsed once for the module's tests, which only read it
 def _graph() -> dict[str, set[str]]:
     mods = _modules()
     graph: dict[str, set[str]] = {m: set() for m in mods}

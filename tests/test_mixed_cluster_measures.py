@@ -40,6 +40,7 @@ D needs all of server 1 and waits for C: 140 .. 170.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,29 +53,6 @@ from aryl.traces.inference import InferenceDemand
 
 ENGINES = ("native", "python")
 
-_SPEC = """
-[[pools]]
-name = "small"
-role = "training"
-n_servers = 1
-gpus_per_server = 4
-gpu_type = "V100"
-
-[[pools]]
-name = "big"
-role = "training"
-n_servers = 1
-gpus_per_server = 8
-gpu_type = "V100"
-
-[[pools]]
-name = "inf"
-role = "inference"
-n_servers = 2
-gpus_per_server = 2
-gpu_type = "T4"
-"""
-
 _JOBS = pd.DataFrame({
     "job_id": ["A", "B", "C", "D"],
     "submit_time_s": [0.0, 0.0, 10.0, 20.0],
@@ -83,9 +61,8 @@ _JOBS = pd.DataFrame({
 })
 
 
-def replay(tmp_path: Path, policy: str, engine: str) -> SimResult:
-    spec = tmp_path / "mixed.toml"
-    spec.write_text(_SPEC)
+def replay(spec: Path, policy: str, engine: str) -> SimResult:
+    """The replay of the module docstring on ``spec`` (the ``mixed_cluster`` fixture's, T4s)."""
     cfg = SimConfig(cluster=str(spec), speed_model="parametric", loaned_gpu_speed=0.5,
                     loan_reserve_servers=0, loan_cooldown_s=0.0, timeseries_step_s=50.0,
                     engine=engine, check=True)
@@ -118,9 +95,9 @@ def close(d: dict[str, Any], want: dict[str, float]) -> None:
 
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("policy", ["aryl", "aryl-no-elastic"])
-def test_every_measure_with_a_loan_on_a_mixed_cluster(tmp_path: Path, policy: str,
-                                                      engine: str) -> None:
-    res = replay(tmp_path, policy, engine)
+def test_every_measure_with_a_loan_on_a_mixed_cluster(mixed_cluster: Callable[..., Path],
+                                                      policy: str, engine: str) -> None:
+    res = replay(mixed_cluster("T4"), policy, engine)
     jobs = res.jobs.set_index("job_id")
     assert jobs["status"].tolist() == ["finished"] * 4
     assert jobs["first_start_s"].to_dict() == {"A": 0.0, "B": 0.0, "C": 10.0, "D": 100.0}
@@ -211,8 +188,9 @@ def test_every_measure_with_a_loan_on_a_mixed_cluster(tmp_path: Path, policy: st
 # ------------------------------------------------------------------ fifo (no loans)
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_every_measure_without_loans_on_a_mixed_cluster(tmp_path: Path, engine: str) -> None:
-    res = replay(tmp_path, "fifo", engine)
+def test_every_measure_without_loans_on_a_mixed_cluster(mixed_cluster: Callable[..., Path],
+                                                         engine: str) -> None:
+    res = replay(mixed_cluster("T4"), "fifo", engine)
     jobs = res.jobs.set_index("job_id")
     assert jobs["first_start_s"].to_dict() == {"A": 0.0, "B": 0.0, "C": 100.0, "D": 140.0}
     assert jobs["finish_s"].to_dict() == {"A": 100.0, "B": 200.0, "C": 140.0, "D": 170.0}

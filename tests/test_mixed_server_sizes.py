@@ -12,6 +12,7 @@ import io
 import json
 import logging
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,35 +30,10 @@ BACKENDS = ("native", "reference")
 POLICIES = ("fifo", "fifo-backfill", "sjf", "tiresias", "aryl", "aryl-no-loan",
             "aryl-no-elastic", "elastic-greedy")
 
-_SPEC = """
-[[pools]]
-name = "small"
-role = "training"
-n_servers = 1
-gpus_per_server = 4
-gpu_type = "V100"
-
-[[pools]]
-name = "big"
-role = "training"
-n_servers = 1
-gpus_per_server = 8
-gpu_type = "V100"
-
-[[pools]]
-name = "inf"
-role = "inference"
-n_servers = 2
-gpus_per_server = 2
-gpu_type = "V100"
-"""
-
-
 @pytest.fixture
-def spec_path(tmp_path: Path) -> Path:
-    p = tmp_path / "mixed.toml"
-    p.write_text(_SPEC)
-    return p
+def spec_path(mixed_cluster: Callable[..., Path]) -> Path:
+    # 1 x 4 + 1 x 8 GPU training pools, 2 x 2-GPU V100 inference servers (tests/conftest.py)
+    return mixed_cluster("V100")
 
 
 # ------------------------------------------------------------------ gang placement

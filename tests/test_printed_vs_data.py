@@ -436,13 +436,7 @@ def test_trace_inspect_tables_equal_the_trace(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ experiment
 
 
-@pytest.fixture(scope="module")
-def quick_experiment(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    out = tmp_path_factory.mktemp("exp") / "res"
-    r = CliRunner().invoke(main, ["experiment", "paper", "--quick", "--out", str(out), "-j", "1",
-                                  "--reclaim-instances", "40"], env=WIDE)
-    assert r.exit_code == 0, r.output
-    return out, r.output
+# quick_experiment: the session's one quick run at 250 columns (tests/conftest.py)
 
 
 def _csvs(out: Path) -> dict[str, pd.DataFrame]:
