@@ -29,7 +29,9 @@
 //     select on the efficiencies' bit patterns (monotone for doubles >= 0): a
 //     histogram of the weights per bucket finds the bucket holding the break,
 //     everything above it is taken, and the bucket is refined until it is small
-//     enough to sort.  The break's efficiency is the LP multiplier lambda.
+//     enough to sort (by merging its classes' runs: the segments stay in class
+//     order, and each class's are already in greedy order).  The break's
+//     efficiency is the LP multiplier lambda.
 //     Continuing the scan over the next kFill segments by efficiency (those just
 //     below the break bucket at every level) and taking every segment that still
 //     fits gives a feasible incumbent of value LB.
