@@ -126,6 +126,66 @@ def test_replay_itp_head(benchmark: Any, policy: str, engine: str) -> None:
 # ---------------------------------------------------------------- full traces
 
 
+@functools.cache
+def itp_c07() -> pd.DataFrame:
+    """The whole ``itp-c07`` trace, half elastic (seed 0), as docs/performance.md uses it."""
+    return _load("itp-c07")
+
+
+def _timed_replay(jobs: pd.DataFrame, policy: str, scheduler_s: list[float]) -> Any:
+    res = simulate(jobs, policy=policy, config=SimConfig(engine="native"))
+    scheduler_s.append(float(res.timing["scheduler_time_s"]))
+    return res
+
+
+@pytest.mark.benchmark(group="sim-itp-c07")
+@pytest.mark.parametrize("policy", ["fifo", "aryl"])
+def test_replay_itp_c07_native(benchmark: Any, policy: str) -> None:
+    """The whole itp-c07 trace on the default cluster (46 + 16 servers), native engine:
+    ``aryl``'s median against ``fifo``'s in the same run is the cost of the pass
+    (``aryl_fifo_ratio`` interleaves the two in one process and prints the ratio)."""
+    jobs = itp_c07()
+    sched: list[float] = []
+    res = benchmark.pedantic(_timed_replay, args=(jobs, policy, sched), rounds=5, iterations=1,
+                             warmup_rounds=1)
+    assert res.summary["n_finished"] == len(jobs)
+    benchmark.extra_info.update(scheduler_time_s=float(np.median(sched)))
+
+
+def aryl_fifo_ratio(rounds: int = 7) -> dict[str, float]:
+    """``aryl`` against ``fifo`` on the whole itp-c07 (46 + 16 servers, native engine),
+    in this process, the two interleaved round by round (after one warm-up of each) so
+    that a load drifting over the run weighs on both.
+
+    Returns
+    -------
+    dict
+        Medians over ``rounds`` of ``simulate`` wall time (``<policy>_simulate_ms``,
+        trace loading excluded) and of the time in the passes
+        (``<policy>_scheduler_ms``), and their ratios aryl / fifo
+        (``simulate_ratio``, ``scheduler_ratio``).
+    """
+    jobs = itp_c07()
+    wall: dict[str, list[float]] = {"fifo": [], "aryl": []}
+    sched: dict[str, list[float]] = {"fifo": [], "aryl": []}
+    for r in range(rounds + 1):
+        for policy in ("fifo", "aryl") if r % 2 else ("aryl", "fifo"):
+            t = time.perf_counter()
+            s: list[float] = []
+            _timed_replay(jobs, policy, s)
+            if r:  # round 0 warms up
+                wall[policy].append(time.perf_counter() - t)
+                sched[policy].append(s[0])
+    out = {}
+    for policy in ("fifo", "aryl"):
+        out[f"{policy}_simulate_ms"] = 1e3 * float(np.median(wall[policy]))
+        out[f"{policy}_scheduler_ms"] = 1e3 * float(np.median(sched[policy]))
+    out["simulate_ratio"] = out["aryl_simulate_ms"] / out["fifo_simulate_ms"]
+    out["scheduler_ratio"] = out["aryl_scheduler_ms"] / out["fifo_scheduler_ms"]
+    return out
+
+
+
 def _load(name: str) -> pd.DataFrame:
     from aryl.traces import load_trace, synthesize_elastic
 
@@ -299,14 +359,17 @@ def main(argv: list[str]) -> None:
 
     if "-h" in argv or "--help" in argv:
         print("usage: python bench/bench_sim.py [--profile] [--engine python|native]\n"
-              "       python bench/bench_sim.py --million [--jobs N] [--out DIR]\n\n"
+              "       python bench/bench_sim.py --million [--jobs N] [--out DIR]\n"
+              "       python bench/bench_sim.py --ratio\n\n"
               "fifo and aryl on itp-c07, the full Philly table and its busiest 15 days,\n"
               "with the Python engine (before) and the native one (after), each against\n"
               "the 60-line strict-FIFO floor timed in the same process\n"
               "(Philly rows need $ARYL_PHILLY_CSV, the path of the Philly job table);\n"
               "--profile adds the kernel-vs-engine split of aryl's time.\n"
               "--million: aryl and fifo on a 1,000,000-job Philly-shaped trace, 94 + 33\n"
-              "servers (wall time, peak RSS, time per 10,000 loop iterations; minutes).")
+              "servers (wall time, peak RSS, time per 10,000 loop iterations; minutes).\n"
+              "--ratio: aryl / fifo on itp-c07 (native engine, simulate and scheduler\n"
+              "time), interleaved in this process.")
         return
     if "--million-case" in argv:
         policy = argv[argv.index("--million-case") + 1]
@@ -316,6 +379,14 @@ def main(argv: list[str]) -> None:
         return
     if "--million" in argv:
         million(argv)
+        return
+    if "--ratio" in argv:
+        r = aryl_fifo_ratio()
+        print(f"itp-c07, 46 + 16 servers, native engine, median of 7 interleaved rounds:\n"
+              f"simulate: aryl {r['aryl_simulate_ms']:.0f} ms, fifo {r['fifo_simulate_ms']:.0f} ms,"
+              f" ratio {r['simulate_ratio']:.2f}\n"
+              f"scheduler: aryl {r['aryl_scheduler_ms']:.1f} ms, fifo "
+              f"{r['fifo_scheduler_ms']:.1f} ms, ratio {r['scheduler_ratio']:.1f}")
         return
     profile = "--profile" in argv
     engines = ["python", "native"]

@@ -171,6 +171,8 @@ def _floor_case(repeats: int) -> dict[str, float]:
             lambda cfg=cfg: simulate(jobs, policy="aryl", config=cfg), n)
     out["ratio_native"] = out["aryl_native_ms"] / out["floor_ms"]
     out["ratio_python"] = out["aryl_python_ms"] / out["floor_ms"]
+    # aryl against fifo, both native, interleaved in this process
+    out.update(_bench("bench_sim").aryl_fifo_ratio(max(3, repeats)))
     return out
 
 
@@ -305,6 +307,17 @@ def render(rec: dict[str, float], mk: dict[str, float], replays: list[dict[str, 
         f"| strict-FIFO floor | {fl['floor_ms']:.0f} ms | 1 |",
         f"| `aryl`, native engine | {fl['aryl_native_ms']:.0f} ms | {fl['ratio_native']:.1f}x |",
         f"| `aryl`, Python engine | {fl['aryl_python_ms']:,.0f} ms | {fl['ratio_python']:.0f}x |",
+        "",
+        "The cost of `aryl`'s pass over the engine's: `aryl` against `fifo`, both native, "
+        "in one process, rounds interleaved (`python bench/bench_sim.py --ratio`, "
+        "`aryl_fifo_ratio`):",
+        "",
+        "| | `fifo` | `aryl` | aryl / fifo |",
+        "|---|---|---|---|",
+        f"| simulate | {fl['fifo_simulate_ms']:.0f} ms | {fl['aryl_simulate_ms']:.0f} ms | "
+        f"{fl['simulate_ratio']:.2f}x |",
+        f"| scheduler | {fl['fifo_scheduler_ms']:.1f} ms | {fl['aryl_scheduler_ms']:.1f} ms | "
+        f"{fl['scheduler_ratio']:.1f}x |",
     ]
     if million:
         lines += [

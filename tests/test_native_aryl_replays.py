@@ -123,3 +123,31 @@ def test_a_mixed_type_replay_is_identical() -> None:
     cfg = SimConfig(cluster="lyra", speed_model="parametric", loaned_gpu_speed=0.5,
                     mix_gpu_types=True, check=True)
     _compare(_trace("itp-c06", 500, 3), "aryl", cfg, None)
+
+
+
+def _full_itp_c07() -> Any:
+    return synthesize_elastic(load_trace("itp-c07"), elastic_fraction=0.5, seed=0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("cfg", "policy", "reclaims"), [
+    (SimConfig(), "aryl", True),
+    (SimConfig(cluster="lyra"), "aryl", False),
+    (SimConfig(n_training_servers=30, n_inference_servers=10), "aryl", True),
+    (SimConfig(), "elastic-greedy", False),
+], ids=["46+16-aryl", "lyra-aryl", "30+10-aryl", "46+16-elastic-greedy"])
+def test_full_itp_c07_replays_are_identical(cfg: SimConfig, policy: str, reclaims: bool) -> None:
+    # The whole trace, half elastic (seed 0), the bundled inference profile: thousands
+    # of elastic passes (MCKP solves, extras kept, moved and repaired), loans, returns
+    # and, where the inference demand rises over the loans, reclaims with preemptions;
+    # every per-job column and event as the Python engine has them.
+    trace = _full_itp_c07()
+    nat = simulate(trace, policy=policy, config=cfg)
+    assert nat.summary["n_scale_out"] > 1000
+    if policy == "aryl":
+        assert nat.summary["n_loans"] > 0
+    if reclaims:
+        assert nat.summary["n_reclaims"] > 0
+        assert nat.summary["n_reclaim_preemptions"] > 0
+    _compare(trace, policy, cfg, None)

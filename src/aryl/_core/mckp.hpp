@@ -29,7 +29,9 @@
 //     select on the efficiencies' bit patterns (monotone for doubles >= 0): a
 //     histogram of the weights per bucket finds the bucket holding the break,
 //     everything above it is taken, and the bucket is refined until it is small
-//     enough to sort.  The break's efficiency is the LP multiplier lambda.
+//     enough to sort (by merging its classes' runs: the segments stay in class
+//     order, and each class's are already in greedy order).  The break's
+//     efficiency is the LP multiplier lambda.
 //     Continuing the scan over the next kFill segments by efficiency (those just
 //     below the break bucket at every level) and taking every segment that still
 //     fits gives a feasible incumbent of value LB.
@@ -156,6 +158,37 @@ struct GreedyBefore {
   bool operator()(const Seg& a, const Seg& b) const { return greedy_before(a, b); }
 };
 
+// Sort segs[0, n) by greedy_before when they come as runs already in that order
+// (a class's segments are: efficiency non-increasing, position ascending): find the
+// runs, then merge them pairwise, O(n log runs).  greedy_before is a strict total
+// order, so the result is the one std::sort gives.  tmp holds n segments, bounds the
+// run boundaries.
+inline void merge_runs(Seg* segs, size_t n, std::vector<Seg>& tmp,
+                       std::vector<int64_t>& bounds) {
+  bounds.clear();
+  bounds.push_back(0);
+  for (size_t t = 1; t < n; ++t)
+    if (greedy_before(segs[t], segs[t - 1])) bounds.push_back(static_cast<int64_t>(t));
+  bounds.push_back(static_cast<int64_t>(n));
+  if (bounds.size() <= 2) return;
+  if (tmp.size() < n) tmp.resize(n);
+  Seg* src = segs;
+  Seg* dst = tmp.data();
+  while (bounds.size() > 2) {
+    size_t w = 1;
+    const size_t nr = bounds.size() - 1;
+    for (size_t r = 0; r < nr; r += 2) {
+      const int64_t a = bounds[r], b = bounds[r + 1];
+      const int64_t c = r + 2 <= nr ? bounds[r + 2] : b;
+      std::merge(src + a, src + b, src + b, src + c, dst + a, GreedyBefore());
+      bounds[w++] = c;
+    }
+    bounds.resize(w);
+    std::swap(src, dst);
+  }
+  if (src != segs) std::copy(src, src + n, segs);
+}
+
 // Sort segs[0, n) by greedy_before.  segs is in (class, position) order (as built
 // and filtered), so when all keys are equal a stable counting sort by position
 // does it in O(n + K); tmp holds n segments, cnt K + 2 counters.
@@ -167,7 +200,11 @@ inline void sort_greedy(Seg* segs, size_t n, std::vector<Seg>& tmp, std::vector<
     equal = equal && segs[t].key == segs[0].key;
     max_pos = std::max(max_pos, segs[t].pos);
   }
-  if (!equal || n < 64) {
+  if (!equal) {
+    merge_runs(segs, n, tmp, cnt);
+    return;
+  }
+  if (n < 64) {
     std::sort(segs, segs + n, GreedyBefore());
     return;
   }
