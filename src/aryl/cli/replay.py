@@ -305,7 +305,8 @@ def _check_policy_options(rc: RunConfig, policies: list[str]) -> None:
     for p in policies:
         if p in POLICIES:
             continue
-        used |= {p, load_policy_class(p).policy_name()}
+        cls: Any = load_policy_class(p)
+        used |= {p, cls.policy_name()}
         try:
             resolve_policy(p, rc.options_for(p))
         except InvalidInputError as exc:
