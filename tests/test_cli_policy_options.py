@@ -129,3 +129,25 @@ def test_show_config_keeps_the_policy_options_and_reads_back(mod: str, tmp_path:
     # finish at 100 (the one server has room for both, the option allows one)
     first = pd.read_csv(out / "jobs.csv").set_index("job_id")["first_start_s"]
     assert first.tolist() == [0.0, 100.0]
+
+
+@pytest.mark.parametrize(("policies", "entry"), [("fifo,,aryl", 2), ("fifo,aryl,", 3),
+                                                  (",fifo", 1)])
+def test_compare_refuses_an_empty_policy_entry(tmp_path: Path, policies: str, entry: int) -> None:
+    # "fifo,,aryl" used to run fifo and aryl as if the left-out name had not been meant
+    r = CliRunner().invoke(main, ["compare", "--policies", policies, "--trace",
+                                  str(_trace(tmp_path)), *_SMALL])
+    assert r.exit_code == 2, r.output
+    assert f"entry {entry} is empty" in r.output
+    assert "aryl compare (" not in r.output
+
+
+def test_plan_help_lists_every_registered_policy() -> None:
+    from aryl.scheduling import available_policies
+
+    r = CliRunner().invoke(main, ["plan", "--help"], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    listed = r.output.split("--policy TEXT", 1)[1].split("[default", 1)[0]
+    names = [p.strip(" .") for p in listed.split(";", 1)[0].split(",")]
+    assert names == sorted(available_policies())  # fifo-backfill was left out
+    assert "module:Class" in listed

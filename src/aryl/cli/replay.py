@@ -933,9 +933,12 @@ def compare_command(policies: str, baseline: str, **o: Any) -> None:
     Any simulator, input or policy field can be set with --set NAME=VALUE or
     --config FILE.toml (`aryl config` lists them); every policy gets the same.
     """
-    names = [p.strip() for p in policies.split(",") if p.strip()]
-    if not names:
+    names = [p.strip() for p in policies.split(",")]
+    if names == [""]:
         raise click.UsageError("--policies is empty")
+    if "" in names:  # "fifo,,aryl" or a trailing comma: a name left out by mistake?
+        raise click.UsageError(f"--policies {policies!r}: entry {names.index('') + 1} is "
+                               "empty; give comma-separated names, e.g. fifo,aryl")
     dups = sorted({p for p in names if names.count(p) > 1})
     if dups:
         raise click.UsageError(f"--policies lists {', '.join(dups)} more than once; "
