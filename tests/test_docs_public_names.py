@@ -36,3 +36,21 @@ def test_the_documented_json_functions_import_from_aryl_scheduling() -> None:
             for s in out["start"]] == [("a", [("t0", 8), ("i0", 8)])]
     assert [b["server"] for b in out["borrow"]] == ["i0"]
     assert plan_to_json(plan_from_json(json.dumps(out), back), back) == out
+
+
+def test_the_sample_state_of_the_docs_is_readmes_state_and_plans_it() -> None:
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from aryl.cli import main
+    from aryl.scheduling import state_to_json
+
+    sample = Path(__file__).parents[1] / "docs" / "examples" / "state.json"
+    assert json.loads(sample.read_text()) == state_to_json(_state())
+    r = CliRunner().invoke(main, ["plan", str(sample)])
+    assert r.exit_code == 0, r.output
+    plan = json.loads(r.output)
+    assert [b["server"] for b in plan["borrow"]] == ["i0"]
+    assert [(p["server"], p["workers"]) for p in plan["start"][0]["placement"]] == \
+        [("t0", 8), ("i0", 8)]
