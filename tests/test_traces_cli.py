@@ -51,3 +51,20 @@ def test_convert_writes_canonical_with_meta(tmp_path: Path) -> None:
     assert meta["elastic_synthesis"]["seed"] == 7
     assert trace.meta["elastic_synthesis"]["seed"] == 7
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_convert_refuses_an_unknown_suffix_before_reading(tmp_path: Path) -> None:
+    # the source does not exist: the OUT suffix is reported first, named as OUT (it was
+    # reported after reading the whole trace, as "path: ...")
+    r = CliRunner().invoke(main, ["trace", "convert", str(tmp_path / "missing.csv"),
+                                  str(tmp_path / "jobs.xyz")])
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith("Error: OUT: cannot tell the output format of ")
+    assert "does not exist" not in r.output
+    assert not (tmp_path / "jobs.xyz").exists()
+    path = tmp_path / "t.csv"
+    path.write_text(ITP)
+    r = CliRunner().invoke(main, ["trace", "convert", str(path), str(tmp_path / "J.CSV.GZ"),
+                                  "--drop-invalid"])
+    assert r.exit_code == 0, r.output  # the suffix in any case, as write_trace reads it
+    assert load_trace(tmp_path / "J.CSV.GZ").jobs["job_id"].tolist() == ["a", "b"]

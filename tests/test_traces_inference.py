@@ -80,6 +80,24 @@ def test_csv_demand(tmp_path: Path) -> None:
         load_inference(bad, n_servers=8, span_s=1)
 
 
+@pytest.mark.parametrize(("rows", "line", "column", "kind"), [
+    ("0,3\n10,2\n5,1\n", 4, "time_s", "not_increasing"),  # 5 after 10
+    ("0,3\n10,-1\n", 3, "servers_needed", "negative_count"),
+])
+def test_csv_demand_errors_name_their_own_kind(
+        tmp_path: Path, rows: str, line: int, column: str, kind: str) -> None:
+    # a time out of order was reported as [not_a_number] (of the value 5.0) and a
+    # negative count as [zero_gpus]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("time_s,servers_needed\n" + rows)
+    with pytest.raises(TraceFormatError) as err:
+        load_inference(bad, n_servers=8, span_s=1)
+    assert (err.value.line, err.value.column) == (line, column)
+    assert f"[{kind}]" in str(err.value)
+    assert "not_a_number" not in str(err.value)
+    assert "zero_gpus" not in str(err.value)
+
+
 def test_bad_arguments() -> None:
     with pytest.raises(InvalidInputError, match="spec"):
         load_inference("nope", n_servers=1, span_s=10)

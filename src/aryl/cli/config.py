@@ -409,7 +409,19 @@ class RunConfig:
             lines += ["", f"[{sec}]"]
             for k, v in vals.items():
                 lines.append(f"{k} = {_toml_value(v)}  # {self.source(sec, k)}")
+            if sec == "policy":  # a Python policy's options: [policy.NAME] tables
+                for pname, opts in self.user_policy.items():
+                    lines += ["", f"[policy.{_toml_key(pname)}]"]
+                    for k, v in opts.items():
+                        src = self.sources.get(f"policy.{pname}.{k}", "--set")
+                        lines.append(f"{_toml_key(k)} = {_toml_value(v)}  # {src}")
         return "\n".join(lines) + "\n"
+
+
+def _toml_key(k: str) -> str:
+    """A TOML key: bare when it can be (letters, digits, ``_``, ``-``), else quoted."""
+    return k if k and all(c.isascii() and (c.isalnum() or c in "_-") for c in k) \
+        else json.dumps(k)
 
 
 def _toml_value(v: Any) -> str:
@@ -427,6 +439,9 @@ def _toml_value(v: Any) -> str:
         return repr(v)
     if isinstance(v, (tuple, list)):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):  # a Python policy's option given as a JSON object
+        return "{" + ", ".join(f"{_toml_key(str(k))} = {_toml_value(x)}"
+                               for k, x in v.items()) + "}"
     return json.dumps(str(v))
 
 
@@ -667,7 +682,12 @@ def render_markdown() -> str:
         "",
         "A Python policy's own options ([policies.md](policies.md)): `--set "
         "policy.NAME.OPTION=VALUE` (NAME: the policy's name or entry point; the value "
-        "is read as JSON, else as a string) or a `[policy.NAME]` table in the TOML file.",
+        "is read as JSON, else as a string) or a `[policy.NAME]` table in the TOML file. "
+        "`aryl replay` and `aryl compare` build each Python policy with its options before "
+        "reading the trace: an unknown option, a value of another type than its default, "
+        "or a NAME that is no Python policy of the run (a registered policy's options are "
+        "the `policy` fields below) is an error. `--show-config` prints them as "
+        "`[policy.NAME]` tables.",
         "",
         "**Precedence** (later wins): the defaults below < `--config FILE` < `--set` "
         "(the last one of a name wins) < the dedicated options of a command "

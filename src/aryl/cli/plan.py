@@ -31,7 +31,9 @@ def _option_value(raw: str) -> Any:
 @click.argument("state_file", metavar="STATE.json", type=click.Path(dir_okay=False,
                                                                       allow_dash=True))
 @click.option("--policy", default="aryl", show_default=True,
-              help="aryl, aryl-no-loan, aryl-no-elastic, elastic-greedy, fifo, sjf, tiresias.")
+              help="aryl, aryl-no-elastic, aryl-no-loan, elastic-greedy, fifo, fifo-backfill, "
+                   "sjf, tiresias; an installed one (`aryl policies`) or module:Class "
+                   "(docs/policies.md).")
 @click.option("--option", "options", multiple=True, metavar="NAME=VALUE",
               help="Policy option (repeatable), e.g. return_idle_loans=false.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,

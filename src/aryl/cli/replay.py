@@ -291,9 +291,45 @@ def _sizes(rc: RunConfig, o: dict[str, Any], jobs: Any, console: Console) -> tup
     return int(n_train), int(n_inf)
 
 
-def _prepare(o: dict[str, Any], console: Console) -> tuple[Any, RunConfig, Any, Any]:
-    """Resolve the configuration, load and synthesise the trace, size the cluster,
-    build the config and the inference demand."""
+def _check_policy_options(rc: RunConfig, policies: list[str]) -> None:
+    """Build each Python policy of the run with its options, before any trace is read.
+
+    An unknown option or a value of the wrong type (checked by the policy's class
+    against its ``defaults``) is an error, and so is a ``policy.NAME.OPTION`` whose
+    NAME is no Python policy of this run (a registered policy's options are the
+    ``[policy]`` fields): such an option would otherwise be dropped unseen.
+    """
+    from aryl.scheduling.registry import POLICIES, load_policy_class, resolve_policy
+
+    used: set[str] = set()
+    for p in policies:
+        if p in POLICIES:
+            continue
+        cls: Any = load_policy_class(p)
+        used |= {p, cls.policy_name()}
+        try:
+            resolve_policy(p, rc.options_for(p))
+        except InvalidInputError as exc:
+            raise InputError(str(exc)) from exc
+    for pname, opts in rc.user_policy.items():
+        if pname in used:
+            continue
+        opt = next(iter(opts))
+        where = rc.sources.get(f"policy.{pname}.{opt}", "--set")
+        if pname in POLICIES:
+            why = (f"{pname!r} is a registered policy; its options are the [policy] "
+                   "fields (`aryl config`), e.g. --set return_idle_loans=false")
+        else:
+            why = (f"no Python policy of this run is named {pname!r} (this run: "
+                   f"{', '.join(policies)}; NAME is a policy's `name`, its entry point "
+                   "or its module:Class)")
+        raise InputError(f"policy.{pname}.{opt} (from {where}): {why}")
+
+
+def _prepare(o: dict[str, Any], console: Console,
+             policies: list[str]) -> tuple[Any, RunConfig, Any, Any]:
+    """Resolve the configuration, check the policies' options, load and synthesise
+    the trace, size the cluster, build the config and the inference demand."""
     from aryl.sim import SimConfig
     from aryl.sim.adapters import load_inference_spec
     from aryl.traces import synthesize_elastic
@@ -302,6 +338,7 @@ def _prepare(o: dict[str, Any], console: Console) -> tuple[Any, RunConfig, Any, 
     if horizon is not None and not (math.isfinite(horizon) and horizon > 0):
         raise InputError(f"--horizon: must be a number of seconds > 0, got {horizon:g}")
     rc = _resolve(o)  # every value checked before the trace is read
+    _check_policy_options(rc, policies)
     inp = rc.input_options()
     spec = None
     if rc.get("sim", "cluster") is not None:
@@ -758,7 +795,7 @@ def replay_command(policy: str, **o: Any) -> None:
 
 def _replay(policy: str, o: dict[str, Any]) -> None:
     console = _console(o)
-    trace, rc, cfg, demand = _prepare(o, console)
+    trace, rc, cfg, demand = _prepare(o, console, [policy])
     if o["show_config"]:
         click.echo(rc.to_toml("aryl replay"), nl=False)
         return
@@ -896,9 +933,12 @@ def compare_command(policies: str, baseline: str, **o: Any) -> None:
     Any simulator, input or policy field can be set with --set NAME=VALUE or
     --config FILE.toml (`aryl config` lists them); every policy gets the same.
     """
-    names = [p.strip() for p in policies.split(",") if p.strip()]
-    if not names:
+    names = [p.strip() for p in policies.split(",")]
+    if names == [""]:
         raise click.UsageError("--policies is empty")
+    if "" in names:  # "fifo,,aryl" or a trailing comma: a name left out by mistake?
+        raise click.UsageError(f"--policies {policies!r}: entry {names.index('') + 1} is "
+                               "empty; give comma-separated names, e.g. fifo,aryl")
     dups = sorted({p for p in names if names.count(p) > 1})
     if dups:
         raise click.UsageError(f"--policies lists {', '.join(dups)} more than once; "
@@ -915,7 +955,7 @@ def compare_command(policies: str, baseline: str, **o: Any) -> None:
 
 def _compare(run_names: list[str], baseline: str, o: dict[str, Any]) -> None:
     console = _console(o)
-    trace, rc, cfg, demand = _prepare(o, console)
+    trace, rc, cfg, demand = _prepare(o, console, run_names)
     if o["show_config"]:
         click.echo(rc.to_toml("aryl compare"), nl=False)
         return

@@ -255,6 +255,10 @@ def convert_command(src: str, out: str, fmt: str | None, window: str | None, tz:
     from aryl.traces import synthesize_elastic, write_trace
 
     check_out(out, "OUT", folder=False)
+    if not Path(out).name.lower().endswith((".csv", ".csv.gz", ".parquet", ".pq")):
+        # refused before the trace is read (a large one takes a while)
+        raise InputError(f"OUT: cannot tell the output format of {out!r} "
+                         "(use a .csv, .csv.gz, .parquet or .pq suffix)")
     t = _load(src, fmt, window, tz, drop_invalid, gpus_per_server, max_gpus,
               no_multi_server, node_list)
     if t.n_jobs == 0:  # aryl refuses to replay a trace with no job: do not write one

@@ -9,6 +9,9 @@ simulator (``aryl.sim``) <- experiments and the CLI.
 * :func:`schedule` (:mod:`aryl.scheduling.api`) — one pass of a policy;
 * :class:`SchedulePlan`, :class:`Reason` (:mod:`aryl.scheduling.plan`) — its
   decisions, applied with :meth:`SchedulePlan.apply`;
+* the JSON documents of ``aryl plan`` (:mod:`aryl.scheduling.jsonio`):
+  :func:`state_to_json` / :func:`state_from_json`, :func:`plan_to_json` /
+  :func:`plan_from_json` (docs/integration.md);
 * policies: ``fifo``, ``sjf``, ``tiresias``, ``aryl``, ``aryl-no-loan``,
   ``aryl-no-elastic``, ``elastic-greedy`` (:func:`available_policies`).
 """
@@ -16,6 +19,7 @@ simulator (``aryl.sim``) <- experiments and the CLI.
 from __future__ import annotations
 
 from aryl.scheduling.api import schedule
+from aryl.scheduling.jsonio import plan_from_json, plan_to_json, state_from_json, state_to_json
 from aryl.scheduling.plan import Reason, SchedulePlan
 from aryl.scheduling.policy import PassContext, Policy
 from aryl.scheduling.registry import available_policies, make_policy
@@ -31,5 +35,9 @@ __all__ = [
     "SchedulerConfig",
     "available_policies",
     "make_policy",
+    "plan_from_json",
+    "plan_to_json",
     "schedule",
+    "state_from_json",
+    "state_to_json",
 ]

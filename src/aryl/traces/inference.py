@@ -145,12 +145,13 @@ def _read_csv_demand(path: Path, n_servers: int) -> tuple[np.ndarray, np.ndarray
     times = ck.number(raw["time_s"], "time_s")
     need = ck.integer(raw["servers_needed"], "servers_needed")
     with np.errstate(invalid="ignore"):
-        ck.flag(need < 0, "zero_gpus", "servers_needed", "negative server count", values=need)
+        ck.flag(need < 0, "negative_count", "servers_needed", "negative server count",
+                values=need)
         ck.flag(need > n_servers, "exceeds_cluster", "servers_needed",
                 f"more servers than the inference cluster has ({n_servers})", values=need)
         back = np.zeros(len(times), dtype=bool)
         back[1:] = ~(times[1:] > times[:-1])
-    ck.flag(back, "not_a_number", "time_s", "times must be strictly increasing",
+    ck.flag(back, "not_increasing", "time_s", "times must be strictly increasing",
             values=times)
     ck.finish()
     if len(times) == 0:

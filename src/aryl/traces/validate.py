@@ -90,6 +90,8 @@ KINDS: tuple[str, ...] = (
     "duplicate_job_id",
     "cpu_only",
     "not_served",
+    "negative_count",
+    "not_increasing",
 )
 
 MAX_COUNT: int = 2**53
