@@ -222,6 +222,10 @@ class NativeEngine:
             self.progress(n - core.n_open, n, core.now)
         self._collect(core)
         del core  # its results were moved out; the rest goes now
+        if n >= 200_000:
+            from aryl.sim import release_free_memory
+
+            release_free_memory()  # before the result frames are built
 
     def _collect(self, core: Any) -> None:
         r = core.results()
