@@ -266,7 +266,7 @@ def ten_million_section(ten: dict[str, Any] | None) -> list[str]:
         "",
         f"A {m['jobs']:,}-job Philly-shaped trace (`bench/philly_shaped.py`, seed 0, half "
         "elastic) at the generator's arrival rate (the full Philly table's average "
-        f"load), so over about ten times a million jobs' span ({m['span_years']:.0f} years "
+        f"load), so over about ten times a million jobs' span ({m['span_years']:.1f} years "
         "of arrivals), on the same 94 + 33 servers: the same load throughout, so the "
         "queue and the cost of a pass do not grow with the trace. `aryl`, native "
         "engine, in its own process (`python bench/bench_sim.py --million --jobs "
@@ -293,8 +293,9 @@ def ten_million_section(ten: dict[str, Any] | None) -> list[str]:
         f"{1e3 * m['cpu_s_per_10k_iter_last_10pct']:.0f} ms |",
         f"| jobs finished | {m['n_finished']:,} |",
         "",
-        "Time per 10,000 loop iterations along the run (medians of the first and the last "
-        "tenth above; the series is `results/bench-ten-million/million-aryl.csv`):",
+        "Time per 10,000 loop iterations along the run, wall and CPU (rolling medians over "
+        "25 blocks of 2,048 iterations; the series is "
+        "`results/bench-ten-million/million-aryl.csv`):",
         "",
         f"![time per 10,000 loop iterations, {m['jobs']:,} jobs]({m['png']})",
     ]
