@@ -21,30 +21,12 @@ from collections.abc import Callable
 from typing import Any
 
 from aryl.sim.config import SimConfig
+from aryl.sim.jobs import release_free_memory
 from aryl.sim.metrics import SimResult
 
 __all__ = ["SimConfig", "SimResult", "simulate"]
 
 log = logging.getLogger(__name__)
-
-
-def release_free_memory() -> None:
-    """Give memory freed so far back to the system: pyarrow's pool
-    (``release_unused``) and, with glibc, the C heap (``malloc_trim``).
-
-    A large replay frees its input frame and the validation's temporaries before
-    the engine allocates its state; without this, the allocators keep those pages
-    (RSS stays up) and the state comes on top.  Costs a few milliseconds; a no-op
-    where the calls do not exist.
-    """
-    import contextlib
-    import ctypes
-
-    import pyarrow as pa
-
-    pa.default_memory_pool().release_unused()
-    with contextlib.suppress(OSError, AttributeError):  # not glibc
-        ctypes.CDLL(None).malloc_trim(0)
 
 
 def simulate(

@@ -38,7 +38,7 @@ from aryl.scheduling.native import (
 from aryl.scheduling.speed import SpeedModel
 from aryl.scheduling.state import INFEASIBLE
 from aryl.sim.config import SimConfig, check_timeseries_size
-from aryl.sim.jobs import JobTable
+from aryl.sim.jobs import JobTable, release_free_memory
 from aryl.sim.metrics import EVENT_NAMES
 
 log = logging.getLogger("aryl.sim.engine")  # the Python engine's logger: same messages
@@ -223,8 +223,6 @@ class NativeEngine:
         self._collect(core)
         del core  # its results were moved out; the rest goes now
         if n >= 200_000:
-            from aryl.sim import release_free_memory
-
             release_free_memory()  # before the result frames are built
 
     def _collect(self, core: Any) -> None:
