@@ -5,6 +5,10 @@ Usage::
     python bench/report.py                       # prints the page
     python bench/report.py --out docs/performance.md
     ARYL_PHILLY_CSV=path/to/philly.csv python bench/report.py --out docs/performance.md
+    ARYL_PHILLY_CSV=... python bench/report.py --million 1000000 --ten-million 10000000 \
+        --out docs/performance.md            # + the million-job sections (minutes)
+    ARYL_PHILLY_CSV=... python bench/report.py --only million,ten-million \
+        --out docs/performance.md            # only those sections, the rest kept
 
 The README and the other pages quote figures only from this page (a test
 checks it), so they always come from one run on one machine.  Medians of
@@ -196,23 +200,134 @@ def schedule_figures(repeats: int) -> dict[str, float]:
     return out
 
 
-def million_figures(n_jobs: int) -> list[dict[str, Any]]:
+def million_figures(n_jobs: int, policies: tuple[str, ...] = ("aryl", "fifo"),
+                    out: Path = Path("results") / "bench-million") -> list[dict[str, Any]]:
     """bench_sim.py --million (native engine): each policy in its own process."""
     import json
     import subprocess
 
     rows = []
-    for policy in ("aryl", "fifo"):
+    for policy in policies:
         cmd = [sys.executable, str(BENCH / "bench_sim.py"), "--million-case", policy, "--jobs",
-               str(n_jobs), "--out", str(Path("results") / "bench-million")]
+               str(n_jobs), "--out", str(out)]
         done = subprocess.run(cmd, check=True, capture_output=True, text=True)
         rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
     return rows
 
 
+def ten_million_figures(n_jobs: int, png: Path) -> dict[str, Any]:
+    """``aryl`` alone on an ``n_jobs``-job Philly-shaped trace (bench_sim.py
+    --million-case, its own process) and the plot of its time per 10,000 loop
+    iterations (``png``); the load average before and after the run."""
+    out = Path("results") / "bench-ten-million"
+    before = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    row = million_figures(n_jobs, ("aryl",), out)[0]
+    row["load_before"] = before
+    row["load_after"] = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    _bench("bench_sim")._plot_million(out, ["aryl"], n_jobs, png)
+    row["png"] = png.name
+    return row
+
+
+def million_section(million: list[dict[str, Any]]) -> list[str]:
+    """The page's section on ``--million`` (empty without rows)."""
+    if not million:
+        return []
+    lines = [
+        "",
+        "## A million jobs",
+        "",
+        f"A {million[0]['jobs']:,}-job Philly-shaped trace (`bench/philly_shaped.py`, "
+        "seed 0, half elastic) on 94 + 33 servers, native engine, each policy in "
+        "its own process, reading the trace from a Parquet file (written by a child "
+        "process) as `aryl replay` does (`python bench/bench_sim.py --million`); wall "
+        "time and peak memory of the replay process, loading and checking the trace "
+        "included; time per 10,000 "
+        "loop iterations (CPU) in the first and the last tenth of the run:",
+        "",
+        "| policy | wall | scheduler | peak memory | CPU per 10k iterations, first tenth "
+        "| last tenth |",
+        "|---|---|---|---|---|---|",
+    ]
+    for m in million:
+        lines.append(
+            f"| {m['policy']} | {m['wall_s']:.1f} s | {m['scheduler_s']:.1f} s | "
+            f"{m['peak_rss_mb']:,.0f} MB | {1e3 * m['cpu_s_per_10k_iter_first_10pct']:.0f} "
+            f"ms | {1e3 * m['cpu_s_per_10k_iter_last_10pct']:.0f} ms |")
+    return lines
+
+
+def ten_million_section(ten: dict[str, Any] | None) -> list[str]:
+    """The page's section on ``--ten-million`` (empty without a run)."""
+    if not ten:
+        return []
+    m = ten
+    return [
+        "",
+        "## Ten million jobs",
+        "",
+        f"A {m['jobs']:,}-job Philly-shaped trace (`bench/philly_shaped.py`, seed 0, half "
+        "elastic) at the generator's arrival rate (the full Philly table's average "
+        f"load), so over about ten times a million jobs' span ({m['span_years']:.1f} years "
+        "of arrivals), on the same 94 + 33 servers: the same load throughout, so the "
+        "queue and the cost of a pass do not grow with the trace. `aryl`, native "
+        "engine, in its own process (`python bench/bench_sim.py --million --jobs "
+        f"{m['jobs']} --policies aryl`), load average {m['load_before']} before and "
+        f"{m['load_after']} after:",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| wall (the replay, loading and checking the trace included) | "
+        f"{m['wall_s']:.1f} s |",
+        f"| CPU | {m['cpu_s']:.1f} s |",
+        f"| scheduler | {m['scheduler_s']:.1f} s |",
+        f"| trace generation (a child process, before the replay) | "
+        f"{m['generate_s']:.1f} s |",
+        f"| peak memory (the replay process) | {m['peak_rss_mb']:,.0f} MB |",
+        f"| memory at the end of the event loop | {m['rss_loop_end_mb']:,.0f} MB |",
+        f"| loop iterations (event instants) | {m['iterations']:,} |",
+        f"| events logged | {m['n_events']:,} |",
+        f"| wall per 10,000 iterations, first tenth / last tenth | "
+        f"{1e3 * m['s_per_10k_iter_first_10pct']:.0f} ms / "
+        f"{1e3 * m['s_per_10k_iter_last_10pct']:.0f} ms |",
+        f"| CPU per 10,000 iterations, first tenth / last tenth | "
+        f"{1e3 * m['cpu_s_per_10k_iter_first_10pct']:.0f} ms / "
+        f"{1e3 * m['cpu_s_per_10k_iter_last_10pct']:.0f} ms |",
+        f"| jobs finished | {m['n_finished']:,} |",
+        "",
+        "Time per 10,000 loop iterations along the run, wall and CPU (rolling medians over "
+        "25 blocks of 2,048 iterations; the series is "
+        "`results/bench-ten-million/million-aryl.csv`):",
+        "",
+        f"![time per 10,000 loop iterations, {m['jobs']:,} jobs]({m['png']})",
+    ]
+
+
+def splice_sections(page: str, sections: list[str]) -> str:
+    """``page`` with its ``## `` sections of the same headings as ``sections``
+    (markdown lines) replaced by them; a new one goes after ``## A million jobs``
+    (else before ``## Paired comparisons``, else at the end)."""
+    text = "\n".join(sections).strip("\n")
+    new = ["## " + b.rstrip("\n") + "\n" for b in ("\n" + text).split("\n## ")[1:]]
+    parts = page.split("\n## ")  # every part but the last ends with its blank line
+    head, body = parts[0], ["## " + b for b in parts[1:]]
+    for sec in new:
+        title = sec.splitlines()[0]
+        same = [i for i, b in enumerate(body) if b.splitlines()[0] == title]
+        if same:
+            body[same[0]] = sec
+            continue
+        at = [i + 1 for i, b in enumerate(body) if b.startswith("## A million jobs")]
+        if not at:
+            at = [i for i, b in enumerate(body) if b.startswith("## Paired comparisons")]
+        body.insert(at[0] if at else len(body), sec)
+    return "\n".join([head, *body])
+
+
 def render(rec: dict[str, float], mk: dict[str, float], replays: list[dict[str, Any]],
            meta: dict[str, str], sch: dict[str, float], fl: dict[str, float],
-           million: list[dict[str, Any]], paired: dict[str, Any] | None = None) -> str:
+           million: list[dict[str, Any]], paired: dict[str, Any] | None = None,
+           ten: dict[str, Any] | None = None) -> str:
     lines = [
         "# Performance: speed and memory, measured in one run",
         "",
@@ -319,25 +434,8 @@ def render(rec: dict[str, float], mk: dict[str, float], replays: list[dict[str, 
         f"| scheduler | {fl['fifo_scheduler_ms']:.1f} ms | {fl['aryl_scheduler_ms']:.1f} ms | "
         f"{fl['scheduler_ratio']:.1f}x |",
     ]
-    if million:
-        lines += [
-            "",
-            "## A million jobs",
-            "",
-            f"A {million[0]['jobs']:,}-job Philly-shaped trace (`bench/philly_shaped.py`, "
-            "seed 0, half elastic) on 94 + 33 servers, native engine, each policy in "
-            "its own process (`python bench/bench_sim.py --million`); time per 10,000 "
-            "loop iterations (CPU) in the first and the last tenth of the run:",
-            "",
-            "| policy | wall | scheduler | peak memory | CPU per 10k iterations, first tenth "
-            "| last tenth |",
-            "|---|---|---|---|---|---|",
-        ]
-        for m in million:
-            lines.append(
-                f"| {m['policy']} | {m['wall_s']:.1f} s | {m['scheduler_s']:.1f} s | "
-                f"{m['peak_rss_mb']:,.0f} MB | {1e3 * m['cpu_s_per_10k_iter_first_10pct']:.0f} "
-                f"ms | {1e3 * m['cpu_s_per_10k_iter_last_10pct']:.0f} ms |")
+    lines += million_section(million)
+    lines += ten_million_section(ten)
     lines += paired_section(paired)
     lines += ["", f"Command: `{meta['command']}`.", ""]
     return "\n".join(lines)
@@ -407,6 +505,14 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--million", type=int, default=0, metavar="N",
                     help="Also replay an N-job Philly-shaped trace (needs $ARYL_PHILLY_CSV; "
                          "minutes; e.g. 1000000).")
+    ap.add_argument("--ten-million", type=int, default=0, metavar="N",
+                    help="Also replay an N-job Philly-shaped trace under aryl alone and plot "
+                         "its time per 10,000 loop iterations (a PNG beside --out; needs "
+                         "$ARYL_PHILLY_CSV; minutes; e.g. 10000000).")
+    ap.add_argument("--only", default=None, metavar="PARTS",
+                    help="Measure only these parts (comma-separated: million, ten-million) "
+                         "and, with --out, replace their sections in the existing page "
+                         "(the rest of it is kept as it is).")
     ap.add_argument("--paired", type=Path, default=None, metavar="JSON",
                     help="Include this `bench/compare.py --json` comparison in the page.")
     args = ap.parse_args(argv)
@@ -418,6 +524,33 @@ def main(argv: list[str]) -> None:
             paired = json.loads(args.paired.read_text())
         except (OSError, ValueError) as exc:
             ap.error(f"--paired {args.paired}: {exc}")
+    png = (args.out.parent if args.out is not None else Path("results") / "bench-ten-million"
+           ) / "ten-million-time-per-10k.png"
+    if args.only is not None:
+        parts = [p.strip() for p in args.only.split(",") if p.strip()]
+        bad = [p for p in parts if p not in ("million", "ten-million")]
+        if bad or not parts:
+            ap.error(f"--only: unknown part(s) {bad or parts}; choose from million, ten-million")
+        if not Path(PHILLY).is_file():
+            ap.error("--only: the million-job parts need $ARYL_PHILLY_CSV (the Philly table)")
+        sections: list[str] = []
+        if "million" in parts:
+            sections += million_section(million_figures(args.million or 1_000_000))
+        if "ten-million" in parts:
+            sections += ten_million_section(ten_million_figures(args.ten_million or 10_000_000,
+                                                               png))
+        if args.out is None:
+            print("\n".join(sections))
+            return
+        from aryl._io import atomic_write_text
+
+        try:
+            page = args.out.read_text(encoding="utf-8")
+        except OSError as exc:
+            ap.error(f"--only with --out {args.out}: the page to update cannot be read ({exc})")
+        atomic_write_text(args.out, splice_sections(page, sections))
+        print(f"wrote {args.out} ({', '.join(parts)})")
+        return
     load_before = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     rec = reclaim_figures(args.repeats)
     mk = mckp_figures(args.repeats)
@@ -425,6 +558,8 @@ def main(argv: list[str]) -> None:
     fl = floor_figures(max(3, args.repeats // 10))
     replays = replay_figures()
     million = million_figures(args.million) if args.million and Path(PHILLY).is_file() else []
+    ten = (ten_million_figures(args.ten_million, png)
+           if args.ten_million and Path(PHILLY).is_file() else None)
     meta = {
         "date": dt.date.today().isoformat(),
         "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, "
@@ -432,10 +567,11 @@ def main(argv: list[str]) -> None:
         "load_before": load_before,
         "load_after": ", ".join(f"{x:.1f}" for x in os.getloadavg()),
         "command": "python bench/report.py" + (f" --million {args.million}" if million else "")
+                   + (f" --ten-million {args.ten_million}" if ten else "")
                    + (f" --paired {args.paired}" if paired else "")
                    + (f" --out {args.out}" if args.out else ""),
     }
-    page = render(rec, mk, replays, meta, sch, fl, million, paired) + "\n" + policies_section()
+    page = render(rec, mk, replays, meta, sch, fl, million, paired, ten) + "\n" + policies_section()
     if args.out is None:
         print(page)
         return

@@ -52,6 +52,30 @@ def _default_mode() -> int:
     return 0o666 & ~mask
 
 
+@contextlib.contextmanager
+def _atomic_file(path: str | os.PathLike[str]) -> Iterator[io.BufferedWriter]:
+    """A binary handle on a temporary file beside ``path``; on a clean exit it is
+    flushed, ``fsync``-ed and moved over ``path`` (:func:`atomic_write_bytes`), on
+    an exception removed."""
+    dest = Path(path)
+    directory = dest.parent if str(dest.parent) else Path(".")
+    if not directory.is_dir():
+        raise InvalidInputError(f"path: directory {str(directory)!r} does not exist")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=directory)
+    try:
+        # mkstemp makes the file 0600; give it the mode a plain open() would
+        os.fchmod(fd, _default_mode())
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, dest)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_name)
+        raise
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically.
 
@@ -76,24 +100,16 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
         If the file system refuses the write (the temporary file is removed).
     """
     dest = Path(path)
-    directory = dest.parent if str(dest.parent) else Path(".")
-    if not directory.is_dir():
-        raise InvalidInputError(f"path: directory {str(directory)!r} does not exist")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=directory)
-    try:
-        # mkstemp makes the file 0600; give it the mode a plain open() would
-        os.fchmod(fd, _default_mode())
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, dest)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_name)
-        raise
+    with _atomic_file(dest) as handle:
+        handle.write(data)
     logger.debug("wrote %s (%d bytes)", dest, len(data))
     return dest
+
+
+#: Rows per Parquet row group written by :func:`atomic_write_dataframe` (pyarrow's
+#: own default for ``write_table``, so a streamed file has the row groups one
+#: ``write_table`` call would give).
+PARQUET_ROW_GROUP_ROWS = 1024 * 1024
 
 
 def atomic_write_text(
@@ -127,7 +143,9 @@ def atomic_write_dataframe(
     """Write a DataFrame atomically, choosing the format from the suffix.
 
     ``.parquet`` (or ``.pq``) writes Parquet through pyarrow (the index is not
-    stored; ``metadata`` goes into the Parquet schema's key-value metadata);
+    stored; ``metadata`` goes into the Parquet schema's key-value metadata),
+    streamed to the file in row groups of :data:`PARQUET_ROW_GROUP_ROWS` rows (the
+    write needs the memory of one row group, not of the whole frame);
     ``.csv`` writes CSV without the index; ``.csv.gz`` writes gzip-compressed
     CSV (deterministic: no timestamp in the gzip header).
 
@@ -156,14 +174,25 @@ def atomic_write_dataframe(
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pa.Table.from_pandas(df, preserve_index=False)
+        # streamed: one row group of PARQUET_ROW_GROUP_ROWS rows at a time goes
+        # through Arrow to the file, so the memory the write needs is that of a
+        # row group, not of the whole frame converted (and again as bytes)
+        schema = pa.Schema.from_pandas(df, preserve_index=False)
         if metadata:
-            merged = dict(table.schema.metadata or {})
+            merged = dict(schema.metadata or {})
             merged.update({k.encode(): v.encode() for k, v in metadata.items()})
-            table = table.replace_schema_metadata(merged)
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink)
-        return atomic_write_bytes(dest, sink.getvalue().to_pybytes())
+            schema = schema.with_metadata(merged)
+        with _atomic_file(dest) as handle, pq.ParquetWriter(handle, schema) as writer:
+            if len(df) == 0:
+                writer.write_table(pa.Table.from_pandas(df, schema=schema,
+                                                        preserve_index=False))
+            for start in range(0, len(df), PARQUET_ROW_GROUP_ROWS):
+                part = df.iloc[start:start + PARQUET_ROW_GROUP_ROWS]
+                writer.write_table(pa.Table.from_pandas(part, schema=schema,
+                                                        preserve_index=False),
+                                   row_group_size=PARQUET_ROW_GROUP_ROWS)
+        logger.debug("wrote %s (%d rows, streamed)", dest, len(df))
+        return dest
     if name.endswith(".csv.gz"):
         import gzip
 

@@ -51,10 +51,19 @@ py::array_t<T> move_to_numpy(std::vector<T>&& v) {
     return py::array_t<T>(static_cast<py::ssize_t>(owned->size()), owned->data(), owner);
 }
 
-template <typename T>
-py::array_t<T> drain_to_numpy(M::ChunkedColumn<T>& c) {
-    py::array_t<T> a(static_cast<py::ssize_t>(c.size()));
+template <typename T, typename Out = T>
+py::array_t<Out> drain_to_numpy(M::ChunkedColumn<T>& c) {
+    py::array_t<Out> a(static_cast<py::ssize_t>(c.size()));
     c.drain(a.mutable_data());
+    return a;
+}
+
+// An int32 column as an int64 numpy array; the column's memory is released.
+py::array_t<i64> release_to_numpy(S::I32Column& c) {
+    py::array_t<i64> a(static_cast<py::ssize_t>(c.size()));
+    i64* out = a.mutable_data();
+    for (size_t i = 0; i < c.size(); ++i) out[i] = c[i];
+    c.release();
     return a;
 }
 
@@ -131,10 +140,10 @@ py::dict callback_statics(const S::Policy& pol, const S::State& st) {
     const size_t n = static_cast<size_t>(st.n_jobs());
     py::dict d;
     d["arrival_s"] = frozen(ro_copy(st.arrival_s.data(), n));
-    d["gpus_per_worker"] = frozen(ro_copy(st.gpus_per_worker.data(), n));
-    d["ref_workers"] = frozen(ro_copy(st.ref_workers.data(), n));
-    d["min_workers"] = frozen(ro_copy(st.min_workers.data(), n));
-    d["max_workers"] = frozen(ro_copy(st.max_workers.data(), n));
+    d["gpus_per_worker"] = frozen(ro_copy(st.gpus_per_worker.to_i64().data(), n));
+    d["ref_workers"] = frozen(ro_copy(st.ref_workers.to_i64().data(), n));
+    d["min_workers"] = frozen(ro_copy(st.min_workers.to_i64().data(), n));
+    d["max_workers"] = frozen(ro_copy(st.max_workers.to_i64().data(), n));
     d["alpha"] = frozen(ro_copy(st.alpha.data(), n));
     d["rescale_pause_s"] = st.config.rescale_pause_s;
     py::array_t<bool> el(static_cast<py::ssize_t>(n));
@@ -587,6 +596,7 @@ bool engine_run(M::Engine& eng, i64 max_iterations) {
 py::dict engine_results(M::Engine& eng) {
     if (!eng.finished) throw py::value_error("results: the replay has not ended");
     S::State& st = eng.st;
+    const i64 n_jobs = st.n_jobs();  // (before the job columns are moved out)
     py::dict r;
     r["status"] = move_to_numpy(std::move(st.status));
     r["waited_s"] = move_to_numpy(std::move(st.waited_s));
@@ -595,10 +605,10 @@ py::dict engine_results(M::Engine& eng) {
     r["remaining_s"] = move_to_numpy(std::move(st.remaining_s));
     r["first_start"] = move_to_numpy(std::move(eng.first_start));
     r["finish_t"] = move_to_numpy(std::move(eng.finish_t));
-    r["n_preempt"] = move_to_numpy(std::move(eng.n_preempt));
-    r["n_scale_in"] = move_to_numpy(std::move(eng.n_scale_in));
-    r["n_scale_out"] = move_to_numpy(std::move(eng.n_scale_out));
-    r["n_move"] = move_to_numpy(std::move(eng.n_move));
+    r["n_preempt"] = release_to_numpy(eng.n_preempt);
+    r["n_scale_in"] = release_to_numpy(eng.n_scale_in);
+    r["n_scale_out"] = release_to_numpy(eng.n_scale_out);
+    r["n_move"] = release_to_numpy(eng.n_move);
     r["busy_pool_int"] = eng.busy_pool_int;
     r["loan_pool_int"] = eng.loan_pool_int;
     const size_t k = eng.ts_t.size();
@@ -615,9 +625,9 @@ py::dict engine_results(M::Engine& eng) {
     }
     r["ts"] = ts;
     r["ev_time"] = drain_to_numpy(eng.ev_time);
-    r["ev_job"] = drain_to_numpy(eng.ev_job);
+    r["ev_job"] = drain_to_numpy<int32_t, i64>(eng.ev_job);
     r["ev_what"] = drain_to_numpy(eng.ev_what);
-    r["ev_workers"] = drain_to_numpy(eng.ev_workers);
+    r["ev_workers"] = drain_to_numpy<int32_t, i64>(eng.ev_workers);
     std::vector<i64> ptr, pool;
     std::vector<double> value;
     eng.pool_csr(ptr, pool, value);
@@ -628,10 +638,20 @@ py::dict engine_results(M::Engine& eng) {
     py::list reqs;
     for (const auto& q : eng.ws.requests) reqs.append(request_dict(q));
     r["reclaim_requests"] = reqs;
+    // the static job columns as given to new_engine (the caller may drop its own
+    // copies for the run): arrival, sizes (int64), elastic, alpha, traced duration
+    r["arrival_s"] = move_to_numpy(std::move(st.arrival_s));
+    r["gpus_per_worker"] = release_to_numpy(st.gpus_per_worker);
+    r["ref_workers"] = release_to_numpy(st.ref_workers);
+    r["min_workers"] = release_to_numpy(st.min_workers);
+    r["max_workers"] = release_to_numpy(st.max_workers);
+    r["elastic"] = move_to_numpy(std::move(st.elastic));
+    r["alpha"] = move_to_numpy(std::move(st.alpha));
+    r["duration_s"] = move_to_numpy(std::move(eng.cfg.duration_s));
 #if defined(__GLIBC__)
     // a large replay's freed blocks go back to the system before the result frames
     // are built (a small one's stay for the next replay: no page faults again)
-    if (st.n_jobs() >= 200000) malloc_trim(0);
+    if (n_jobs >= 200000) malloc_trim(0);
 #endif
     return r;
 }
@@ -794,10 +814,10 @@ py::tuple schedule_state(const py::handle& obj, StateCache& cache, const py::dic
         for (i64 j = cache.n_static; j < n; ++j) {
             const auto u = static_cast<size_t>(j);
             st.arrival_s[u] = PyCols::f(c_arr, j);
-            st.gpus_per_worker[u] = PyCols::i(c_gpw, j);
-            st.min_workers[u] = PyCols::i(c_mn, j);
-            st.max_workers[u] = PyCols::i(c_mx, j);
-            st.ref_workers[u] = PyCols::i(c_ref, j);
+            st.gpus_per_worker.set(u, PyCols::i(c_gpw, j));
+            st.min_workers.set(u, PyCols::i(c_mn, j));
+            st.max_workers.set(u, PyCols::i(c_mx, j));
+            st.ref_workers.set(u, PyCols::i(c_ref, j));
             st.elastic[u] = PyCols::b(c_el, j) ? 1 : 0;
             st.alpha[u] = PyCols::f(c_al, j);
             st.ref_throughput[u] = PyCols::f(c_rt, j);
@@ -806,7 +826,7 @@ py::tuple schedule_state(const py::handle& obj, StateCache& cache, const py::dic
     }
     if (!fam.empty() || cache.had_families) {
         for (i64 j = 0; j < n; ++j)
-            st.family[static_cast<size_t>(j)] = fam.empty() ? -1 : fam[static_cast<size_t>(j)];
+            st.family.set(static_cast<size_t>(j), fam.empty() ? -1 : fam[static_cast<size_t>(j)]);
         cache.had_families = !fam.empty();
     }
     // forget the last call's active jobs
@@ -814,7 +834,7 @@ py::tuple schedule_state(const py::handle& obj, StateCache& cache, const py::dic
         const auto u = static_cast<size_t>(j);
         st.status[u] = S::PENDING;
         st.placement[u].clear();
-        st.workers[u] = 0;
+        st.workers.set(u, 0);
         st.ex_job[u].clear();
     }
     cache.active.clear();
@@ -886,7 +906,7 @@ py::tuple schedule_state(const py::handle& obj, StateCache& cache, const py::dic
             if (srv < 0 || srv >= ns) throw py::index_error("ClusterState: placement server out of range");
             p.emplace_back(static_cast<i64>(srv), static_cast<i64>(kk));
         }
-        st.workers[u] = PyCols::i(c_wk, j);
+        st.workers.set(u, PyCols::i(c_wk, j));
     }
     st.rebuild_indexes();
     st.last_reclaim_s = obj.attr("last_reclaim_s").cast<double>();
@@ -951,7 +971,8 @@ PYBIND11_MODULE(_sched, m) {
         .def("run", &engine_run, py::arg("max_iterations"),
              "Run up to max_iterations loop iterations (<= 0: to the end); True when ended.")
         .def("results", &engine_results,
-             "The results, moved out (once, after the end): per-job columns, time series, "
+             "The results, moved out (once, after the end): per-job columns (the static "
+             "ones given to new_engine too), time series, "
              "event log, GPU-seconds per pool (CSR)")
         .def_property_readonly("n_open", [](const M::Engine& e) { return e.n_open; })
         .def_property_readonly("now", [](const M::Engine& e) { return e.now; })

@@ -392,6 +392,40 @@ private:
     bool flat_ = true;
 };
 
+// A per-job integer column kept as int32 (4 bytes a job instead of 8) and read as
+// i64: every read widens, so arithmetic on the values is the same as on a
+// vector<i64>.  Writes go through set() / add(), which check that the value fits
+// (job sizes are bounded by state.py MAX_WORKERS = 2**31 - 1 and
+// MAX_SERVER_GPUS = 2**20; an overflow is an error, never a wrapped value).
+class I32Column {
+public:
+    I32Column() = default;
+    size_t size() const { return v_.size(); }
+    bool empty() const { return v_.empty(); }
+    void resize(size_t n, i64 fill) { v_.resize(n, narrow(fill)); }
+    void assign(size_t n, i64 fill) { v_.assign(n, narrow(fill)); }
+    void push_back(i64 x) { v_.push_back(narrow(x)); }
+    void clear() { v_.clear(); }
+    // free the memory (size 0)
+    void release() { std::vector<int32_t>().swap(v_); }
+    i64 operator[](size_t i) const { return v_[i]; }
+    void set(size_t i, i64 x) { v_[i] = narrow(x); }
+    void add(size_t i, i64 k) { v_[i] = narrow(static_cast<i64>(v_[i]) + k); }
+    bool operator==(const I32Column& o) const { return v_ == o.v_; }
+    bool operator!=(const I32Column& o) const { return v_ != o.v_; }
+    // the values as i64 (a copy)
+    std::vector<i64> to_i64() const { return std::vector<i64>(v_.begin(), v_.end()); }
+
+private:
+    static int32_t narrow(i64 x) {
+        if (x < static_cast<i64>(INT32_MIN) || x > static_cast<i64>(INT32_MAX))
+            throw std::overflow_error("a per-job count outside the int32 range: " +
+                                      std::to_string(x));
+        return static_cast<int32_t>(x);
+    }
+    std::vector<int32_t> v_;
+};
+
 // ---------------------------------------------------------------- the state
 // state.py ClusterState
 struct State {
@@ -429,14 +463,15 @@ struct State {
 
     // jobs (static)
     std::vector<double> arrival_s;
-    std::vector<i64> gpus_per_worker, min_workers, max_workers, ref_workers;
+    // (int32 columns: I32Column)
+    I32Column gpus_per_worker, min_workers, max_workers, ref_workers;
     std::vector<uint8_t> elastic;
     std::vector<double> alpha;
-    std::vector<i64> family;  // model family index, -1 = None
+    I32Column family;  // model family index, -1 = None
     std::vector<double> ref_throughput;
     // jobs (dynamic)
     std::vector<int8_t> status;
-    std::vector<i64> workers;
+    I32Column workers;
     std::vector<Placement> placement;  // empty = None
     std::vector<double> remaining_s, progress_at_s, speed, checkpoint_remaining_s,
         next_checkpoint_s;
@@ -540,16 +575,16 @@ struct State {
                  bool el, double a, i64 fam) {
         const auto u = static_cast<size_t>(j);
         arrival_s[u] = arrival;
-        gpus_per_worker[u] = g;
-        min_workers[u] = mn;
-        max_workers[u] = mx;
-        ref_workers[u] = ref;
+        gpus_per_worker.set(u, g);
+        min_workers.set(u, mn);
+        max_workers.set(u, mx);
+        ref_workers.set(u, ref);
         elastic[u] = el ? 1 : 0;
         alpha[u] = a;
-        family[u] = fam;
+        family.set(u, fam);
         ref_throughput[u] = ref_throughput_of(fam, a, ref, g);
         status[u] = PENDING;
-        workers[u] = 0;
+        workers.set(u, 0);
         placement[u].clear();
         remaining_s[u] = remaining;
         progress_at_s[u] = 0.0;
@@ -749,7 +784,7 @@ struct State {
         }
         busy += w * g;
         placement[u] = place;
-        workers[u] = w;
+        workers.set(u, w);
         track_extras(j);
         return w;
     }
@@ -775,7 +810,7 @@ struct State {
         }
         busy -= workers[u] * g;
         Placement().swap(place);  // free the memory of a finished job
-        workers[u] = 0;
+        workers.set(u, 0);
         track_extras(j);
     }
     // state.py _track_extras

@@ -107,7 +107,9 @@ public:
     }
     size_t size() const { return n_; }
     const T& operator[](size_t i) const { return blocks_[i / kBlock][i % kBlock]; }
-    void drain(T* out) {
+    // copy out (converting to U) and release the blocks one by one
+    template <typename U>
+    void drain(U* out) {
         for (size_t b = 0; b < blocks_.size(); ++b) {
             const size_t m = std::min(kBlock, n_ - b * kBlock);
             std::copy(blocks_[b].get(), blocks_[b].get() + m, out + b * kBlock);
@@ -220,7 +222,7 @@ public:
     // per-job results
     std::vector<i64> fin_seq;
     std::vector<double> first_start, finish_t;
-    std::vector<i64> n_preempt, n_scale_in, n_scale_out, n_move;
+    sched::I32Column n_preempt, n_scale_in, n_scale_out, n_move;  // int32: 4 bytes a job
     // per job: GPU-seconds per pool, pools in order of first use (engine.py
     // job_pool_gpu_s): the first pool inline, further ones in a side list
     struct PoolAcc {
@@ -244,7 +246,8 @@ public:
     i64 seq = 0;
     // event log (columnar)
     ChunkedColumn<double> ev_time;
-    ChunkedColumn<i64> ev_job, ev_workers;
+    // job index (-1: a server event) and workers or server index, as int32 (checked)
+    ChunkedColumn<int32_t> ev_job, ev_workers;
     ChunkedColumn<int8_t> ev_what;
     // time series rows (t, queue, busy, loaned, running, needed), only those that
     // hold at a point of the output grid t0 + k * ts_step_s (and the last one):
@@ -287,12 +290,18 @@ public:
         heap_push(heap, Event{t, kind, s, payload});
         return s;
     }
+    static int32_t log_int(i64 x) {
+        if (x < static_cast<i64>(INT32_MIN) || x > static_cast<i64>(INT32_MAX))
+            throw std::overflow_error("event log: a value outside the int32 range: " +
+                                      std::to_string(x));
+        return static_cast<int32_t>(x);
+    }
     void log(i64 j, int8_t what, i64 w) {
         if (!cfg.record_events) return;
         ev_time.push_back(now);
-        ev_job.push_back(j);
+        ev_job.push_back(log_int(j));
         ev_what.push_back(what);
-        ev_workers.push_back(w);
+        ev_workers.push_back(log_int(w));
     }
     void schedule_finish(i64 j) {
         const auto u = static_cast<size_t>(j);
@@ -354,13 +363,13 @@ public:
         const i64 w = st.workers[u];
         int8_t what;
         if (w > old_workers) {
-            ++n_scale_out[u];
+            n_scale_out.add(u, 1);
             what = EV_SCALE_OUT;
         } else if (w < old_workers) {
-            ++n_scale_in[u];
+            n_scale_in.add(u, 1);
             what = EV_SCALE_IN;
         } else {
-            ++n_move[u];
+            n_move.add(u, 1);
             what = EV_MOVE;
         }
         schedule_finish(j);
@@ -369,7 +378,7 @@ public:
     void job_preempted(i64 j, int reason) {
         const auto u = static_cast<size_t>(j);
         fin_seq[u] = -1;
-        ++n_preempt[u];
+        n_preempt.add(u, 1);
         if (reason == sched::RECLAIM_PREEMPT) ++n_reclaim_preempt;
         log(j, EV_PREEMPT, 0);
     }

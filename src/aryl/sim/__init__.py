@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aryl.sim.config import SimConfig
+from aryl.sim.jobs import release_free_memory
 from aryl.sim.metrics import SimResult
 
 __all__ = ["SimConfig", "SimResult", "simulate"]
@@ -120,6 +121,11 @@ def simulate(
     families = job_families(jobs, cfg, spec)
     if families is not None:
         families = [families[int(i)] for i in table.input_row]
+    # the table has every column the replay reads: a frame loaded here (from a path
+    # or a preset) goes now, not at the end (one copy of the trace, not two)
+    del jobs
+    if table.n_jobs >= 200_000:
+        release_free_memory()
     from aryl.scheduling.registry import resolve_policy
 
     # size guards first: before the demand series, the engine or any event
@@ -146,6 +152,7 @@ def simulate(
                      policy_options=policy_options, cluster=spec, speeds=model,
                      families=families)
     eng.reclaim_log = reclaim_log
+    del table  # the engine's own (the native one lets its columns go for the run)
     eng.run()
     res = build_result(eng, meta)
     if cfg.check:

@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from aryl.sim.jobs import STR_DTYPE
+
 __all__ = ["EVENT_NAMES", "SimResult", "build_result"]
 
 #: Labels of the event log's codes (both engines; sim_engine.hpp LogCode).
@@ -129,7 +131,7 @@ def _cluster_record(eng: Any) -> dict[str, Any]:
 def _pool_measures(
     eng: Any,
     span: float,
-    status: np.ndarray,
+    status_code: np.ndarray,
     first: np.ndarray,
     fin: np.ndarray,
     sub: np.ndarray,
@@ -149,7 +151,7 @@ def _pool_measures(
     n_p = len(st.pool_names)
     gpus = t.gpus.astype(np.float64)
     done_work = (t.duration_s - np.asarray(st.remaining_s, dtype=np.float64)) * gpus
-    done_work = np.where(status == "not_arrived", 0.0, np.maximum(done_work, 0.0))
+    done_work = np.where(status_code == 2, 0.0, np.maximum(done_work, 0.0))  # not arrived
     useful_pool, main_idx = eng.pool_split(done_work)
     main = _labels([*st.pool_names, ""], main_idx)  # -1 (no GPU-seconds): ""
     useful = float(done_work.sum())
@@ -170,7 +172,7 @@ def _pool_measures(
         roles[p] = "training" if s < n_train else "inference"
         types[p] = st.server_gpu_type[s]
         counts[p] = counts.get(p, 0) + 1
-    done = status == "finished"
+    done = status_code == 0  # finished
     out = []
     for p, name in enumerate(st.pool_names):
         sel = done & (main_idx == p)
@@ -209,12 +211,12 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
 
     t = eng.table
     st = eng.state
-    state = np.asarray(st.status, dtype=np.int64)
-    status_code = np.select([state == DONE, state == INFEASIBLE, state == PENDING], [0, 1, 2], 3)
-    status_names = np.array(["finished", "infeasible", "not_arrived", "unfinished"])
-    status = status_names[status_code]
-    # job ids as one string column; "" (code n) for the server events of the log
-    ids = _labels([*t.job_id.astype(str).tolist(), ""], np.arange(t.n_jobs + 1))
+    state = np.asarray(st.status, dtype=np.int8)
+    status_code = np.select([state == DONE, state == INFEASIBLE, state == PENDING],
+                            [0, 1, 2], 3).astype(np.int8)
+    status_names = ["finished", "infeasible", "not_arrived", "unfinished"]
+    # job ids as the table holds them (one Arrow string column, no Python object per job)
+    ids = pd.array(t.job_id, dtype=STR_DTYPE)
     first = np.asarray(eng.first_start, dtype=np.float64)
     fin = np.asarray(eng.finish_t, dtype=np.float64)
     sub = t.submit_time_s
@@ -223,10 +225,11 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     # preemption): count their current wait; jobs not arrived have none (NaN)
     queued_now = state == QUEUED
     wait = np.where(queued_now, wait + (eng.now - np.asarray(st.queued_since_s)), wait)
-    wait = np.where(state == PENDING, np.nan, wait)
+    del queued_now
+    wait[state == PENDING] = np.nan
     jobs = pd.DataFrame(
         {
-            "job_id": ids[:-1],
+            "job_id": ids,
             "submit_time_s": sub,
             "duration_s": t.duration_s,
             "gpus": t.gpus,
@@ -254,7 +257,7 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     cfg = eng.config
     n_inf = eng.n_inf
     n_train = eng.n_train
-    pools = _pool_measures(eng, span, status, first, fin, sub)
+    pools = _pool_measures(eng, span, status_code, first, fin, sub)
     jobs["main_pool"] = pools.pop("_main_pool")
     train_avail = (
         span * n_train * eng.train_S if eng.train_S is not None else span * st.training_gpus
@@ -267,9 +270,9 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
         "seed": cfg.seed,
         "n_jobs": int(t.n_jobs),
         "n_finished": int(done.sum()),
-        "n_unfinished": int((status == "unfinished").sum()),
-        "n_infeasible": int((status == "infeasible").sum()),
-        "n_not_arrived": int((status == "not_arrived").sum()),
+        "n_unfinished": int((status_code == 3).sum()),
+        "n_infeasible": int((status_code == 1).sum()),
+        "n_not_arrived": int((status_code == 2).sum()),
         "start_s": eng.t0,
         "end_s": eng.now,
         "makespan_s": span,
@@ -337,7 +340,7 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     )
     if eng.events is not None and eng.events:
         ev_t, ev_j, ev_code, ev_w = eng.event_columns()
-        ev_ids = ids.take(np.where(ev_j >= 0, ev_j, t.n_jobs))
+        ev_ids = ids.take(ev_j, allow_fill=True, fill_value="")  # -1: a server event
         del ev_j
         ev_names = _labels(EVENT_NAMES, ev_code)
         del ev_code

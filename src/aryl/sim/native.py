@@ -38,7 +38,7 @@ from aryl.scheduling.native import (
 from aryl.scheduling.speed import SpeedModel
 from aryl.scheduling.state import INFEASIBLE
 from aryl.sim.config import SimConfig, check_timeseries_size
-from aryl.sim.jobs import JobTable
+from aryl.sim.jobs import JobTable, release_free_memory
 from aryl.sim.metrics import EVENT_NAMES
 
 log = logging.getLogger("aryl.sim.engine")  # the Python engine's logger: same messages
@@ -208,6 +208,12 @@ class NativeEngine:
         self._spec = {}
         del spec  # the C++ engine has its own copies: no second set of job columns
         n = self.table.n_jobs
+        # For the run, keep only the ids and input rows of the table: its static
+        # columns come back from the engine with the results (the same values), so
+        # a caller that holds no reference to the table (aryl.simulate) has one set
+        # of job columns during the loop, not two.
+        self._table_ids = (self.table.job_id, self.table.input_row)
+        self.table = None  # type: ignore[assignment]
         chunk = _CHUNK if self.progress is not None else 64 * _CHUNK
         while not core.run(chunk):
             if self.progress is not None:
@@ -216,9 +222,21 @@ class NativeEngine:
             self.progress(n - core.n_open, n, core.now)
         self._collect(core)
         del core  # its results were moved out; the rest goes now
+        if n >= 200_000:
+            release_free_memory()  # before the result frames are built
 
     def _collect(self, core: Any) -> None:
         r = core.results()
+        job_id, input_row = self._table_ids
+        gpw, ref = r.pop("gpus_per_worker"), r.pop("ref_workers")
+        self.table = JobTable(
+            job_id=job_id, submit_time_s=r.pop("arrival_s"), duration_s=r.pop("duration_s"),
+            gpus=gpw * ref,  # gpus = g x traced workers exactly (build_job_table)
+            gpus_per_worker=gpw, min_workers=r.pop("min_workers"),
+            max_workers=r.pop("max_workers"), traced_workers=ref,
+            elastic=r.pop("elastic").view(np.bool_), alpha=r.pop("alpha"), input_row=input_row,
+        )
+        del self._table_ids
         self.now = float(core.now)
         st = _StateView(self._servers, r)
         self.state = st

@@ -1,0 +1,76 @@
+"""Parquet output streamed in row groups (``aryl._io.atomic_write_dataframe``).
+
+The oracle is pyarrow's own one-shot ``write_table`` of the whole frame with the
+same row-group size: the streamed file must be the same bytes, read back to the
+in-memory frame, and an interrupted write must leave nothing behind.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import aryl._io as aio
+from aryl.sim import SimConfig, simulate
+
+
+def _one_shot(df: pd.DataFrame, rows: int, metadata: dict[str, str] | None = None) -> bytes:
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    if metadata:
+        merged = dict(table.schema.metadata or {})
+        merged.update({k.encode(): v.encode() for k, v in metadata.items()})
+        table = table.replace_schema_metadata(merged)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, row_group_size=rows)
+    return sink.getvalue().to_pybytes()
+
+
+def test_a_replay_table_streams_to_the_same_file(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    res = simulate("itp-c07", policy="fifo", config=SimConfig(n_training_servers=46))
+    jobs = res.jobs  # 12,699 rows: 13 row groups of 1,000 (the last one 699)
+    monkeypatch.setattr(aio, "PARQUET_ROW_GROUP_ROWS", 1000)
+    path = aio.atomic_write_dataframe(jobs, tmp_path / "jobs.parquet", metadata={"k": "v"})
+    assert path.read_bytes() == _one_shot(jobs, 1000, {"k": "v"})
+    f = pq.ParquetFile(path)
+    assert f.metadata.num_row_groups == 13
+    assert f.metadata.row_group(12).num_rows == 699
+    assert f.schema_arrow.metadata[b"k"] == b"v"
+    pd.testing.assert_frame_equal(pd.read_parquet(path), jobs, check_exact=True)
+    assert [p.name for p in tmp_path.iterdir()] == ["jobs.parquet"]
+
+
+def test_an_empty_frame_keeps_its_columns(tmp_path: Path) -> None:
+    df = pd.DataFrame({"a": np.array([], dtype=np.int64), "b": np.array([], dtype=np.float64)})
+    path = aio.atomic_write_dataframe(df, tmp_path / "e.parquet")
+    assert path.read_bytes() == _one_shot(df, aio.PARQUET_ROW_GROUP_ROWS)
+    back = pd.read_parquet(path)
+    assert list(back.columns) == ["a", "b"]
+    assert len(back) == 0
+
+
+def test_an_interrupted_write_leaves_the_old_file(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    dest = tmp_path / "t.parquet"
+    dest.write_bytes(b"old")
+    monkeypatch.setattr(aio, "PARQUET_ROW_GROUP_ROWS", 10)
+    calls = []
+
+    class Failing(pq.ParquetWriter):  # type: ignore[misc]
+        def write_table(self, table: pa.Table, *args: object, **kwargs: object) -> None:
+            calls.append(table.num_rows)
+            if len(calls) == 2:  # the second row group
+                raise OSError("disk full")
+            super().write_table(table, *args, **kwargs)
+
+    monkeypatch.setattr(pq, "ParquetWriter", Failing)
+    with pytest.raises(OSError, match="disk full"):
+        aio.atomic_write_dataframe(pd.DataFrame({"a": np.arange(25)}), dest)
+    assert dest.read_bytes() == b"old"
+    assert calls == [10, 10]  # the first row group was written, the second failed
+    assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]  # no temporary file left

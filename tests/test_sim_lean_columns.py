@@ -1,0 +1,102 @@
+"""The replay's compact columns give the same results as before.
+
+The native engine keeps job sizes, workers and counters as int32 columns, the event
+log's job and workers as int32, the job ids as one Arrow string column, and lets the
+job table's static columns go for the run (they come back from the engine).  None of
+that may change a single output: the Python twin (``engine="python"``, plain Python
+ints and lists throughout) is the reference, on a Philly-like slice with elastic
+jobs, preemptions, loans and a full event log, given sorted and shuffled (the two
+paths of ``build_job_table``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from aryl.sim import SimConfig, release_free_memory, simulate
+from aryl.sim.jobs import build_job_table
+from aryl.traces import load_trace, synthesize_elastic
+
+pytest.importorskip("aryl._core._sched")
+
+
+def _slice(n: int = 1500) -> pd.DataFrame:
+    tr = load_trace("itp-c07")
+    tr = tr.replace(jobs=tr.jobs.iloc[:n].reset_index(drop=True))
+    return synthesize_elastic(tr, elastic_fraction=0.5, seed=0).jobs
+
+
+def _cfg(engine: str) -> SimConfig:
+    # a small cluster: queues, elastic scaling, loans and reclaims all happen
+    return SimConfig(n_training_servers=6, n_inference_servers=4, engine=engine)
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("policy", ["aryl", "fifo", "tiresias"])
+def test_native_results_equal_the_python_twin(policy: str, shuffle: bool) -> None:
+    jobs = _slice()
+    if shuffle:
+        jobs = jobs.sample(frac=1.0, random_state=1).reset_index(drop=True)
+    native = simulate(jobs, policy=policy, config=_cfg("native"))
+    twin = simulate(jobs, policy=policy, config=_cfg("python"))
+    pd.testing.assert_frame_equal(native.jobs, twin.jobs, check_exact=True)
+    pd.testing.assert_frame_equal(native.events, twin.events, check_exact=True)
+    pd.testing.assert_frame_equal(native.timeseries, twin.timeseries, check_exact=True)
+    # the summaries differ only in the recorded engine
+    assert native.summary["config"].pop("engine") == "native"
+    assert twin.summary["config"].pop("engine") == "python"
+    assert native.summary == twin.summary
+    # the run exercised what the compact columns hold
+    ev = native.events["event"].value_counts()
+    assert ev.get("arrive", 0) == len(jobs)
+    if policy == "aryl":
+        assert ev.get("scale_out", 0) > 0
+        assert ev.get("loan", 0) > 0
+    assert (native.events["job_id"] == "").sum() == ev.drop(
+        ["arrive", "infeasible", "start", "scale_out", "scale_in", "move", "preempt",
+         "finish"], errors="ignore").sum()  # the server events have no job id
+
+
+def test_the_table_comes_back_from_the_engine_unchanged() -> None:
+    from aryl.sim.adapters import default_inference
+    from aryl.sim.native import NativeEngine
+
+    jobs = _slice(400).sample(frac=1.0, random_state=2).reset_index(drop=True)
+    cfg = _cfg("native")
+    table = build_job_table(jobs, gpus_per_server=8, default_alpha=cfg.default_alpha)
+    eng = NativeEngine(table, "aryl", cfg, default_inference(4, cfg.seed))
+    eng.run()
+    back = eng.table
+    assert back is not table
+    for name in ("submit_time_s", "duration_s", "gpus", "gpus_per_worker", "min_workers",
+                 "max_workers", "traced_workers", "elastic", "alpha", "input_row"):
+        a, b = getattr(back, name), getattr(table, name)
+        assert a.dtype == b.dtype, name
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    assert back.job_id.tolist() == table.job_id.tolist()
+
+
+def test_job_ids_are_one_string_column_not_python_objects() -> None:
+    jobs = pd.DataFrame({"job_id": ["b", "a", "c"], "submit_time_s": [2.0, 1.0, 3.0],
+                         "duration_s": [1.0, 1.0, 1.0], "gpus": [1, 2, 4]})
+    t = build_job_table(jobs, gpus_per_server=8, default_alpha=0.1)
+    assert isinstance(t.job_id, pd.arrays.ArrowStringArray)
+    assert t.job_id.tolist() == ["a", "b", "c"]  # arrival order
+    # a sorted trace keeps its validated columns as they are (no reordering copy)
+    s = build_job_table(jobs.sort_values("submit_time_s").reset_index(drop=True),
+                        gpus_per_server=8, default_alpha=0.1)
+    assert s.job_id.tolist() == ["a", "b", "c"]
+    assert s.input_row.tolist() == [0, 1, 2]
+    assert s.gpus.tolist() == [2, 1, 4]
+    res = simulate(jobs, policy="fifo", config=SimConfig(n_training_servers=1,
+                                                         n_inference_servers=0))
+    assert str(res.jobs["job_id"].dtype) == "str"
+    assert res.jobs["job_id"].tolist() == ["a", "b", "c"]
+
+
+def test_release_free_memory_leaves_data_intact() -> None:
+    a = np.arange(1_000_000, dtype=np.float64)
+    release_free_memory()
+    assert a.sum() == 999_999 * 1_000_000 / 2  # exact: below 2**53
