@@ -82,9 +82,12 @@ def simulate(
         A Python policy's decision breaks a rule of the pass (the message names
         the policy, the pass time, the job and the rule); an exception raised in
         its ``decide`` propagates with its own traceback and a note with the
-        pass time.
+        pass time.  Also a Python policy that leaves jobs waiting with no event
+        left to call it again (the message names the policy and carries the
+        stall diagnostic).
     RuntimeError
-        The replay stopped making progress (stall watchdog, docs/simulator.md).
+        The replay stopped making progress under a built-in policy (stall
+        watchdog, docs/simulator.md).
     aryl.sim.check.InvariantError
         With ``SimConfig(check=True)``: an invariant of the state or of the
         result's accounting does not hold (a bug).
@@ -153,10 +156,36 @@ def simulate(
                      families=families)
     eng.reclaim_log = reclaim_log
     del table  # the engine's own (the native one lets its columns go for the run)
-    eng.run()
+    try:
+        eng.run()
+    except RuntimeError as e:
+        _blame_user_policy(e, policy, policy_options)
+        raise
     res = build_result(eng, meta)
     if cfg.check:
         from aryl.sim.check import check_result
 
         check_result(res)
     return res
+
+
+def _blame_user_policy(err: RuntimeError, policy: Any, options: Any) -> None:
+    """A stall under a Python policy (:class:`aryl.Policy`) is the policy's doing:
+    it left jobs waiting with no event left to call it again.  Raise
+    :class:`aryl.errors.PolicyError` naming the policy; return for any other
+    policy (the stall is then a bug and stays a ``RuntimeError``)."""
+    from aryl.errors import PolicyError
+    from aryl.scheduling.registry import resolve_policy
+    from aryl.scheduling.user import Policy as UserPolicy
+
+    if not str(err).startswith("simulation stalled"):
+        return
+    pol = resolve_policy(policy, options)
+    if not isinstance(pol, UserPolicy):
+        return
+    name = pol.name or type(pol).__name__
+    raise PolicyError(
+        f"policy {name!r} left jobs waiting with nothing left to call it again ({err}); "
+        "a pass runs only at an arrival, a finish, a demand change or a wake-up "
+        "(set uses_tick = True to be called on the periodic tick too)"
+    ) from err
