@@ -45,7 +45,12 @@ def test_links_and_named_files_exist() -> None:
             assert (page.parent / target).exists(), f"{page.name}: broken link {target}"
         # `docs/x.md` and `src/...` paths written in backquotes name real files
         for named in re.findall(r"`((?:docs|src|bench|tests|scripts)/[^`*<> ]+)`", text):
-            assert (ROOT / named.rstrip("/")).exists(), f"{page.name}: {named} does not exist"
+            path, _, node = named.partition("::")  # a pytest node id: file::test[param]
+            assert (ROOT / path.rstrip("/")).exists(), f"{page.name}: {named} does not exist"
+            if node:
+                test = node.split("[")[0]
+                assert f"def {test}(" in (ROOT / path).read_text(encoding="utf-8"), (
+                    f"{page.name}: {named}: no test {test} in {path}")
 
 
 def test_model_page_covers_the_model() -> None:
