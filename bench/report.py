@@ -498,14 +498,33 @@ def policies_section() -> str:
     return str(pol.markdown(rows, (before, ", ".join(f"{x:.1f}" for x in os.getloadavg()))))
 
 
+def _count(text: str) -> int:
+    """argparse type: a whole number >= 0 (0: the part is off)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {n}")
+    return n
+
+
+def _positive(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    n = _count(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
+    return n
+
+
 def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=None, help="Write the page here.")
-    ap.add_argument("--repeats", type=int, default=50, help="Calls per kernel median.")
-    ap.add_argument("--million", type=int, default=0, metavar="N",
+    ap.add_argument("--repeats", type=_positive, default=50, help="Calls per kernel median.")
+    ap.add_argument("--million", type=_count, default=0, metavar="N",
                     help="Also replay an N-job Philly-shaped trace (needs $ARYL_PHILLY_CSV; "
                          "minutes; e.g. 1000000).")
-    ap.add_argument("--ten-million", type=int, default=0, metavar="N",
+    ap.add_argument("--ten-million", type=_count, default=0, metavar="N",
                     help="Also replay an N-job Philly-shaped trace under aryl alone and plot "
                          "its time per 10,000 loop iterations (a PNG beside --out; needs "
                          "$ARYL_PHILLY_CSV; minutes; e.g. 10000000).")

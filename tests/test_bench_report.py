@@ -6,6 +6,8 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -53,3 +55,17 @@ def test_splice_replaces_a_section_and_inserts_a_new_one() -> None:
     # a second splice replaces the inserted section in place
     again = r.splice_sections(new, ["", "## Ten million jobs", "", "newer t"])
     assert again == new.replace("new t", "newer t")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--ten-million", "-5"], "argument --ten-million: must be >= 0, got -5"),
+    (["--million", "lots"], "argument --million: not a whole number: 'lots'"),
+    (["--repeats", "0"], "argument --repeats: must be >= 1, got 0"),
+])
+def test_bad_counts_are_refused_before_any_work(argv: list[str], message: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    # a negative --ten-million used to reach the child replay and end in a traceback
+    with pytest.raises(SystemExit) as info:
+        _report().main(argv)
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
