@@ -368,6 +368,8 @@ def _plot_million(out: Path, policies: list[str], n_jobs: int, path: Path | None
 def million(argv: list[str]) -> None:
     """``--million``: each policy in a fresh process (its own peak RSS), then a table."""
     n_jobs = int(argv[argv.index("--jobs") + 1]) if "--jobs" in argv else 1_000_000
+    if n_jobs < 1:
+        sys.exit(f"bench_sim.py: --jobs must be >= 1, got {n_jobs}")
     out = Path("results") / "bench-million"
     if "--out" in argv:
         out = Path(argv[argv.index("--out") + 1])
