@@ -132,7 +132,8 @@ def simulate(
     from aryl.scheduling.registry import resolve_policy
 
     # size guards first: before the demand series, the engine or any event
-    elastic_policy = bool(resolve_policy(policy, policy_options).elastic)
+    resolved = resolve_policy(policy, policy_options)
+    elastic_policy = bool(resolved.elastic)
     check_run_size(table, cfg, spec, model, families, elastic_policy)
     n_inf = spec.n_inference_servers
     if inference is None:
@@ -159,7 +160,7 @@ def simulate(
     try:
         eng.run()
     except RuntimeError as e:
-        _blame_user_policy(e, policy, policy_options)
+        _blame_user_policy(e, resolved)
         raise
     res = build_result(eng, meta)
     if cfg.check:
@@ -169,18 +170,16 @@ def simulate(
     return res
 
 
-def _blame_user_policy(err: RuntimeError, policy: Any, options: Any) -> None:
+def _blame_user_policy(err: RuntimeError, pol: Any) -> None:
     """A stall under a Python policy (:class:`aryl.Policy`) is the policy's doing:
     it left jobs waiting with no event left to call it again.  Raise
     :class:`aryl.errors.PolicyError` naming the policy; return for any other
     policy (the stall is then a bug and stays a ``RuntimeError``)."""
     from aryl.errors import PolicyError
-    from aryl.scheduling.registry import resolve_policy
     from aryl.scheduling.user import Policy as UserPolicy
 
     if not str(err).startswith("simulation stalled"):
         return
-    pol = resolve_policy(policy, options)
     if not isinstance(pol, UserPolicy):
         return
     name = pol.name or type(pol).__name__
