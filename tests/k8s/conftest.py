@@ -8,6 +8,7 @@ Each test gets a fresh namespace and a cluster without nodes (nodes are cluster-
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -24,15 +25,47 @@ _counter = itertools.count()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Marked k8s, and run last (in their own order): CI starts the suite while
+    # scripts/k8s-testenv.sh still builds the binaries, and the fixture below waits.
+    live = []
     for item in items:
         if "tests/k8s/" in str(item.fspath).replace("\\", "/"):
             item.add_marker(pytest.mark.k8s)
+            live.append(item)
+    if live:
+        chosen = set(map(id, live))
+        items[:] = [i for i in items if id(i) not in chosen] + live
+
+
+def _wait_for_build() -> None:
+    """Wait for a build in progress, as CI runs it (``$ARYL_K8S_BUILD_STATUS``).
+
+    CI starts ``scripts/k8s-testenv.sh build`` in the background and names a file the
+    build's exit status is written to when it ends; the live tests then wait for it
+    (at most ``$ARYL_K8S_BUILD_WAIT_S``, default 1800 s) instead of skipping, and a
+    failed build fails them.  Without the variable nothing waits.
+    """
+    status = os.environ.get("ARYL_K8S_BUILD_STATUS")
+    if not status:
+        return
+    limit_s = float(os.environ.get("ARYL_K8S_BUILD_WAIT_S", "1800"))
+    path, t0 = Path(status), time.monotonic()
+    while not path.exists():
+        if time.monotonic() - t0 > limit_s:
+            pytest.fail(f"the Kubernetes build did not end within {limit_s:.0f} s "
+                        f"(no exit status in {path}, ARYL_K8S_BUILD_STATUS)")
+        time.sleep(1.0)
+    code = path.read_text().strip()
+    if code != "0":
+        pytest.fail(f"scripts/k8s-testenv.sh build failed (exit {code}, from {path}): "
+                    "its log is printed by .ci/run")
 
 
 @pytest.fixture(scope="session")
 def testenv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestEnv]:
     pytest.importorskip("kubernetes", reason="the kubernetes client is not installed "
                         "(pip install 'aryl[k8s]')")
+    _wait_for_build()
     if binaries() is None:
         pytest.skip(f"kube-apiserver/etcd not built in {cache_dir() / 'bin'}: run "
                     "scripts/k8s-testenv.sh build")
