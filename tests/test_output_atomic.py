@@ -5,8 +5,9 @@ process group, as a shell runs a foreground job) and the whole group gets
 SIGINT, as Ctrl-C in a terminal sends it, at several points: during the
 replay, after the first file of the new run appears, after half of them, and
 once the new manifest is written (just before the swap).  To make those points
-reachable, the subprocess runs the real CLI with every atomic file write
-followed by a short sleep (nothing else is changed).  After each interrupt the
+reachable under any load, the subprocess runs the real CLI with every atomic
+file write followed by a wait for the test's go-ahead, given only while the
+point is not reached (nothing else is changed).  After each interrupt the
 folder must be exactly the previous run (byte for byte) or exactly the new
 one, the exit status 130 with a message, no temporary folder left, and the
 same command must then run to completion.
@@ -31,19 +32,32 @@ from aryl.cli import main
 
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
-#: The subprocess: the real CLI, every atomic write followed by a sleep.
+#: The subprocess: the real CLI, every atomic write followed by a sleep of
+#: ``argv[1]`` seconds, or, with a handshake folder in ``argv[2]``, by a wait for
+#: the test's go-ahead (``ack-N`` after ``wrote-N``; at most 60 s), so that an
+#: interrupt lands between two writes however loaded the machine is.
 SLOW_CLI = textwrap.dedent("""
     import sys, time
+    from pathlib import Path
     import aryl._io as io
     _orig = io.atomic_write_bytes
     _delay_s = float(sys.argv[1])
+    _hs = None if sys.argv[2] == "-" else Path(sys.argv[2])
+    _n = [0]
     def _slow(path, data):
         out = _orig(path, data)
-        time.sleep(_delay_s)
+        if _hs is None:
+            time.sleep(_delay_s)
+            return out
+        _n[0] += 1
+        (_hs / f"wrote-{_n[0]}").touch()
+        ack, deadline = _hs / f"ack-{_n[0]}", time.monotonic() + 60
+        while not ack.exists() and time.monotonic() < deadline:
+            time.sleep(0.002)
         return out
     io.atomic_write_bytes = _slow
     from aryl.cli import main
-    sys.argv = ["aryl", *sys.argv[2:]]
+    sys.argv = ["aryl", *sys.argv[3:]]
     main()
 """)
 
@@ -73,24 +87,39 @@ def _without_timing(snap: dict[str, bytes]) -> dict[str, bytes]:
     return {k: v for k, v in snap.items() if not k.endswith("timing.json")}
 
 
-def _start(args: list[str], cwd: Path, delay_s: float) -> subprocess.Popen[bytes]:
+def _start(args: list[str], cwd: Path, delay_s: float,
+           handshake: Path | None = None) -> subprocess.Popen[bytes]:
     log = open(cwd / "output.txt", "wb")  # noqa: SIM115 - the child keeps its own copy
     try:
-        return subprocess.Popen([sys.executable, "-c", SLOW_CLI, str(delay_s), *args], cwd=cwd,
+        return subprocess.Popen([sys.executable, "-c", SLOW_CLI, str(delay_s),
+                                 str(handshake or "-"), *args], cwd=cwd,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     finally:
         log.close()
 
 
-def _wait(pred: object, proc: subprocess.Popen[bytes], timeout_s: float = 60) -> bool:
-    """Wait until ``pred()``; False if the process ended first."""
-    deadline = time.monotonic() + timeout_s
+def _wait(pred: object, proc: subprocess.Popen[bytes], timeout_s: float = 60,
+          handshake: Path | None = None) -> bool:
+    """Wait until ``pred()``; False if the process ended first.
+
+    With ``handshake`` (the child started with it), each write of the child waits
+    until ``pred()`` has been checked after it: the child is let go on
+    (``ack-N``) only while ``pred()`` is false, so it stays between two writes
+    once the point is reached.
+    """
+    deadline, n = time.monotonic() + timeout_s, 0
     while not pred():  # type: ignore[operator]
+        if handshake is not None and (handshake / f"wrote-{n + 1}").exists():
+            n += 1
+            if pred():  # type: ignore[operator]
+                break
+            (handshake / f"ack-{n}").touch()
+            continue
         if proc.poll() is not None:
             return False
         if time.monotonic() > deadline:
             raise AssertionError("timed out")
-        time.sleep(0.005)
+        time.sleep(0.002)
     return True
 
 
@@ -136,8 +165,10 @@ def test_ctrl_c_leaves_the_old_run_or_the_new_one(cmd: str, where: str, tmp_path
     assert _without_timing(before) != _without_timing(new)  # the two runs differ
     n_files = len(new)  # replay: 7 files; compare: 3 x 6 + compare.csv + manifest = 20
 
-    proc = _start(_args(cmd, trace, out, 2), tmp_path, delay_s=0.15)
-    reached = _wait(_point(where, tmp_path, "D", n_files), proc)
+    hs = tmp_path / "handshake"
+    hs.mkdir()
+    proc = _start(_args(cmd, trace, out, 2), tmp_path, delay_s=0.0, handshake=hs)
+    reached = _wait(_point(where, tmp_path, "D", n_files), proc, handshake=hs)
     code = _ctrl_c(proc) if reached else proc.wait()
     text = (tmp_path / "output.txt").read_text()
     after = _snapshot(out)
@@ -152,7 +183,7 @@ def test_ctrl_c_leaves_the_old_run_or_the_new_one(cmd: str, where: str, tmp_path
         assert _without_timing(after) == _without_timing(new), sorted(after)
         assert sorted(after) == sorted(new)
     assert not list(tmp_path.glob(".D.*")), "a temporary folder was left"
-    # the interrupt must land before the swap in these points (the sleeps make sure)
+    # the interrupt must land before the swap in these points (the handshake makes sure)
     assert after == before, (where, text)
     # a rerun works and gives the new run
     r = CliRunner().invoke(main, _args(cmd, trace, out, 2))
