@@ -507,6 +507,10 @@ def make_env(where: Path, wheel: Path, log: Any) -> Path:
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)  # nothing may shadow the environment's own aryl
+    # run from a pytest-xdist worker (its tests), the child would take itself for one:
+    # pytest-benchmark then disables every benchmark and writes no JSON
+    for k in [k for k in env if k.startswith("PYTEST_XDIST_")]:
+        del env[k]
     return env
 
 

@@ -138,7 +138,8 @@ def test_read_run_of_a_real_pytest_benchmark_json(tmp_path):
     out = tmp_path / "run.json"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            "test_sleep.py", f"--benchmark-json={out}"],
-                          cwd=tmp_path, capture_output=True, text=True, check=False)
+                          cwd=tmp_path, capture_output=True, text=True, check=False,
+                          env=cmp._env())  # the child is no xdist worker, as compare.py runs it
     assert proc.returncode == 0, proc.stdout + proc.stderr
     medians = cmp.read_run(json.loads(out.read_text()), str(out))
     assert list(medians) == ["test_sleep.py::test_sleep"]

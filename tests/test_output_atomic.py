@@ -302,16 +302,16 @@ def test_a_location_where_no_file_can_be_created_is_refused(
     case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # what a read-only file system does even for root: creating a file fails with EROFS
-    import tempfile
+    import aryl._io as io
 
-    real = tempfile.mkstemp
+    real = io._create_file
 
-    def erofs(*args: object, **kwargs: object) -> object:
-        if str(kwargs.get("prefix", "")).startswith(".aryl-write-probe-"):
+    def erofs(path: Path) -> int:
+        if path.name.startswith(".aryl-write-probe-"):
             raise OSError(30, "Read-only file system")
-        return real(*args, **kwargs)  # type: ignore[arg-type]
+        return real(path)
 
-    monkeypatch.setattr(tempfile, "mkstemp", erofs)
+    monkeypatch.setattr(io, "_create_file", erofs)
     # a folder output may be new (its parents are made); a file goes into an existing folder
     out = tmp_path / "out" if case in FILE_OUTPUTS else tmp_path / "new" / "out"
     _refused(case, out, tmp_path, "Read-only file system")
@@ -386,3 +386,41 @@ def test_a_csv_trace_never_takes_the_meta_of_an_earlier_write(
     # a whole write is read back with its meta
     write_trace(synthesize_elastic(src, elastic_fraction=0.5, seed=3), out)
     assert load_trace(out).meta["elastic_synthesis"]["seed"] == 3
+
+
+def test_an_interrupt_as_a_temporary_is_created_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ctrl-C landing right after the OS made the temporary file or folder, before the
+    # call that made it returns: the writer knew the name before, so it is removed
+    # (tempfile.mkstemp / mkdtemp, used before, left it behind)
+    import aryl._io as io
+
+    real_create, real_mkdir = io._create_file, Path.mkdir
+
+    def create_then_interrupt(path: Path) -> int:
+        os.close(real_create(path))
+        raise KeyboardInterrupt
+
+    def mkdir_then_interrupt(self: Path, *args: object, **kwargs: object) -> None:
+        real_mkdir(self, *args, **kwargs)  # type: ignore[arg-type]
+        if self.name.endswith(".tmp"):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(io, "_create_file", create_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        io.atomic_write_bytes(tmp_path / "a.bin", b"x")
+    assert sorted(tmp_path.iterdir()) == []
+    monkeypatch.setattr(io, "_create_file", real_create)
+    monkeypatch.setattr(Path, "mkdir", mkdir_then_interrupt)
+    with pytest.raises(KeyboardInterrupt), io.atomic_directory(tmp_path / "D"):
+        pass
+    assert sorted(tmp_path.iterdir()) == []
+    monkeypatch.setattr(Path, "mkdir", real_mkdir)
+    # and the writers still write (the names are fresh, the modes those of open/mkdir)
+    io.atomic_write_bytes(tmp_path / "a.bin", b"x")
+    with io.atomic_directory(tmp_path / "D") as d:
+        (d / "f").write_text("y")
+    assert (tmp_path / "a.bin").read_bytes() == b"x"
+    assert (tmp_path / "D" / "f").read_text() == "y"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["D", "a.bin"]

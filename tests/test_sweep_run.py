@@ -205,6 +205,27 @@ def test_a_write_interrupted_between_files_leaves_no_visible_run(
     assert (again.n_done, again.n_skipped) == (4, 1)
 
 
+def test_an_interrupt_inside_mkstemp_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ctrl-C can land after mkstemp created the file and before the writer's cleanup is
+    # armed (seen once in a loaded run of test_sweep_interrupt): the temporary is made
+    # here as mkstemp makes it, then the interrupt; the sweep's interrupt path removes it
+    import tempfile
+
+    import aryl.sweep.store as store
+
+    def cut_short(path: Path, data: bytes) -> Path:
+        tempfile.mkstemp(prefix=f".{Path(path).name}.", suffix=".tmp", dir=Path(path).parent)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store, "atomic_write_bytes", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(parse_spec(TINY), tmp_path / "s", n_procs=1)
+    assert list((tmp_path / "s").rglob(".*.tmp")) == []
+    assert finished_keys(tmp_path / "s") == set()
+
+
 def test_bad_inputs_write_nothing(tmp_path: Path) -> None:
     bad = tmp_path / "jobs.csv"
     bad.write_text("job_id,submit_time_s,duration_s,gpus\na,0,-5,1\n")

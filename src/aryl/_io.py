@@ -15,7 +15,7 @@ import errno
 import io
 import logging
 import os
-import tempfile
+import secrets
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,6 +52,27 @@ def _default_mode() -> int:
     return 0o666 & ~mask
 
 
+def _fresh_path(directory: Path, prefix: str, suffix: str) -> Path:
+    """A name in ``directory`` that does not exist yet (``prefix`` + 8 random hex
+    digits + ``suffix``), as ``tempfile`` names its files.
+
+    The caller creates it (``O_EXCL`` / ``mkdir``) *inside* the ``try`` whose
+    handler removes it: with ``tempfile.mkstemp`` a Ctrl-C landing after the file
+    is made but before ``mkstemp`` returns left a file nobody knew the name of.
+    """
+    for _ in range(100):
+        p = directory / f"{prefix}{secrets.token_hex(4)}{suffix}"
+        if not os.path.lexists(p):
+            return p
+    raise FileExistsError(errno.EEXIST, "no unused temporary name", str(directory))
+
+
+def _create_file(path: Path) -> int:
+    """``open(path, O_CREAT | O_EXCL)`` for writing, mode 0600 (as ``mkstemp``)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    return os.open(path, flags, 0o600)
+
+
 @contextlib.contextmanager
 def _atomic_file(path: str | os.PathLike[str]) -> Iterator[io.BufferedWriter]:
     """A binary handle on a temporary file beside ``path``; on a clean exit it is
@@ -61,9 +82,14 @@ def _atomic_file(path: str | os.PathLike[str]) -> Iterator[io.BufferedWriter]:
     directory = dest.parent if str(dest.parent) else Path(".")
     if not directory.is_dir():
         raise InvalidInputError(f"path: directory {str(directory)!r} does not exist")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=directory)
+    tmp_name, mine = _fresh_path(directory, f".{dest.name}.", ".tmp"), True
     try:
-        # mkstemp makes the file 0600; give it the mode a plain open() would
+        try:
+            fd = _create_file(tmp_name)
+        except FileExistsError:  # made meanwhile by another process: not ours to remove
+            mine = False
+            raise
+        # made 0600 (as mkstemp); give it the mode a plain open() would
         os.fchmod(fd, _default_mode())
         with os.fdopen(fd, "wb") as handle:
             yield handle
@@ -71,8 +97,9 @@ def _atomic_file(path: str | os.PathLike[str]) -> Iterator[io.BufferedWriter]:
             os.fsync(handle.fileno())
         os.replace(tmp_name, dest)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_name)
+        if mine:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_name)
         raise
 
 
@@ -382,16 +409,20 @@ def check_writable(dest: str | os.PathLike[str], *, folder: bool) -> Path:
                                 "does not exist")
     probes.append(ancestor)
     for where in probes:
+        name, mine = _fresh_path(where, ".aryl-write-probe-", ""), True
         try:
-            fd, name = tempfile.mkstemp(prefix=".aryl-write-probe-", dir=where)
-        except OSError as exc:
-            raise InvalidInputError(
-                f"{shown} cannot be written: cannot create a file in {str(where)!r} "
-                f"({_strerror(exc)})"
-            ) from None
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(name)
+            try:
+                os.close(_create_file(name))
+            except OSError as exc:
+                mine = not isinstance(exc, FileExistsError)
+                raise InvalidInputError(
+                    f"{shown} cannot be written: cannot create a file in {str(where)!r} "
+                    f"({_strerror(exc)})"
+                ) from None
+        finally:
+            if mine:
+                with contextlib.suppress(OSError):
+                    os.unlink(name)
     return d
 
 
@@ -491,14 +522,20 @@ def atomic_directory(
     check_output_folder(d, marker=marker)
     parent = d.parent if str(d.parent) else Path(".")
     parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}.", suffix=".tmp", dir=parent))
+    tmp, mine = _fresh_path(parent, f".{d.name}.", ".tmp"), True
     try:
-        os.chmod(tmp, _dir_mode())  # mkdtemp makes it 0700
+        try:
+            tmp.mkdir(mode=0o700)  # as mkdtemp, inside the try: an interrupt cannot leak it
+        except FileExistsError:  # made meanwhile by another process
+            mine = False
+            raise
+        os.chmod(tmp, _dir_mode())
         yield tmp
         if keep_unlisted and d.is_dir():
             _carry_unlisted(d, tmp, marker)
     except BaseException:
-        with _signals_blocked():
-            shutil.rmtree(tmp, ignore_errors=True)
+        if mine:
+            with _signals_blocked():
+                shutil.rmtree(tmp, ignore_errors=True)
         raise
     replace_directory(tmp, d)

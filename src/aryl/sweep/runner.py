@@ -192,6 +192,10 @@ def run_sweep(
                 backends.run_serial(todo, plan.traces, run_fn, on_result, on_error)
         except KeyboardInterrupt:
             outcome.elapsed_s = time.perf_counter() - t0
+            # a write cut short can leave its temporary file (the interrupt can land
+            # inside mkstemp, before the writer's own cleanup is armed): the lock is
+            # still held, so every .tmp here is ours
+            store.remove_temporaries(root)
             raise SweepInterrupted(outcome) from None
         outcome.elapsed_s = time.perf_counter() - t0
     return outcome
