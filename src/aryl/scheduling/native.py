@@ -120,7 +120,7 @@ def user_policy_prep(pol: Any, job_ids: Any) -> dict[str, Any]:
         "to_arrays": bridge.arrays,
         # a registered policy's twin (aryl.scheduling.twin): called with the pass's
         # values directly instead of through a view
-        "twin_decide": pol.decide_values if isinstance(pol, TwinPolicy) else None,
+        "twin_decide": pol.decide_values if isinstance(pol, TwinPolicy) and pol.direct else None,
     }
 
 

@@ -61,6 +61,9 @@ class TwinPolicy(Policy):
     ----------
     twin : str (class attribute)
         The registered policy whose Python twin decides.
+    direct : bool (class attribute)
+        The engines call :meth:`decide_values` with the pass's values (default);
+        false: :meth:`decide` with a view (the same decisions, slower).
     inner : aryl.scheduling.policy.Policy
         The twin (``make_policy(twin, options)``).
 
@@ -72,6 +75,9 @@ class TwinPolicy(Policy):
     """
 
     twin: ClassVar[str] = ""
+    #: the engines call :meth:`decide_values` with the pass's values (no view);
+    #: false: through :meth:`decide` and a :class:`aryl.PassView` like any policy
+    direct: ClassVar[bool] = True
 
     def __init__(self, options: dict[str, Any] | None = None, **kwargs: Any) -> None:
         from aryl.scheduling.registry import make_policy
@@ -247,5 +253,7 @@ def _twins() -> dict[str, type[TwinPolicy]]:
 #: The twins by name (``aryl-twin``, ``fifo-twin``...), every registered policy
 #: :func:`check_twin` accepts.
 TWINS: dict[str, type[TwinPolicy]] = _twins()
+# each twin's class importable by its name (``aryl.scheduling.twin:SjfTwin``)
+globals().update({cls.__name__: cls for cls in TWINS.values()})
 
 ArylTwin = TWINS["aryl-twin"]
