@@ -224,3 +224,14 @@ def test_twins_are_named_policies() -> None:
     with pytest.raises(InvalidInputError, match="engine"):
         simulate(tr, policy="aryl-twin", config=dataclasses.replace(SMALL, engine="python"))
     assert isinstance(ArylTwin(), aryl.Policy)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cfg", [SimConfig(), SimConfig(cluster="lyra")], ids=["46+16", "lyra"])
+def test_the_full_itp_c07_replay_of_the_aryl_twin_is_the_python_engines(cfg: SimConfig) -> None:
+    # the whole trace, half elastic: thousands of MCKP passes, loans, returns and
+    # (on the default cluster) reclaims with preemptions
+    trace = synthesize_elastic(load_trace("itp-c07"), elastic_fraction=0.5, seed=0)
+    tw = _compare(trace, "aryl", cfg)
+    assert tw.summary["n_scale_out"] > 1000
+    assert tw.summary["n_loans"] > 0
