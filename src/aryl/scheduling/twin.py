@@ -104,9 +104,9 @@ class TwinPolicy(Policy):
     def decide(self, view: PassView) -> Decision | None:
         """Bring the mirror up to the pass (``view.changes``), run the twin on it.
 
-        O(changes since the last call) + the twin's ``decide``.  (In a replay
-        the engine calls :meth:`decide_pass` instead: the same with one read of
-        the pass instead of a view.)
+        O(changes since the last call) + the twin's ``decide``.  (The engines
+        call :meth:`decide_values` instead unless ``direct`` is false: the same
+        step from the pass's values, no view.)
 
         Raises
         ------
@@ -114,18 +114,49 @@ class TwinPolicy(Policy):
             No replay bound (:meth:`bind`).
         """
         jobs, servers, q_moved, r_moved = view.changes
-        m = self.decide_values(view.now_s, jobs, servers, q_moved, r_moved, view.last_reclaim_s,
-                      view.servers_needed, view.free_gpus.tolist(), view.loaned.tolist(),
-                      view.offered.tolist(), view.capacity_gpus)
+        m = self.decide_values(view.now_s, jobs, servers, q_moved, r_moved,
+                               view.last_reclaim_s, view.servers_needed,
+                               view.free_gpus.tolist(), view.loaned.tolist(),
+                               view.offered.tolist(), view.capacity_gpus)
         return None if m is None else Decision(m.starts, m.resizes, m.preemptions)
 
-    def decide_values(self, now: float, jobs: list[Any], servers: list[Any], q_moved: list[int],
-             r_moved: list[int], last_reclaim_s: float, servers_needed: int, free: list[int],
-             loaned: list[int], offered: list[int], capacity_gpus: int) -> Any:
+    def decide_values(self, now: float, jobs: list[Any], servers: list[Any],
+                      q_moved: list[int], r_moved: list[int], last_reclaim_s: float,
+                      servers_needed: int, free: list[int], loaned: list[int],
+                      offered: list[int], capacity_gpus: int) -> Any:
         """One pass from plain values (what the engine passes, ``twin_decide`` of
-        :func:`aryl.scheduling.native.user_policy_prep`): the mirror brought up
-        to date, the twin's decide, its plan as a decision (an object with
-        ``starts``, ``resizes``, ``preemptions`` lists as in :class:`aryl.Decision`)."""
+        :func:`aryl.scheduling.native.user_policy_prep`).
+
+        Parameters
+        ----------
+        now : float
+            The pass time, s.
+        jobs, servers, q_moved, r_moved : list
+            ``PassView.changes`` (:meth:`ClusterState.apply_changes`).
+        last_reclaim_s : float
+        servers_needed : int
+        free, loaned, offered : list of int
+            The pass context (:class:`~aryl.scheduling.policy.PassContext`).
+        capacity_gpus : int
+
+        Returns
+        -------
+        object or None
+            The twin's plan as a decision: ``starts``, ``resizes``, ``preemptions``
+            lists as in :class:`aryl.Decision`; ``None`` when it decides nothing.
+
+        Raises
+        ------
+        PolicyError
+            No replay bound (:meth:`bind`); the twin's own errors pass through with
+            a note naming the pass.
+
+        Notes
+        -----
+        O(changes) to update the mirror, then the twin's ``decide``.  The plan
+        object of a pass that decided nothing is reused by the next one (the
+        pass's scratch).
+        """
         st = self._mirror
         if st is None:
             raise PolicyError(f"policy {self.policy_name()!r}: no replay state bound; run it "
