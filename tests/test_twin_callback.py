@@ -88,6 +88,10 @@ TWIN_NAMES = sorted(t.twin for t in TWINS.values())
 
 
 def test_every_registered_policy_but_tiresias_has_a_twin() -> None:
+    from aryl.scheduling.registry import POLICIES
+    from aryl.scheduling.twin import _STATE_POLICIES
+
+    assert _STATE_POLICIES == POLICIES  # the twin module's own list is the registry's
     assert TWIN_NAMES == ["aryl", "aryl-no-elastic", "aryl-no-loan", "elastic-greedy",
                           "fifo", "fifo-backfill", "sjf"]
     with pytest.raises(InvalidInputError, match="timed rule"):

@@ -40,11 +40,20 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from aryl.errors import InvalidInputError, PolicyError
-from aryl.scheduling.aryl import ArylPolicy
+from aryl.scheduling.aryl import (
+    ArylNoElasticPolicy,
+    ArylNoLoanPolicy,
+    ArylPolicy,
+    ElasticGreedyPolicy,
+)
+from aryl.scheduling.fifo import FifoPolicy
+from aryl.scheduling.fifo_backfill import FifoBackfillPolicy
 from aryl.scheduling.plan import SchedulePlan
 from aryl.scheduling.policy import PassContext
 from aryl.scheduling.policy import Policy as StatePolicy
+from aryl.scheduling.sjf import SjfPolicy
 from aryl.scheduling.state import ClusterState
+from aryl.scheduling.tiresias import TiresiasPolicy
 from aryl.scheduling.user import Decision, PassView, Policy
 
 __all__ = ["TWINS", "ArylTwin", "TwinPolicy", "twin_policy"]
@@ -80,10 +89,8 @@ class TwinPolicy(Policy):
     direct: ClassVar[bool] = True
 
     def __init__(self, options: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        from aryl.scheduling.registry import make_policy
-
         given = {**dict(options or {}), **kwargs}
-        inner = make_policy(self.twin, given)
+        inner = _state_policy_class(self.twin)(given)
         check_twin(inner)
         self.inner: StatePolicy = inner
         self.options = dict(given)
@@ -237,10 +244,8 @@ def twin_class(name: str) -> type[TwinPolicy]:
     cls = _CLASSES.get(name)
     if cls is not None:
         return cls
-    from aryl.scheduling.registry import make_policy, policy_class
-
-    pc = policy_class(name)
-    check_twin(make_policy(name))
+    pc = _state_policy_class(name)
+    check_twin(pc())
     attrs = {
         "twin": name, "name": f"{name}-twin", "loans": pc.loans, "elastic": pc.elastic,
         "uses_tick": pc.uses_tick, "version": None,
@@ -268,11 +273,26 @@ def twin_policy(name: str, options: dict[str, Any] | None = None) -> TwinPolicy:
     return twin_class(name)(options)
 
 
-def _twins() -> dict[str, type[TwinPolicy]]:
-    from aryl.scheduling.registry import POLICIES
+#: The registered policies' classes (aryl.scheduling.registry lists the same;
+#: imported here directly so that the registry may import this module)
+_STATE_POLICIES: dict[str, type[StatePolicy]] = {
+    cls.name: cls for cls in (FifoPolicy, FifoBackfillPolicy, SjfPolicy, TiresiasPolicy,
+                              ArylPolicy, ArylNoLoanPolicy, ArylNoElasticPolicy,
+                              ElasticGreedyPolicy)
+}
 
+
+def _state_policy_class(name: str) -> type[StatePolicy]:
+    try:
+        return _STATE_POLICIES[name]
+    except (KeyError, TypeError):
+        raise InvalidInputError(f"policy: unknown policy {name!r} for a twin; choose from "
+                                f"{sorted(_STATE_POLICIES)}") from None
+
+
+def _twins() -> dict[str, type[TwinPolicy]]:
     out: dict[str, type[TwinPolicy]] = {}
-    for name in sorted(POLICIES):
+    for name in sorted(_STATE_POLICIES):
         try:
             cls = twin_class(name)
         except InvalidInputError:
