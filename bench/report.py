@@ -491,7 +491,9 @@ def paired_section(paired: dict[str, Any] | None) -> list[str]:
 
 def policies_section() -> str:
     """The page's last section, "Python policies": ``bench/bench_policies.py``'s
-    full-trace cases, measured in this run, as its ``--markdown`` prints them."""
+    full-trace cases, measured in this run, as its ``--markdown`` prints them
+    (among them the row "aryl twin through the callback" with its wall and CPU
+    time and the same-run ratios against the Python engine's ``aryl`` replay)."""
     pol = _bench("bench_policies")
     before = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     rows = pol.full()

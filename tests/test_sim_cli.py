@@ -81,9 +81,11 @@ def test_bad_arguments_are_reported(trace_csv: Path) -> None:
         in r.output
     r = CliRunner().invoke(main, ["compare", "--trace", str(trace_csv), "--policies", "fifo,zzz"])
     assert r.exit_code == 2
-    assert "Error: unknown policy 'zzz'; choose from aryl, aryl-no-elastic, aryl-no-loan, " \
-        "elastic-greedy, fifo, fifo-backfill, sjf, tiresias (installed: `aryl policies`) or " \
-        "give module:Class" in r.output
+    assert "Error: unknown policy 'zzz'; choose from aryl, aryl-no-elastic, " \
+        "aryl-no-elastic-twin, aryl-no-loan, aryl-no-loan-twin, aryl-twin, elastic-greedy, " \
+        "elastic-greedy-twin, fifo, fifo-backfill, fifo-backfill-twin, fifo-twin, sjf, " \
+        "sjf-twin, tiresias (installed: `aryl policies`) or give module:Class" \
+        in " ".join(r.output.split())
     r = CliRunner().invoke(main, ["replay", "--trace", str(trace_csv), "--plot"])
     assert r.exit_code == 2
     assert "Error: --plot needs --out DIR" in r.output

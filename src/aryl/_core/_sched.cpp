@@ -110,7 +110,144 @@ void set_config(S::Config& c, const py::dict& d) {
 // (job, {server: workers}) and job indexes; anything else goes through
 // Decision.to_arrays, which converts it or raises PolicyError), checked by
 // sched_callback.hpp plan_decision.  Python exceptions propagate unchanged.
+// What changed in the engine's state since the previous read of a pass's
+// `changes` in this replay (aryl.PassView.changes; the adapter of
+// aryl.scheduling.twin keeps a ClusterState in step with it).  A snapshot of
+// the jobs that were queued or running at the last read (their dynamic fields,
+// bit for bit), of the servers' status and of the queue's and the running
+// set's order; a read compares the state with it in O(queued + running +
+// servers) and reports only what differs.
+// What changed in the engine's state since the previous read of a pass's
+// `changes` in this replay (aryl.PassView.changes; aryl.scheduling.twin keeps a
+// ClusterState in step with it).  A snapshot of the jobs that were queued or
+// running at the last read, of the servers' status and of the order of the
+// queue and of the running set; a read compares the state with it in
+// O(queued + running + servers) and reports only what differs.
+//
+// The comparison reads a job's signature, not all its fields: its status and
+// start sequence (run_seq; a job started again since has a new one), and for a
+// running job its placement, progress_at_s, attained_at_s and speed.  That is
+// enough because the State changes a job's fields only in its mutators: a
+// waiting job's fields stay as they are until it starts (enqueue sets them
+// all, and a job queued again was started in between); a running job's change
+// (a resize or move, a preemption, a finish) changes its placement or status,
+// or brings its progress (advance) and GPU-seconds (close_attained) up to now,
+// and a resize to the same placement that changes neither sets a new
+// progress_at_s or nothing at all.
+struct ChangeTracker {
+    struct Snap {
+        int8_t status = S::PENDING;
+        i64 run_seq = -1;
+        double progress_at_s = 0.0, attained_at_s = 0.0, speed = 0.0;
+        i64 epoch = -1;  // of the last visit (dedupe within a read)
+    };
+    bool ready = false;
+    std::vector<Snap> snap;
+    std::vector<S::Placement> placement;  // of jobs running at the last read
+    i64 epoch = 0;
+    std::vector<i64> queue_order, running_order;  // at the last read
+    std::vector<i64> scratch;
+    std::vector<int8_t> server_status;
+    std::vector<double> server_reclaimed_s;
+
+    static bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+    // (jobs, servers, queue_moved, running_moved): jobs as tuples (job, status,
+    // placement dict or None, remaining_s, progress_at_s, speed,
+    // checkpoint_remaining_s, next_checkpoint_s, queued_since_s, waited_s,
+    // attained_gpu_s, attained_at_s, restarted), in the order: no longer queued
+    // or running, then queued (queue order), then running (start order);
+    // servers as (server, status, reclaimed_s).  ClusterState.apply_changes
+    // reads it.
+    py::tuple read(const S::State& st) {
+        const size_t n = static_cast<size_t>(st.n_jobs());
+        const size_t ns = static_cast<size_t>(st.n_servers());
+        if (!ready) {
+            snap.assign(n, Snap{});
+            placement.assign(n, {});
+            server_status.assign(ns, -1);
+            server_reclaimed_s.assign(ns, 0.0);
+            ready = true;
+        }
+        ++epoch;
+        py::list jobs;
+        auto visit = [&](i64 j) {
+            const auto u = static_cast<size_t>(j);
+            Snap& sn = snap[u];
+            if (sn.epoch == epoch) return;
+            sn.epoch = epoch;
+            const int8_t s = st.status[u];
+            const S::Placement& pl = st.placement[u];
+            if (s == sn.status && st.run_seq[u] == sn.run_seq) {
+                if (s == S::QUEUED) return;
+                if (s == S::RUNNING && same_bits(st.progress_at_s[u], sn.progress_at_s) &&
+                    same_bits(st.attained_at_s[u], sn.attained_at_s) && same_bits(st.speed[u], sn.speed) &&
+                    pl == placement[u])
+                    return;
+            }
+            sn.status = s;
+            sn.run_seq = st.run_seq[u];
+            sn.progress_at_s = st.progress_at_s[u];
+            sn.attained_at_s = st.attained_at_s[u];
+            sn.speed = st.speed[u];
+            if (s == S::RUNNING) placement[u] = pl;
+            else placement[u].clear();
+            py::object place = py::none();
+            if (!pl.empty()) {
+                py::dict d;
+                for (const auto& e : pl) d[py::int_(e.first)] = py::int_(e.second);
+                place = d;
+            }
+            jobs.append(py::make_tuple(j, static_cast<int>(s), place, st.remaining_s[u], st.progress_at_s[u],
+                                       st.speed[u], st.checkpoint_remaining_s[u], st.next_checkpoint_s[u],
+                                       st.queued_since_s[u], st.waited_s[u], st.attained_gpu_s[u],
+                                       st.attained_at_s[u], static_cast<bool>(st.restarted[u])));
+        };
+        // the jobs queued or running at the last read (those that left included)
+        for (i64 j : queue_order) visit(j);
+        for (i64 j : running_order) visit(j);
+        // a set's members now (new ones visited), and those from the first
+        // position where its order leaves the last read's (filtered to the
+        // members now): queue_moved / running_moved
+        auto walk = [&](const S::OrderedSet& set, int8_t want, std::vector<i64>& order) {
+            py::list out;
+            scratch.clear();
+            size_t bi = 0;
+            bool diverged = false;
+            for (i64 j : set) {
+                visit(j);
+                if (!diverged) {
+                    while (bi < order.size() && st.status[static_cast<size_t>(order[bi])] != want) ++bi;
+                    if (bi < order.size() && order[bi] == j) ++bi;
+                    else diverged = true;
+                }
+                if (diverged) out.append(py::int_(j));
+                scratch.push_back(j);
+            }
+            order.swap(scratch);
+            return out;
+        };
+        py::list q_moved = walk(st.queued, S::QUEUED, queue_order);
+        py::list r_moved = walk(st.running, S::RUNNING, running_order);
+        py::list servers;
+        for (size_t s = 0; s < ns; ++s) {
+            if (st.server_status[s] == server_status[s] &&
+                same_bits(st.server_reclaimed_s[s], server_reclaimed_s[s]))
+                continue;
+            server_status[s] = st.server_status[s];
+            server_reclaimed_s[s] = st.server_reclaimed_s[s];
+            servers.append(py::make_tuple(static_cast<i64>(s), static_cast<int>(st.server_status[s]),
+                                          st.server_reclaimed_s[s]));
+        }
+        return py::make_tuple(jobs, servers, q_moved, r_moved);
+    }
+};
+
 struct CallbackHolder {
+    ChangeTracker changes;          // aryl.PassView.changes (kept across the replay's passes)
+    // aryl.scheduling.twin: called instead of fn, with the pass as plain values
+    // (now_s, the 4 lists of `changes`, last_reclaim_s, servers_needed, free,
+    // loaned, offered, capacity_gpus): no view object
+    py::object twin_fn;
     py::object fn;                  // (statics dict, CallbackPass) -> None | aryl.Decision
     py::object job_label;           // job index -> job id (messages only)
     py::object to_arrays;           // (decision, now_s) -> the 9 int64 arrays (Decision.to_arrays)
@@ -189,6 +326,8 @@ struct CallbackPass {
     const S::State* st = nullptr;
     const S::PassContext* ctx = nullptr;
     double now_s = 0.0;
+    ChangeTracker* tracker = nullptr;
+    py::object changes_read;  // this pass's read of `changes` (one per pass)
     py::object csr[3];  // running_ptr, running_server, running_server_workers (built together)
 
     const S::State& state() const {
@@ -304,7 +443,13 @@ void bind_callback_pass(py::module_& m) {
             p.state();
             return p.ctx->capacity_gpus;
         })
-        .def_property_readonly("servers_needed", [](const P& p) { return p.state().servers_needed; });
+        .def_property_readonly("servers_needed", [](const P& p) { return p.state().servers_needed; })
+        .def_property_readonly("last_reclaim_s", [](const P& p) { return p.state().last_reclaim_s; })
+        .def_property_readonly("changes", [](P& p) {
+            const S::State& s = p.state();
+            if (p.changes_read.ptr() == nullptr) p.changes_read = p.tracker->read(s);
+            return p.changes_read;
+        });
 }
 
 // The skip rule of a policy with only_starts (documented at aryl.Policy.only_starts):
@@ -392,21 +537,27 @@ void callback_decide(CallbackHolder& h, const S::Policy& pol, const S::State& st
                      const S::PassContext& ctx, S::Plan& plan) {
     if (h.only_starts && nothing_can_start(pol, st, ctx)) return;
     py::gil_scoped_acquire gil;
-    if (h.statics_n != st.n_jobs()) {
+    if (!h.twin_fn && h.statics_n != st.n_jobs()) {
         h.statics = callback_statics(pol, st);
         h.statics_n = st.n_jobs();
     }
-    py::object pobj = py::cast(CallbackPass{&st, &ctx, st.now_s, {}});
-    CallbackPass* pass = pobj.cast<CallbackPass*>();
     py::object out;
-    try {
-        out = h.fn(h.statics, pobj);
-    } catch (...) {
-        pass->st = nullptr;
-        throw;
+    if (h.twin_fn) {
+        py::tuple c = h.changes.read(st);
+        out = h.twin_fn(st.now_s, c[0], c[1], c[2], c[3], st.last_reclaim_s, st.servers_needed,
+                        py::cast(*ctx.free), py::cast(ctx.loaned), py::cast(ctx.offered), ctx.capacity_gpus);
+    } else {
+        py::object pobj = py::cast(CallbackPass{&st, &ctx, st.now_s, &h.changes, {}, {}});
+        CallbackPass* pass = pobj.cast<CallbackPass*>();
+        try {
+            out = h.fn(h.statics, pobj);
+        } catch (...) {
+            pass->st = nullptr;
+            throw;
+        }
+        pass->st = nullptr;  // the view's arrays not read yet can no longer be built
+        pass->ctx = nullptr;
     }
-    pass->st = nullptr;  // the view's arrays not read yet can no longer be built
-    pass->ctx = nullptr;
     if (out.is_none()) return;
     // the decision's lists, read directly (the common case) or through to_arrays
     std::vector<i64> v[9];
@@ -475,11 +626,13 @@ S::Policy make_policy(const py::dict& d) {
         p.loans = d["loans"].cast<bool>();
         p.elastic = d["elastic"].cast<bool>();
         p.uses_tick = d["uses_tick"].cast<bool>();
+        p.loans_for_growth = d.contains("loans_for_growth") && d["loans_for_growth"].cast<bool>();
         auto holder = std::make_shared<CallbackHolder>();
         holder->fn = d["decide"];
         holder->job_label = d["job_label"];
         holder->to_arrays = d["to_arrays"];
         holder->only_starts = d["only_starts"].cast<bool>();
+        if (d.contains("twin_decide") && !d["twin_decide"].is_none()) holder->twin_fn = d["twin_decide"];
         p.callback = [holder](const S::Policy& pol, const S::State& st, const S::PassContext& ctx,
                               S::Plan& plan) { callback_decide(*holder, pol, st, ctx, plan); };
     }

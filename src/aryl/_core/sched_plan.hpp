@@ -247,6 +247,9 @@ struct Policy {
     bool elastic = false;
     bool uses_tick = false;
     bool return_idle_loans = true;
+    // P_CALLBACK: aryl.Policy.loans_for_growth (offers also while a running
+    // elastic job is below its maximum, as ArylPolicy.wants_loan)
+    bool loans_for_growth = false;
     // sjf family: option starvation_bound_s (else the state's config)
     bool has_bound = false;
     double bound_option = 0.0;
@@ -306,7 +309,7 @@ struct Policy {
     // Policy.wants_loan / ArylPolicy.wants_loan
     bool wants_loan(const State& st) const {
         if (!st.queued.empty()) return true;
-        if (!is_aryl_family() || !elastic) return false;
+        if (!(is_aryl_family() || loans_for_growth) || !elastic) return false;
         return !st.below.empty();
     }
     // SjfPolicy.queue_key

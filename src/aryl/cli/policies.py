@@ -1,6 +1,7 @@
 """``aryl policies``: the scheduling policies this installation can run.
 
-The registered policies (compiled, with Python twins) and the Python policies
+The registered policies (compiled, with Python twins), those twins through the
+policy callback (``aryl-twin``..., :mod:`aryl.scheduling.twin`) and the Python policies
 installed packages register in the entry-point group ``aryl.policies``
 (docs/policies.md), each with its options and defaults, whether it loans
 inference servers and scales elastic jobs, and (for a Python policy) the
@@ -19,9 +20,10 @@ __all__ = ["policies_command", "policy_rows"]
 
 
 def policy_rows() -> list[dict[str, Any]]:
-    """One row per policy: registered ones first (by name), then entry points
+    """One row per policy: registered ones first (by name), then their twins
+    through the callback, then entry points
     (by name; one that cannot be loaded says why in ``error``)."""
-    from aryl.scheduling.registry import POLICIES, entry_point_policies
+    from aryl.scheduling.registry import POLICIES, entry_point_policies, twin_policies
     from aryl.scheduling.user import Policy as UserPolicy
     from aryl.scheduling.user import policy_identity
 
@@ -32,6 +34,14 @@ def policy_rows() -> list[dict[str, Any]]:
         rows.append({"name": name, "source": "registered", "class": f"{cls.__module__}:"
                      f"{cls.__qualname__}", "version": None, "loans": cls.loans,
                      "elastic": cls.elastic, "options": opts, "error": None})
+    for name, tcls in twin_policies().items():
+        rows.append({"name": name, "source": f"registered twin of {tcls.twin} (callback)",
+                     "class": f"{tcls.__module__}:{tcls.__qualname__}",
+                     "version": policy_identity(tcls)["version"], "loans": tcls.loans,
+                     "elastic": tcls.elastic,
+                     "options": {k: (True if k == "return_idle_loans" else None)
+                                 for k in POLICIES[tcls.twin].options_known},
+                     "error": None})
     for name, ep in entry_point_policies().items():
         row: dict[str, Any] = {"name": name, "source": f"entry point ({ep.value})",
                                "class": ep.value, "version": None, "loans": None,

@@ -734,12 +734,12 @@ def _check_policy(spec: str) -> None:
     """A usage error unless ``spec`` is a registered policy, an entry point of
     ``aryl.policies`` or an importable ``module:Class`` (an ``aryl.Policy``)."""
     from aryl.scheduling.registry import POLICIES as REGISTERED
-    from aryl.scheduling.registry import entry_point_policies, load_policy_class
+    from aryl.scheduling.registry import entry_point_policies, load_policy_class, twin_policies
 
-    if spec in REGISTERED:
+    if spec in REGISTERED or spec in twin_policies():
         return
     if ":" not in spec and spec not in entry_point_policies():
-        known = sorted([*REGISTERED, *entry_point_policies()])
+        known = sorted([*REGISTERED, *twin_policies(), *entry_point_policies()])
         raise click.UsageError(f"unknown policy {spec!r}; choose from {', '.join(known)} "
                                "(installed: `aryl policies`) or give module:Class")
     try:

@@ -100,6 +100,7 @@ def user_policy_prep(pol: Any, job_ids: Any) -> dict[str, Any]:
     """An :class:`aryl.Policy` as the compiled pass's "python callback" policy:
     its attributes and the bridge the engine calls once per pass
     (:mod:`aryl.scheduling.user`)."""
+    from aryl.scheduling.twin import TwinPolicy
     from aryl.scheduling.user import _Bridge
 
     bridge = _Bridge(pol, job_ids)
@@ -107,6 +108,7 @@ def user_policy_prep(pol: Any, job_ids: Any) -> dict[str, Any]:
         "kind": P_CALLBACK,
         "name": pol.policy_name(),
         "loans": bool(pol.loans),
+        "loans_for_growth": bool(pol.loans_for_growth),
         "elastic": bool(pol.elastic),
         "uses_tick": bool(pol.uses_tick),
         "only_starts": bool(pol.only_starts),
@@ -116,6 +118,9 @@ def user_policy_prep(pol: Any, job_ids: Any) -> dict[str, Any]:
         "decide": bridge,
         "job_label": bridge.job_label,
         "to_arrays": bridge.arrays,
+        # a registered policy's twin (aryl.scheduling.twin): called with the pass's
+        # values directly instead of through a view
+        "twin_decide": pol.decide_values if isinstance(pol, TwinPolicy) and pol.direct else None,
     }
 
 
@@ -267,8 +272,11 @@ def schedule_native(st: ClusterState, pol: Any) -> SchedulePlan:
     cache = st.native_cache
     if cache is None:
         cache = st.native_cache = core.StateCache()
+    from aryl.scheduling.twin import TwinPolicy
     from aryl.scheduling.user import Policy as UserPolicy
 
+    if isinstance(pol, TwinPolicy):
+        pol.bind(st.copy())
     pp = user_policy_prep(pol, st.job_id) if isinstance(pol, UserPolicy) else policy_prep(pol)
     return plan_from_native(core.schedule_state(st, cache, prep, pp, hook))
 

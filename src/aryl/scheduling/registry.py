@@ -32,6 +32,7 @@ __all__ = [
     "policy_class_of",
     "policy_label",
     "resolve_policy",
+    "twin_policies",
 ]
 
 POLICIES: dict[str, type[Policy]] = {
@@ -97,6 +98,15 @@ def make_policy(name: str, options: dict[str, Any] | None = None) -> Policy:
 
 
 # ------------------------------------------------------------------ user policies
+def twin_policies() -> dict[str, Any]:
+    """The registered policies' Python twins through the policy callback
+    (:mod:`aryl.scheduling.twin`): ``NAME-twin`` -> its :class:`aryl.Policy`
+    class, sorted by name (every registered policy but ``tiresias``)."""
+    from aryl.scheduling.twin import TWINS
+
+    return dict(TWINS)
+
+
 def entry_point_policies() -> dict[str, Any]:
     """The policies installed packages register in the entry-point group
     ``aryl.policies`` (:data:`aryl.scheduling.user.ENTRY_POINT_GROUP`): name ->
@@ -122,7 +132,8 @@ def _user_class(obj: Any, spec: str) -> type:
 
 def load_policy_class(spec: str) -> type:
     """The :class:`aryl.Policy` subclass named by ``spec``: ``module:Class``
-    (imported) or an entry point's name in the group ``aryl.policies``.
+    (imported), a registered policy's twin (``aryl-twin``...,
+    :func:`twin_policies`) or an entry point's name in the group ``aryl.policies``.
 
     Raises
     ------
@@ -150,6 +161,9 @@ def load_policy_class(spec: str) -> type:
                     f"policy {spec!r}: module {mod_name!r} has no attribute {attr!r}")
             obj = getattr(obj, part)
         return _user_class(obj, spec)
+    twins = twin_policies()
+    if spec in twins:
+        return twins[spec]
     eps = entry_point_policies()
     if spec in eps:
         try:
@@ -161,7 +175,7 @@ def load_policy_class(spec: str) -> type:
         return _user_class(obj, spec)
     import difflib
 
-    names = sorted([*POLICIES, *eps])
+    names = sorted([*POLICIES, *twins, *eps])
     close = difflib.get_close_matches(spec, names, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     raise InvalidInputError(
@@ -174,7 +188,8 @@ def is_policy_name(spec: Any) -> bool:
     entry point of ``aryl.policies``, or a ``module:Class`` string."""
     if not isinstance(spec, str):
         return False
-    return spec in POLICIES or ":" in spec or spec in entry_point_policies()
+    return (spec in POLICIES or ":" in spec or spec in twin_policies()
+            or spec in entry_point_policies())
 
 
 def resolve_policy(policy: Any, options: dict[str, Any] | None = None) -> Any:

@@ -1281,6 +1281,119 @@ class ClusterState:
             else:
                 st[s] = IDLE
 
+    def apply_changes(
+        self,
+        jobs: list[tuple[Any, ...]],
+        servers: list[tuple[int, int, float]],
+        queue_moved: list[int],
+        running_moved: list[int],
+        last_reclaim_s: float,
+    ) -> None:
+        """Bring the state in step with another engine's, from what changed there.
+
+        The compiled event loop reports its changes (``aryl.PassView.changes``,
+        the adapter :mod:`aryl.scheduling.twin`); this sets the same values here
+        and keeps the indexes (queue, running set, free GPUs, extras, loans, the
+        queue orders) as the mutators would.
+
+        Parameters
+        ----------
+        jobs : list of tuple
+            ``(job, status, placement or None, remaining_s, progress_at_s, speed,
+            checkpoint_remaining_s, next_checkpoint_s, queued_since_s, waited_s,
+            attained_gpu_s, attained_at_s, restarted)`` for every job whose dynamic
+            fields changed: their new values.
+        servers : list of (int, int, float)
+            ``(server, status, reclaimed_s)`` of every server whose status or last
+            reclaim time changed.
+        queue_moved, running_moved : list of int
+            The queue's (running set's) members from the first position where
+            its order leaves the previous one, in their order now: they are
+            moved to the end, in that order (``running_moved`` also in
+            ``elastic_running``).
+        last_reclaim_s : float
+
+        Notes
+        -----
+        Changed jobs leave the queue and their servers first, then the servers
+        change status, then the jobs take their new status and placement (so a
+        returned server is empty and a lent one is there before its workers).
+        ``jobs_on``'s order within a server may differ from the other engine's
+        (no pass reads it). O(changes + moved + their placements).
+        """
+        status = self.status
+        running = self.running
+        er = self.elastic_running
+        mn = self.min_workers
+        gpw = self.gpus_per_worker
+        for t in jobs:
+            j = t[0]
+            old = status[j]
+            if old == QUEUED:
+                self._dequeue(j)
+            elif old == RUNNING:
+                self._unplace(j)
+                self.base_busy -= mn[j] * gpw[j]
+                if t[1] != RUNNING:
+                    del running[j]
+                    er.pop(j, None)
+        ss = self.server_status
+        for s, new, rec in servers:
+            self.server_reclaimed_s[s] = rec
+            old = ss[s]
+            if old == new:
+                continue
+            g = self.server_gpus[s]
+            p = self.server_pool_idx[s]
+            if old == LOANED:
+                self.free[s] = 0
+                self.n_loaned -= 1
+                self.loaned_gpus -= g
+                self.loaned_gpus_by_pool[p] -= g
+            elif new == LOANED:
+                self.free[s] = g
+                self.n_loaned += 1
+                self.loaned_gpus += g
+                self.loaned_gpus_by_pool[p] += g
+            ss[s] = new
+        self.last_reclaim_s = last_reclaim_s
+        R, L, SP, CR, NC = (self.remaining_s, self.progress_at_s, self.speed,
+                            self.checkpoint_remaining_s, self.next_checkpoint_s)
+        QS, WS, AG, AA = self.queued_since_s, self.waited_s, self.attained_gpu_s, self.attained_at_s
+        for j, st, place, r, lt, sp, cr, nc, qs, ws, ag, aa, rs in jobs:
+            R[j] = r
+            L[j] = lt
+            SP[j] = sp
+            CR[j] = cr
+            NC[j] = nc
+            WS[j] = ws
+            AG[j] = ag
+            AA[j] = aa
+            self.restarted[j] = rs
+            if st == QUEUED:
+                self.enqueue(j, qs)
+                continue
+            QS[j] = qs
+            status[j] = st
+            if st == RUNNING:
+                self._place(j, place)
+                self.base_busy += mn[j] * gpw[j]
+                if j not in running:
+                    running[j] = None
+                    if self.elastic[j] and self.max_workers[j] > mn[j]:
+                        er[j] = None
+        if queue_moved:
+            q = self.queued
+            for j in queue_moved:
+                del q[j]
+                q[j] = None
+        for j in running_moved:
+            del running[j]
+            running[j] = None
+            if j in er:
+                del er[j]
+                er[j] = None
+
     # ------------------------------------------------------------ views
     @property
     def multi_type(self) -> bool:

@@ -63,6 +63,10 @@ class Policy:
     loans : bool (class attribute)
         Whether the policy borrows idle inference servers (offered to each pass
         while a job waits).
+    loans_for_growth : bool (class attribute)
+        With ``loans`` and ``elastic``: servers are also offered while nothing
+        waits but a running elastic job is below its ``top_workers`` (the rule
+        of the registered ``aryl``; default false).
     elastic : bool (class attribute)
         Whether elastic jobs may run between ``min_workers`` and ``max_workers``;
         otherwise every job runs at exactly its traced size (``ref_workers``).
@@ -100,6 +104,7 @@ class Policy:
     name: ClassVar[str] = ""
     version: ClassVar[str | None] = None
     loans: ClassVar[bool] = False
+    loans_for_growth: ClassVar[bool] = False
     elastic: ClassVar[bool] = False
     uses_tick: ClassVar[bool] = False
     only_starts: ClassVar[bool] = False
@@ -250,6 +255,17 @@ class PassView:
         GPUs of the training servers and of ``loaned``.
     servers_needed : int
         Inference servers the inference side needs now.
+    last_reclaim_s : float
+        When a loaned server was last reclaimed (``-inf``: never), s.
+    changes : tuple (jobs, servers, queue_moved, running_moved)
+        What changed in the engine's state since ``changes`` was last read in
+        this replay (any earlier pass; at the first read: against a state where
+        no job has arrived and no server has a status), for a policy that keeps
+        its own copy of the state (:mod:`aryl.scheduling.twin` keeps a
+        ``ClusterState`` with :meth:`ClusterState.apply_changes`, whose
+        docstring gives the layout).  Lists of tuples of Python numbers, built
+        in O(queued + running + servers) compiled steps plus O(changes) Python
+        objects.
     """
 
     # annotations for mypy (set from the engine's dicts)
@@ -291,6 +307,8 @@ class PassView:
     offered: np.ndarray
     capacity_gpus: int
     servers_needed: int
+    last_reclaim_s: float
+    changes: tuple[Any, ...]
 
     def placement(self, i: int) -> dict[int, int]:
         """The placement ``{server: workers}`` of the ``i``-th running job
@@ -335,6 +353,7 @@ PER_PASS_ATTRIBUTES = (
     "running", "running_workers", "running_ptr", "running_server", "running_server_workers",
     "running_remaining_s", "running_speed", "running_attained_gpu_s",
     "free_gpus", "loaned", "offered", "server_status", "capacity_gpus", "servers_needed",
+    "last_reclaim_s", "changes",
 )
 for _name in PER_PASS_ATTRIBUTES:
     setattr(PassView, _name, _PassAttr(_name))

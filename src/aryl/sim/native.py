@@ -190,6 +190,18 @@ class NativeEngine:
             "record_requests": False,
         }
         self._spec = spec_d
+        from aryl.scheduling.twin import TwinPolicy
+
+        if isinstance(pol, TwinPolicy):
+            # the twin's mirror: the servers and the jobs as the Python engine adds them
+            mirror = st.copy()
+            mirror.add_jobs(table.job_id.tolist(), arrival_s=sub.tolist(),
+                            gpus_per_worker=gpw.tolist(), ref_workers=ref.tolist(),
+                            remaining_s=dur.tolist(), min_workers=mn.tolist(),
+                            max_workers=mx.tolist(), elastic=el.tolist(), alpha=al.tolist(),
+                            family=families)
+            mirror.now_s = self.t0
+            pol.bind(mirror)
         self.progress = progress
         self.reclaim_log: list[Any] | None = None
         self.now = self.t0
