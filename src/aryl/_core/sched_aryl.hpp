@@ -69,19 +69,18 @@ struct Table {
   bool checked = false;
 };
 
-// aryl.elastic._table_from_throughput over rows i with throughputs on base[i] + c
-// workers (``tput_row(i, top, out)`` writes columns 0..top of row i), then the pause
-// correction of kernels._table / extras_table_from_throughput: rows whose own pause
-// is 0 (jobs starting now) get ``+ p`` where p = max(pause) > 0.  Columns past a
-// job's maximum are NaN whatever they would hold (NaN + p is NaN), so only
-// c <= extra[i] is computed.  Each row is a few branch-free loops over its columns
-// (the compiler packs the divisions two at a time); every cell is the same IEEE
-// operation on the same operands as the numpy expression, so packing changes no bit.
-template <typename TputRow>
+// aryl.elastic._table_from_throughput over rows i with throughputs tput_of(i, c) on
+// base[i] + c workers, then the pause correction of kernels._table /
+// extras_table_from_throughput: rows whose own pause is 0 (jobs starting now) get
+// ``+ p`` where p = max(pause) > 0.  Columns past a job's maximum are NaN whatever they
+// would hold (NaN + p is NaN), so only c <= extra[i] is computed.  Records the
+// largest value and whether the table holds only finite or NaN values and weights
+// >= 1 (Table::vmax, Table::checked) as it goes.
+template <typename TputOf>
 inline void build_table(const std::vector<double>& rem, const std::vector<i64>& cur,
                         const std::vector<i64>& base, const std::vector<i64>& extra,
                         const std::vector<i64>& g, const std::vector<double>& pause, i64 K,
-                        Table& out, std::vector<double>& jct, TputRow&& tput_row) {
+                        Table& out, std::vector<double>& jct, TputOf&& tput_of) {
   const size_t n = rem.size();
   double p = 0.0;  // float(pause.max()) if pause.size else 0.0
   if (n) {
@@ -91,50 +90,38 @@ inline void build_table(const std::vector<double>& rem, const std::vector<i64>& 
   }
   out.n = static_cast<i64>(n);
   out.K = K;
-  const size_t Ku = static_cast<size_t>(K);
-  out.v.resize(n * Ku);
-  out.w.resize(n * Ku);
-  jct.resize(Ku + 1);
+  out.v.resize(n * static_cast<size_t>(K));
+  out.w.resize(n * static_cast<size_t>(K));
+  jct.resize(static_cast<size_t>(K) + 1);
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double ninf = -std::numeric_limits<double>::infinity();
-  double* J = jct.data();
   double vmax = ninf, vmin = std::numeric_limits<double>::infinity();
   i64 gmin = 1;
   for (size_t i = 0; i < n; ++i) {
     const double r = rem[i];
     const i64 top = std::min(K, extra[i]);
-    const size_t nc = top >= 0 ? static_cast<size_t>(top) + 1 : 0;
-    tput_row(i, top, J);  // J[c] = throughput on base + c workers
-    // time_s = rem / tput (0 where rem == 0); jct = time_s + p * (target != cur):
-    // p * 1.0 is p, so every column gets + p but the one at today's size (+ p * 0.0)
-    const i64 c_cur = cur[i] - base[i];
-    double t_cur = 0.0;
-    if (r == 0.0) {
-      for (size_t c = 0; c < nc; ++c) J[c] = 0.0 + p;
-    } else {
-      if (c_cur >= 0 && c_cur <= top) t_cur = r / J[static_cast<size_t>(c_cur)];
-      for (size_t c = 0; c < nc; ++c) J[c] = r / J[c] + p;
+    for (i64 c = 0; c <= top; ++c) {
+      // time_s = rem / tput; 0 where rem == 0; jct = time_s + p * (target != cur)
+      double t = r / tput_of(i, c);
+      if (r == 0.0) t = 0.0;
+      const double differs = (base[i] + c) != cur[i] ? 1.0 : 0.0;
+      jct[static_cast<size_t>(c)] = t + p * differs;
     }
-    if (c_cur >= 0 && c_cur <= top) J[static_cast<size_t>(c_cur)] = t_cur + p * 0.0;
-    const double add = (p > 0 && pause[i] == 0) ? p : 0.0;
-    double* vrow = out.v.data() + i * Ku;
-    i64* wrow = out.w.data() + i * Ku;
+    const bool add_p = p > 0 && pause[i] == 0;
+    double* vrow = out.v.data() + i * static_cast<size_t>(K);
+    i64* wrow = out.w.data() + i * static_cast<size_t>(K);
     const i64 gi = g[i];
     for (i64 c = 1; c <= K; ++c) wrow[c - 1] = c * gi;
-    const double j0 = J[0];
-    if (add != 0.0) {
-      for (size_t c = 1; c < nc; ++c) vrow[c - 1] = (j0 - J[c]) + add;
-    } else {
-      for (size_t c = 1; c < nc; ++c) vrow[c - 1] = j0 - J[c];
+    for (i64 c = 1; c <= top; ++c) {
+      double v = jct[0] - jct[static_cast<size_t>(c)];
+      if (add_p) v += p;
+      vrow[c - 1] = v;
+      // NaN compares false: skipped, as the solver's own scan skips it
+      vmax = v > vmax ? v : vmax;
+      vmin = v < vmin ? v : vmin;
     }
-    for (size_t c = nc ? nc : 1; c <= Ku; ++c) vrow[c - 1] = nan;
-    // NaN compares false: skipped, as the solver's own scan skips it
-    for (size_t c = 1; c < nc; ++c) {
-      const double x = vrow[c - 1];
-      vmax = x > vmax ? x : vmax;
-      vmin = x < vmin ? x : vmin;
-    }
-    if (nc > 1 && gi < gmin) gmin = gi;
+    if (top >= 1 && gi < gmin) gmin = gi;
+    for (i64 c = top + 1; c <= K; ++c) vrow[c - 1] = nan;
   }
   out.vmax = vmax;
   out.checked = vmax < std::numeric_limits<double>::infinity() && vmin > ninf && gmin >= 1;
@@ -147,18 +134,9 @@ inline void table_from_throughput(const std::vector<double>& rem, const std::vec
                                   const std::vector<double>& tput, const std::vector<double>& pause,
                                   i64 K, Table& out, std::vector<double>& jct) {
   const size_t stride = static_cast<size_t>(K) + 1;
-  build_table(rem, cur, base, extra, g, pause, K, out, jct, [&](size_t i, i64 top, double* J) {
-    const double* row = tput.data() + i * stride;
-    for (i64 c = 0; c <= top; ++c) J[c] = row[c];
+  build_table(rem, cur, base, extra, g, pause, K, out, jct, [&](size_t i, i64 c) {
+    return tput[i * stride + static_cast<size_t>(c)];
   });
-}
-
-// 0.0, 1.0, ..., K as doubles (a thread's buffer, grown on demand).
-inline std::vector<double>& column_numbers(i64 K) {
-  thread_local std::vector<double> cols;
-  const size_t need = K >= 0 ? static_cast<size_t>(K) + 1 : 0;
-  for (size_t c = cols.size(); c < need; ++c) cols.push_back(static_cast<double>(c));
-  return cols;
 }
 
 // kernels.extras_table / kernels._table (homogeneous speeds): aryl.elastic.throughput
@@ -175,18 +153,9 @@ inline void extras_table(const std::vector<double>& rem, const std::vector<i64>&
     extra[i] = mx[i] - base[i];
     if (i == 0 || extra[i] > K) K = extra[i];
   }
-  // the column numbers as doubles (exact), so that the throughput loop packs its
-  // divisions like the time loop: w = base + c is exact below 2**53
-  std::vector<double>& cols = column_numbers(K);
-  const double* cf = cols.data();
-  build_table(rem, cur, base, extra, g, pause, K, out, jct, [&](size_t i, i64 top, double* J) {
-    const double a = alpha[i];
-    const double b = static_cast<double>(base[i]);
-    const size_t nc = top >= 0 ? static_cast<size_t>(top) + 1 : 0;
-    for (size_t c = 0; c < nc; ++c) {
-      const double w = b + cf[c];
-      J[c] = w / (1.0 + a * (w - 1.0));
-    }
+  build_table(rem, cur, base, extra, g, pause, K, out, jct, [&](size_t i, i64 c) {
+    const double w = static_cast<double>(base[i] + c);
+    return w / (1.0 + alpha[i] * (w - 1.0));
   });
 }
 
