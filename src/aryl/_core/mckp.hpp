@@ -117,8 +117,11 @@ constexpr int64_t kNeg = std::numeric_limits<int64_t>::min() / 4;
 
 // Segments scanned past the LP break for the incumbent.
 constexpr size_t kFill = 4096;
-// Radix select: buckets per level, and the size below which a bucket is sorted.
+// Radix select: buckets per level (at most 2**kBucketBits, fewer for a small level:
+// about one per two segments, so that clearing the counters never outweighs the
+// level's passes over its segments), and the size below which a bucket is sorted.
 constexpr int kBucketBits = 11;
+constexpr int kMinBucketBits = 6;
 constexpr size_t kSortBelow = 256;
 // Workspace bytes kept between calls (a larger one is released after the call).
 constexpr size_t kKeepBytes = size_t(64) << 20;
@@ -568,7 +571,8 @@ inline int solve_impl(const Src& src, const int64_t* wt, int64_t n, int64_t K, i
     int64_t* hist_n = grow(ws.hist_n, size_t(1) << kBucketBits);
     const int64_t sat = C + 1;  // per-bucket sums saturate here (only compared to room)
     while (cnt > kSortBelow && kmax > kmin) {
-      const int shift = std::max(0, bit_length(kmax - kmin) - kBucketBits);
+      const int bits = std::max(kMinBucketBits, std::min(kBucketBits, bit_length(cnt) - 1));
+      const int shift = std::max(0, bit_length(kmax - kmin) - bits);
       const size_t nb = static_cast<size_t>(((kmax - kmin) >> shift) + 1);
       std::fill(hist_w, hist_w + nb, 0);
       std::fill(hist_n, hist_n + nb, 0);
@@ -968,6 +972,17 @@ inline int solve_values(const double* v, const int64_t* wt, int64_t n, int64_t K
     stats[STAT_BAD_INDEX] = bad_inf >= 0 ? bad_inf : bad_w;
     return bad_inf >= 0 ? STATUS_INF_VALUE : bad_w >= 0 ? STATUS_BAD_WEIGHT : STATUS_OK;
   }
+  detail::FloatSource src{v};
+  src.set_max(vmax);
+  return detail::solve_entry(src, wt, n, K, C, max_table_bytes, choice, stats, dp_mode);
+}
+
+// solve_values for a caller that has scanned the values itself: every value is
+// finite or NaN, every weight of a non-NaN value is >= 1, and vmax > 0 is the largest
+// value (NaN skipped).  The same result as solve_values, without its scan.
+inline int solve_values_prechecked(const double* v, const int64_t* wt, int64_t n, int64_t K,
+                                   int64_t C, double vmax, int64_t max_table_bytes,
+                                   int64_t* choice, int64_t* stats, int dp_mode = 0) {
   detail::FloatSource src{v};
   src.set_max(vmax);
   return detail::solve_entry(src, wt, n, K, C, max_table_bytes, choice, stats, dp_mode);

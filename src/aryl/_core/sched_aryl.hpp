@@ -61,13 +61,21 @@ struct Table {
   i64 K = 0;
   std::vector<double> v;
   std::vector<i64> w;
+  // Set by build_table: the largest value (NaN skipped, -inf if none) and whether
+  // every value is finite or NaN and every weight >= 1.  With ``checked`` and
+  // vmax > 0 the solver skips its own scan of the table for them (it would find
+  // the same vmax and nothing to refuse).  A table made otherwise leaves it false.
+  double vmax = -std::numeric_limits<double>::infinity();
+  bool checked = false;
 };
 
 // aryl.elastic._table_from_throughput over rows i with throughputs tput_of(i, c) on
 // base[i] + c workers, then the pause correction of kernels._table /
 // extras_table_from_throughput: rows whose own pause is 0 (jobs starting now) get
 // ``+ p`` where p = max(pause) > 0.  Columns past a job's maximum are NaN whatever they
-// would hold (NaN + p is NaN), so only c <= extra[i] is computed.
+// would hold (NaN + p is NaN), so only c <= extra[i] is computed.  Records the
+// largest value and whether the table holds only finite or NaN values and weights
+// >= 1 (Table::vmax, Table::checked) as it goes.
 template <typename TputOf>
 inline void build_table(const std::vector<double>& rem, const std::vector<i64>& cur,
                         const std::vector<i64>& base, const std::vector<i64>& extra,
@@ -86,6 +94,9 @@ inline void build_table(const std::vector<double>& rem, const std::vector<i64>& 
   out.w.resize(n * static_cast<size_t>(K));
   jct.resize(static_cast<size_t>(K) + 1);
   const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double ninf = -std::numeric_limits<double>::infinity();
+  double vmax = ninf, vmin = std::numeric_limits<double>::infinity();
+  i64 gmin = 1;
   for (size_t i = 0; i < n; ++i) {
     const double r = rem[i];
     const i64 top = std::min(K, extra[i]);
@@ -105,9 +116,15 @@ inline void build_table(const std::vector<double>& rem, const std::vector<i64>& 
       double v = jct[0] - jct[static_cast<size_t>(c)];
       if (add_p) v += p;
       vrow[c - 1] = v;
+      // NaN compares false: skipped, as the solver's own scan skips it
+      vmax = v > vmax ? v : vmax;
+      vmin = v < vmin ? v : vmin;
     }
+    if (top >= 1 && gi < gmin) gmin = gi;
     for (i64 c = top + 1; c <= K; ++c) vrow[c - 1] = nan;
   }
+  out.vmax = vmax;
+  out.checked = vmax < std::numeric_limits<double>::infinity() && vmin > ninf && gmin >= 1;
 }
 
 // aryl.elastic._table_from_throughput on a throughput table (row stride K + 1).
@@ -253,8 +270,13 @@ inline bool solve_extras(const Table& t, i64 capacity, Solver solver, bool uncon
   // aryl.elastic.solve_mckp(values, weights, capacity, backend="native", validate=False)
   if (K == 0) return true;  // _mckp.solve_values: every choice -1
   i64 stats[mckp::N_STATS];
-  const int status = mckp::solve_values(values->data(), t.w.data(), n, K, capacity, kMaxTableBytes,
-                                        out.data(), stats, 0);
+  // the table's own values, scanned by build_table: the solver need not scan them again
+  const bool prechecked = values == &t.v && t.checked && t.vmax > 0.0;
+  const int status =
+      prechecked ? mckp::solve_values_prechecked(values->data(), t.w.data(), n, K, capacity,
+                                                 t.vmax, kMaxTableBytes, out.data(), stats, 0)
+                 : mckp::solve_values(values->data(), t.w.data(), n, K, capacity, kMaxTableBytes,
+                                      out.data(), stats, 0);
   if (status != mckp::STATUS_OK) {  // aryl.elastic._kernel_error
     const i64 bad = stats[mckp::STAT_BAD_INDEX];
     if (status == mckp::STATUS_INF_VALUE)
