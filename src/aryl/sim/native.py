@@ -135,8 +135,8 @@ class NativeEngine:
             return int(w.max()) if w.size else 1
 
         speed_d, fam_idx = speeds_prep(st.speeds, st.gpu_types, families, replicas)
-        family = (np.asarray(fam_idx, dtype=np.int64) if fam_idx
-                  else np.full(n, -1, dtype=np.int64))
+        # None: no families (-1 for every job, filled by the engine)
+        family = np.asarray(fam_idx, dtype=np.int64) if fam_idx else None
         # clock
         t0 = config.start_time_s
         if t0 is None:

@@ -617,7 +617,8 @@ def read_file(
     meta: dict[str, Any] = {}
     columns = spec.parse(raw, ck, opts, meta)
     keep, dropped = ck.finish()
-    kept = {name: values[keep] for name, values in columns.items()}
+    every = bool(keep.all())  # nothing dropped: the columns as they are, no copy
+    kept = {name: values if every else values[keep] for name, values in columns.items()}
     for name, values in kept.items():
         if DTYPES[name] == "int64":
             kept[name] = values.astype(np.int64)
