@@ -654,7 +654,7 @@ py::dict engine_results(M::Engine& eng) {
     }
     r["ts"] = ts;
     r["ev_time"] = drain_to_numpy(eng.ev_time);
-    r["ev_job"] = drain_to_numpy<int32_t, i64>(eng.ev_job);
+    r["ev_job"] = drain_to_numpy(eng.ev_job);  // int32 (an index into the ids, -1: none)
     r["ev_what"] = drain_to_numpy(eng.ev_what);
     r["ev_workers"] = drain_to_numpy<int32_t, i64>(eng.ev_workers);
     std::vector<i64> ptr, pool;

@@ -214,6 +214,8 @@ class NativeEngine:
         # of job columns during the loop, not two.
         self._table_ids = (self.table.job_id, self.table.input_row)
         self.table = None  # type: ignore[assignment]
+        if n >= 200_000:
+            release_free_memory()  # the table's static columns, before the event log grows
         chunk = _CHUNK if self.progress is not None else 64 * _CHUNK
         while not core.run(chunk):
             if self.progress is not None:
@@ -304,7 +306,7 @@ class NativeEngine:
 
     # ------------------------------------------------------- result views
     def event_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The event log: time (float64), job index (int64, -1 for server events),
+        """The event log: time (float64), job index (int32, -1 for server events),
         event code (int8, :data:`EVENT_NAMES`), workers or server index (int64).
 
         Handed over once (the engine keeps no reference: the result's event frame
