@@ -100,3 +100,36 @@ def test_release_free_memory_leaves_data_intact() -> None:
     a = np.arange(1_000_000, dtype=np.float64)
     release_free_memory()
     assert a.sum() == 999_999 * 1_000_000 / 2  # exact: below 2**53
+
+
+def test_event_column_is_a_categorical_of_the_event_names() -> None:
+    """The event log's ``event`` is a categorical over :data:`EVENT_NAMES` (one byte a
+    row) that reads the same labels as a text column of the Python twin's codes,
+    with either engine; the server events' ``job_id`` is ""."""
+    from aryl.sim.metrics import EVENT_NAMES
+
+    jobs = _slice(600)
+    for engine in ("native", "python"):
+        ev = simulate(jobs, policy="aryl", config=_cfg(engine)).events
+        col = ev["event"]
+        assert isinstance(col.dtype, pd.CategoricalDtype)
+        assert list(col.cat.categories) == list(EVENT_NAMES)
+        assert col.cat.codes.dtype == np.int8
+        text = col.astype(str)
+        assert set(text) <= set(EVENT_NAMES)
+        assert (text == col).all()  # comparisons with text read the labels
+        server = text.isin(["loan", "loan_return", "reclaim"])
+        assert server.any()
+        assert (ev.loc[server, "job_id"] == "").all()
+        assert (ev.loc[~server, "job_id"] != "").all()
+        assert ev["job_id"].dtype == "str"
+
+
+def test_take_ids_fills_server_events_with_empty_ids() -> None:
+    from aryl.sim.metrics import _take_ids
+
+    ids = pd.array(["a", "b", "c"], dtype="str").take([2, 0, 1])  # not one buffer in order
+    got = _take_ids(ids, np.array([1, -1, 0, 2, -1]))
+    assert got.dtype == "str"
+    assert got.tolist() == ["a", "", "c", "b", ""]
+    assert _take_ids(pd.array([], dtype="str"), np.array([-1])).tolist() == [""]

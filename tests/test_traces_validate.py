@@ -245,3 +245,44 @@ def test_busiest_window_matches_brute_force() -> None:
         assert end == start + length
 
     check()
+
+
+@pytest.mark.parametrize("arrow", [False, True])
+def test_duplicate_rule_matches_pandas_duplicated(arrow: bool) -> None:
+    """The factorize-based duplicate rule flags exactly the rows the object-array
+    formula flags (the first *valid* occurrence keeps the id; flagged rows take none),
+    for object and Arrow-backed id columns."""
+    import numpy as np
+    import pandas as pd
+
+    from aryl.traces.validate import RowChecker
+
+    rng = np.random.default_rng(5)
+    n = 2000
+    ids = np.array([f"j{k}" for k in rng.integers(0, 600, n)], dtype=object)
+    bad = rng.random(n) < 0.2
+    ck = RowChecker(None, np.arange(n), "drop", line_label="index")
+    ck.flag(bad, "missing_value", "job_id", "pre-flagged")
+    col = pd.array(ids, dtype="str") if arrow else ids
+    ck.duplicate_rules(col, "job_id")
+    expected = (pd.Series(ids, dtype=object).where(~bad).duplicated(keep="first").to_numpy()
+                & ~bad)
+    assert ck.counts["duplicate_job_id"] == int(expected.sum()) > 0
+    np.testing.assert_array_equal(ck.bad, bad | expected)
+
+
+def test_error_quotes_the_cell_as_given(tmp_path: Path) -> None:
+    """A bad cell is quoted as a Python value (read alone, not via an object copy
+    of the column): a float count, a text boolean."""
+    import pandas as pd
+
+    from aryl.traces.validate import validate_jobs
+
+    jobs = pd.DataFrame({"job_id": ["a", "b", "c"], "submit_time_s": [0.0, 1.0, 2.0],
+                         "duration_s": [5.0, 5.0, 5.0], "gpus": [1.0, 2.5, 1.0]})
+    with pytest.raises(TraceFormatError, match=r"not a whole number \(got 2\.5\)"):
+        validate_jobs(jobs)
+    scaled = jobs.assign(gpus=[1, 2, 1], gpus_per_worker=1, min_workers=1, max_workers=1,
+                         elastic=["true", "maybe", "no"], alpha=0.1)
+    with pytest.raises(TraceFormatError, match=r"not a boolean .*\(got 'maybe'\)"):
+        validate_jobs(scaled)

@@ -67,6 +67,16 @@ py::array_t<i64> release_to_numpy(S::I32Column& c) {
     return a;
 }
 
+// A 1-D C-contiguous array of T: the given one when its dtype is T (no copy), else
+// a converted copy.
+template <typename T>
+py::array_t<T, py::array::c_style | py::array::forcecast> col_view(const py::handle& h) {
+    auto a = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(h);
+    if (!a) throw py::type_error("expected an array");
+    if (a.ndim() != 1) throw py::value_error("expected a 1-D array");
+    return a;
+}
+
 template <typename T>
 std::vector<T> vec(const py::handle& h) {
     auto a = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(h);
@@ -697,20 +707,36 @@ std::unique_ptr<M::Engine> new_engine(const py::dict& d) {
     st.loaned_gpus_by_pool.resize(static_cast<size_t>(st.n_pools), 0);
     set_speeds(st, d["speeds"].cast<py::dict>());
     // jobs
-    const auto arrival = vec<double>(d["arrival_s"]);
-    const auto gpw = vec<i64>(d["gpus_per_worker"]);
-    const auto ref = vec<i64>(d["ref_workers"]);
-    const auto rem = vec<double>(d["remaining_s"]);
-    const auto mn = vec<i64>(d["min_workers"]);
-    const auto mx = vec<i64>(d["max_workers"]);
-    const auto el = vec<uint8_t>(d["elastic"]);
-    const auto al = vec<double>(d["alpha"]);
-    const auto fam = vec<i64>(d["family"]);
-    const i64 n = static_cast<i64>(arrival.size());
+    // read in place (an array of the right dtype is not copied; a million jobs'
+    // columns are not held twice while the state is built)
+    const auto arrival = col_view<double>(d["arrival_s"]);
+    const auto gpw = col_view<i64>(d["gpus_per_worker"]);
+    const auto ref = col_view<i64>(d["ref_workers"]);
+    const auto rem = col_view<double>(d["remaining_s"]);
+    const auto mn = col_view<i64>(d["min_workers"]);
+    const auto mx = col_view<i64>(d["max_workers"]);
+    const auto el = col_view<uint8_t>(d["elastic"]);
+    const auto al = col_view<double>(d["alpha"]);
+    const i64 n = static_cast<i64>(arrival.shape(0));
+    for (const py::ssize_t m : {gpw.shape(0), ref.shape(0), rem.shape(0), mn.shape(0),
+                                mx.shape(0), el.shape(0), al.shape(0)})
+        if (m != n) throw py::value_error("new_engine: job columns of different lengths");
+    // family: one index per job, or None (no families: -1 for every job)
+    const bool has_fam = !d["family"].is_none();
+    py::array_t<i64, py::array::c_style | py::array::forcecast> fam;
+    if (has_fam) {
+        fam = col_view<i64>(d["family"]);
+        if (fam.shape(0) != n) throw py::value_error("new_engine: family: wrong length");
+    }
+    const double* p_arr = arrival.data();
+    const i64 *p_gpw = gpw.data(), *p_ref = ref.data(), *p_mn = mn.data(), *p_mx = mx.data();
+    const double *p_rem = rem.data(), *p_al = al.data();
+    const uint8_t* p_el = el.data();
+    const i64* p_fam = has_fam ? fam.data() : nullptr;
     st.reserve_jobs(n);
     for (i64 j = 0; j < n; ++j) {
-        const auto u = static_cast<size_t>(j);
-        st.set_job(j, arrival[u], gpw[u], ref[u], rem[u], mn[u], mx[u], el[u] != 0, al[u], fam[u]);
+        st.set_job(j, p_arr[j], p_gpw[j], p_ref[j], p_rem[j], p_mn[j], p_mx[j], p_el[j] != 0,
+                   p_al[j], p_fam ? p_fam[j] : -1);
     }
     eng->pol = make_policy(d["policy"].cast<py::dict>());
     M::EngineSetup& c = eng->cfg;
@@ -750,6 +776,9 @@ py::dict engine_results(M::Engine& eng) {
     if (!eng.finished) throw py::value_error("results: the replay has not ended");
     S::State& st = eng.st;
     const i64 n_jobs = st.n_jobs();  // (before the job columns are moved out)
+    // first free the per-job state that no result reads, so that the result
+    // arrays do not come on top of it
+    eng.release_loop_state();
     py::dict r;
     r["status"] = move_to_numpy(std::move(st.status));
     r["waited_s"] = move_to_numpy(std::move(st.waited_s));
@@ -778,7 +807,7 @@ py::dict engine_results(M::Engine& eng) {
     }
     r["ts"] = ts;
     r["ev_time"] = drain_to_numpy(eng.ev_time);
-    r["ev_job"] = drain_to_numpy<int32_t, i64>(eng.ev_job);
+    r["ev_job"] = drain_to_numpy(eng.ev_job);  // int32 (an index into the ids, -1: none)
     r["ev_what"] = drain_to_numpy(eng.ev_what);
     r["ev_workers"] = drain_to_numpy<int32_t, i64>(eng.ev_workers);
     std::vector<i64> ptr, pool;

@@ -706,6 +706,35 @@ public:
     }
 
     // ----------------------------------------------------------- results
+    // Free the per-job and loop state that no result reads (placements, the
+    // job sets, the queue indexes, the speeds and checkpoint columns, the event
+    // heap), before the results are moved out: an ended replay only.
+    void release_loop_state() {
+        auto drop = [](auto& v) {
+            using V = std::decay_t<decltype(v)>;
+            v = V();  // move-assigning an empty one frees the storage
+        };
+        drop(st.placement);
+        drop(st.ex_job);
+        drop(st.jobs_on);
+        drop(st.progress_at_s);
+        drop(st.speed);
+        drop(st.checkpoint_remaining_s);
+        drop(st.next_checkpoint_s);
+        drop(st.restarted);
+        drop(st.attained_at_s);
+        drop(st.ref_throughput);
+        drop(st.run_seq);
+        drop(st.queued);
+        drop(st.running);
+        drop(st.below);
+        drop(st.elastic_running);
+        for (auto& q : st.qidx) q.clear();
+        st.workers.release();
+        st.family.release();
+        drop(fin_seq);
+        drop(heap);
+    }
     // The per-job GPU-seconds per pool as CSR: job j's pools are
     // pool[ptr[j] .. ptr[j + 1]) in order of first use, with their GPU-seconds.
     void pool_csr(std::vector<i64>& ptr, std::vector<i64>& pool, std::vector<double>& value) const {

@@ -68,6 +68,10 @@ class SimResult:
     events : DataFrame
         Event log ``time_s, job_id, event, workers`` (empty if not recorded);
         loan/loan_return/reclaim rows have ``job_id`` "" and the server id in ``workers``.
+        dtypes: float64, ``str``, ``category`` (categories :data:`EVENT_NAMES`
+        in code order, int8 codes: one byte a row; it compares with text and
+        writes as text to CSV, as a dictionary column to Parquet; note that
+        ``value_counts`` lists every category, zero counts included), int64.
     timing : dict
         Wall-clock measures, which differ from run to run (kept out of
         ``summary`` so that the same replay writes the same summary):
@@ -153,7 +157,7 @@ def _pool_measures(
     done_work = (t.duration_s - np.asarray(st.remaining_s, dtype=np.float64)) * gpus
     done_work = np.where(status_code == 2, 0.0, np.maximum(done_work, 0.0))  # not arrived
     useful_pool, main_idx = eng.pool_split(done_work)
-    main = _labels([*st.pool_names, ""], main_idx)  # -1 (no GPU-seconds): ""
+    main = _str_labels([*st.pool_names, ""], main_idx)  # -1 (no GPU-seconds): ""
     useful = float(done_work.sum())
     # training pools are available all the time; inference pools while on loan
     avail_pool = [0.0] * n_p
@@ -198,11 +202,39 @@ def _pool_measures(
     }
 
 
-def _labels(names: Any, codes: np.ndarray) -> Any:
-    """``names[codes]`` as the string column pandas infers for a list of str (one
+def _str_labels(names: Any, codes: np.ndarray) -> Any:
+    """``names[codes]`` (a code of -1: the last name) as a ``str`` column (one
     conversion of the distinct names, then a take: O(len(names) + len(codes)))."""
     return pd.Series(np.asarray(names, dtype=object)).array.take(
         np.asarray(codes, dtype=np.intp))
+
+
+def _labels(names: Any, codes: np.ndarray) -> Any:
+    """``names[codes]`` (a code of -1: the last name) as a categorical column whose
+    categories are ``names`` in that order (``str`` dtype): one byte a row for up
+    to 127 names (the codes' own integer width), not a string per row.  O(len(codes))."""
+    cats = pd.Index(list(names), dtype=STR_DTYPE)
+    c = np.asarray(codes)
+    if c.size and int(c.min()) < 0:
+        c = np.where(c < 0, len(cats) + c, c)
+    small = np.int8 if len(cats) <= 127 else np.int32
+    return pd.Categorical.from_codes(c.astype(small, copy=False),
+                                     dtype=pd.CategoricalDtype(cats, ordered=False))
+
+
+def _take_ids(ids: Any, codes: np.ndarray) -> Any:
+    """``ids[codes]`` as a ``str`` array, ``""`` where a code is -1: one Arrow take
+    over the ids and a trailing ``""`` (no per-row fill or mask pass afterwards).
+    O(len(ids) + len(codes))."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = pa.array(ids)  # the Arrow data itself (an Array or a ChunkedArray)
+    parts = list(arr.chunks) if isinstance(arr, pa.ChunkedArray) else [arr]
+    values = pa.concat_arrays([*parts, pa.array([""], type=arr.type)])
+    c = np.asarray(codes)
+    idx = np.where(c < 0, len(ids), c).astype(np.int32 if len(ids) < 2**31 - 1 else np.int64)
+    return STR_DTYPE.__from_arrow__(pc.take(values, pa.array(idx)))  # type: ignore[attr-defined]
 
 
 def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
@@ -238,7 +270,7 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
             "max_workers": t.max_workers,
             "elastic": t.elastic,
             "alpha": t.alpha,
-            "status": _labels(status_names, status_code),
+            "status": _str_labels(status_names, status_code),
             "first_start_s": first,
             "finish_s": fin,
             "queuing_delay_s": first - sub,
@@ -340,7 +372,7 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     )
     if eng.events is not None and eng.events:
         ev_t, ev_j, ev_code, ev_w = eng.event_columns()
-        ev_ids = ids.take(ev_j, allow_fill=True, fill_value="")  # -1: a server event
+        ev_ids = _take_ids(ids, ev_j)  # -1: a server event, job id ""
         del ev_j
         ev_names = _labels(EVENT_NAMES, ev_code)
         del ev_code
@@ -353,8 +385,8 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
         events = pd.DataFrame(
             {
                 "time_s": np.array([], dtype=np.float64),
-                "job_id": np.array([], dtype=object),
-                "event": np.array([], dtype=object),
+                "job_id": pd.array([], dtype=STR_DTYPE),
+                "event": _labels(EVENT_NAMES, np.array([], dtype=np.int8)),
                 "workers": np.array([], dtype=np.int64),
             }
         )

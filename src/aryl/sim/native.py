@@ -135,8 +135,8 @@ class NativeEngine:
             return int(w.max()) if w.size else 1
 
         speed_d, fam_idx = speeds_prep(st.speeds, st.gpu_types, families, replicas)
-        family = (np.asarray(fam_idx, dtype=np.int64) if fam_idx
-                  else np.full(n, -1, dtype=np.int64))
+        # None: no families (-1 for every job, filled by the engine)
+        family = np.asarray(fam_idx, dtype=np.int64) if fam_idx else None
         # clock
         t0 = config.start_time_s
         if t0 is None:
@@ -226,6 +226,8 @@ class NativeEngine:
         # of job columns during the loop, not two.
         self._table_ids = (self.table.job_id, self.table.input_row)
         self.table = None  # type: ignore[assignment]
+        if n >= 200_000:
+            release_free_memory()  # the table's static columns, before the event log grows
         chunk = _CHUNK if self.progress is not None else 64 * _CHUNK
         while not core.run(chunk):
             if self.progress is not None:
@@ -316,7 +318,7 @@ class NativeEngine:
 
     # ------------------------------------------------------- result views
     def event_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The event log: time (float64), job index (int64, -1 for server events),
+        """The event log: time (float64), job index (int32, -1 for server events),
         event code (int8, :data:`EVENT_NAMES`), workers or server index (int64).
 
         Handed over once (the engine keeps no reference: the result's event frame

@@ -204,7 +204,8 @@ def load_trace(
             )
     if tz is not None and "tz" not in meta:
         logger.warning("tz=%r ignored: %s has no date-time column (format %s)", tz, name, fmt)
-    jobs = canonical_frame(columns)
+    jobs = canonical_frame(columns, copy=False)  # the columns are this call's own
+    del columns
     if window is not None:
         submit = jobs["submit_time_s"].to_numpy()
         start, end, wmeta = parse_window(window, submit, tz=meta.get("tz"))

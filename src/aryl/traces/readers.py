@@ -137,7 +137,9 @@ def _read_parquet(path: Path, *, schema_only: bool = False) -> Any:
     try:
         if schema_only:
             return pq.read_schema(path)
-        return pd.read_parquet(path)
+        # as pd.read_parquet (the same dtypes), with each Arrow column freed as it
+        # is converted (self_destruct): a large trace is not held twice
+        return pq.read_table(path).to_pandas(split_blocks=True, self_destruct=True)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise TraceFormatError(f"cannot read the file as Parquet ({exc})", path=str(path)) from exc
 
@@ -617,7 +619,8 @@ def read_file(
     meta: dict[str, Any] = {}
     columns = spec.parse(raw, ck, opts, meta)
     keep, dropped = ck.finish()
-    kept = {name: values[keep] for name, values in columns.items()}
+    every = bool(keep.all())  # nothing dropped: the columns as they are, no copy
+    kept = {name: values if every else values[keep] for name, values in columns.items()}
     for name, values in kept.items():
         if DTYPES[name] == "int64":
             kept[name] = values.astype(np.int64)

@@ -81,7 +81,9 @@ DTYPES: dict[str, str] = {
 }
 
 
-def canonical_frame(columns: Mapping[str, Any], *, sort: bool = True) -> pd.DataFrame:
+def canonical_frame(
+    columns: Mapping[str, Any], *, sort: bool = True, copy: bool = True
+) -> pd.DataFrame:
     """Build a canonical job table from column arrays.
 
     Parameters
@@ -92,6 +94,10 @@ def canonical_frame(columns: Mapping[str, Any], *, sort: bool = True) -> pd.Data
     sort : bool, default True
         Sort rows by ``submit_time_s`` with a stable sort (ties keep the given
         order).  O(n log n).
+    copy : bool, default True
+        Copy columns that already have their canonical dtype.  ``False`` lets
+        the frame hold the given arrays (for a caller that owns them and lets
+        them go: one copy of a large trace, not two).
 
     Returns
     -------
@@ -117,13 +123,19 @@ def canonical_frame(columns: Mapping[str, Any], *, sort: bool = True) -> pd.Data
         kind = DTYPES[name]
         values = columns[name]
         if kind == "str":
-            data[name] = pd.array(np.asarray(values, dtype=object).astype(str), dtype="str")
+            if isinstance(values, pd.api.extensions.ExtensionArray) and values.dtype == "str":
+                data[name] = values  # already the canonical dtype (no object round trip)
+            else:
+                data[name] = pd.array(np.asarray(values, dtype=object).astype(str), dtype="str")
         else:
             data[name] = np.asarray(values, dtype=kind)
-    df = pd.DataFrame(data)
+    df = pd.DataFrame(data, copy=copy)
     if sort and len(df):
-        order = np.argsort(df["submit_time_s"].to_numpy(), kind="stable")
-        df = df.iloc[order].reset_index(drop=True)
+        submit = df["submit_time_s"].to_numpy()
+        # a sorted table (NaN-free and non-decreasing) stays as it is: no copy
+        if not bool(np.all(submit[1:] >= submit[:-1])):
+            order = np.argsort(submit, kind="stable")
+            df = df.iloc[order].reset_index(drop=True)
     return df
 
 

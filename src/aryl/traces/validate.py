@@ -367,7 +367,9 @@ class RowChecker:
             What is wrong (the offending value is appended when ``values`` is
             given).
         values : array-like, optional
-            The raw cells, to quote the offending one in the error.
+            The raw cells (an array or a Series), to quote the offending one
+            in the error; only that cell is read (as ``to_numpy(dtype=object)``
+            gives it), so a column costs nothing here.
         always_drop : bool, default False
             Drop and count even in ``raise`` mode (``cpu_only``).
         """
@@ -390,7 +392,7 @@ class RowChecker:
             if self._first is None or line < self._first[0]:
                 text = message
                 if values is not None:
-                    text = f"{message} (got {np.asarray(values, dtype=object)[idx]!r})"
+                    text = f"{message} (got {_cell(values, idx)!r})"
                 self._first = (line, idx, column, text, kind)
 
     def header_error(self, message: str, column: str | None = None) -> TraceFormatError:
@@ -462,7 +464,7 @@ class RowChecker:
         if required:
             self.flag(blank, "missing_value", column, "blank cell", values=None)
         self.flag(~blank & ~np.isfinite(out), "not_a_number", column,
-                  "not a finite number", values=raw.to_numpy(dtype=object))
+                  "not a finite number", values=raw)
         out = out.copy()
         out[blank] = np.nan
         return out
@@ -481,9 +483,9 @@ class RowChecker:
             frac = np.isfinite(out) & (out != np.round(out))
             huge = np.isfinite(out) & (np.abs(out) > MAX_COUNT)
         self.flag(frac, "not_an_integer", column, "not a whole number",
-                  values=raw.to_numpy(dtype=object))
+                  values=raw)
         self.flag(huge, "not_an_integer", column, f"count larger than {MAX_COUNT:,}",
-                  values=raw.to_numpy(dtype=object))
+                  values=raw)
         return out
 
     def timestamp(self, raw: pd.Series, column: str, *, tz: str) -> FloatArray:
@@ -515,15 +517,27 @@ class RowChecker:
         bad = np.isnan(seconds) & ~blank
         self.flag(bad, "bad_timestamp", column,
                   "not a date-time YYYY-MM-DD HH:MM:SS (or ISO 8601)",
-                  values=raw.to_numpy(dtype=object))
+                  values=raw)
         return np.asarray(seconds, dtype=np.float64)
 
-    def text(self, raw: pd.Series, column: str, *, required: bool = True) -> np.ndarray:
-        """Strip a text column (object array of str); flag blanks if required."""
+    def text(self, raw: pd.Series, column: str, *, required: bool = True,
+             as_object: bool = True) -> Any:
+        """Strip a text column; flag blanks if required (a blank reads ``""``).
+
+        Returns an object array of str, or with ``as_object=False`` the
+        Arrow-backed ``str`` array (no Python object per row: a million-row
+        column is its bytes plus offsets, not a million ``str`` objects).
+        """
         text = raw.astype("str").str.strip()
         blank = (text == "").to_numpy(dtype=bool) | raw.isna().to_numpy(dtype=bool)
         if required:
             self.flag(blank, "missing_value", column, "blank cell")
+        if not as_object:
+            arr = text.array
+            if blank.any():
+                arr = arr.copy()
+                arr[blank] = ""
+            return arr
         out = text.to_numpy(dtype=object)
         out[blank] = ""
         return out
@@ -558,10 +572,22 @@ class RowChecker:
                           f"job needs more GPUs than the cluster can ever hold ({max_gpus})",
                           values=gpus)
 
-    def duplicate_rules(self, job_id: np.ndarray, column: str) -> None:
-        """Flag ``duplicate_job_id`` (every occurrence after the first valid one)."""
-        ids = pd.Series(job_id, dtype="object")
-        dup = ids.where(~self.bad).duplicated(keep="first").to_numpy(dtype=bool) & ~self.bad
+    def duplicate_rules(self, job_id: Any, column: str) -> None:
+        """Flag ``duplicate_job_id`` (every occurrence after the first valid one).
+
+        ``job_id``: an object array of str or an Arrow-backed ``str`` array (then
+        hashed by Arrow, no Python object per row).  Rows already flagged take
+        no id.  O(n) hashing.
+        """
+        valid = np.flatnonzero(~self.bad)
+        ids = job_id[valid] if len(valid) < len(job_id) else job_id
+        # codes number the distinct ids in order of first appearance, so a row
+        # repeats an earlier id iff its code is at most the largest code before it
+        codes, _ = pd.factorize(ids, sort=False)
+        codes = np.asarray(codes, dtype=np.int64)
+        seen = np.maximum.accumulate(np.concatenate([[-1], codes[:-1]])) if len(codes) else codes
+        dup = np.zeros(len(job_id), dtype=bool)
+        dup[valid] = codes <= seen
         self.flag(dup, "duplicate_job_id", column, "job id already used by an earlier row",
                   values=job_id)
 
@@ -581,9 +607,9 @@ class RowChecker:
         if pd.api.types.is_numeric_dtype(raw):
             values = self.number(raw, column)
             self.flag(np.isfinite(values) & (values != 0) & (values != 1), "not_a_number", column,
-                      "not a boolean (true/false/1/0)", values=raw.to_numpy(dtype=object))
+                      "not a boolean (true/false/1/0)", values=raw)
             return np.asarray(values == 1, dtype=bool)
-        cells = raw.to_numpy(dtype=object)
+        cells = raw
         text = raw.astype("str").str.strip().str.lower()
         blank = (text == "").to_numpy(dtype=bool) | raw.isna().to_numpy(dtype=bool)
         self.flag(blank, "missing_value", column, "blank cell")
@@ -626,9 +652,11 @@ def check_jobs(
 
     Returns
     -------
-    dict of str to numpy.ndarray
+    dict of str to array
         Every canonical column present, in row order (not filtered): counts as
-        float64 (cast after filtering), ``elastic`` bool, text as object.
+        float64 ndarrays (cast after filtering), ``elastic`` bool, text
+        (``job_id``, ``tenant``, ``gpu_type``, ``model``) as Arrow-backed
+        ``str`` arrays (``pandas.arrays.ArrowStringArray``, blanks ``""``).
 
     Raises
     ------
@@ -665,7 +693,7 @@ def check_jobs(
             f"(give all of {', '.join(SCALING_COLUMNS)}, or none for rigid jobs)", lacking[0]
         )
     out: Columns = {}
-    out["job_id"] = ck.text(raw["job_id"], "job_id")
+    out["job_id"] = ck.text(raw["job_id"], "job_id", as_object=False)
     out["submit_time_s"] = ck.number(raw["submit_time_s"], "submit_time_s")
     out["duration_s"] = ck.number(raw["duration_s"], "duration_s")
     ck.duration_rules(out["duration_s"], "duration_s")
@@ -688,12 +716,12 @@ def check_jobs(
                     "gpus is not a multiple of gpus_per_worker", values=gpw)
             ck.flag(~out["elastic"] & (hi != lo), "bad_scaling", "elastic",
                     "a rigid job (elastic false) needs min_workers == max_workers",
-                    values=raw["elastic"].to_numpy(dtype=object))
+                    values=raw["elastic"])
             ck.flag((out["alpha"] < 0) | (out["alpha"] > 1), "bad_scaling", "alpha",
                     "alpha must be in [0, 1]", values=out["alpha"])
     for col in ("tenant", "gpu_type", "model"):
         if col in raw.columns:
-            out[col] = ck.text(raw[col], col, required=False)
+            out[col] = ck.text(raw[col], col, required=False, as_object=False)
     if "priority" in raw.columns:
         out["priority"] = ck.integer(raw["priority"], "priority")
     ck.duplicate_rules(out["job_id"], "job_id")
@@ -757,6 +785,16 @@ def validate_jobs(
     keep, dropped = ck.finish()
     return columns, keep, dropped
 
+
+
+def _cell(values: Any, idx: int) -> Any:
+    """Cell ``idx`` of a column as ``to_numpy(dtype=object)`` would give it, without
+    that whole-column object copy (numpy scalars as Python ones)."""
+    if isinstance(values, pd.Series | pd.Index):
+        values = values.array
+    if isinstance(values, pd.api.extensions.ExtensionArray):
+        return values[idx:idx + 1].to_numpy(dtype=object)[0]
+    return np.asarray(values)[idx:idx + 1].astype(object)[0]
 
 
 def _restore_invalid_rows(state: dict[str, Any]) -> InvalidRowsError:
