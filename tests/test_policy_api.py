@@ -354,3 +354,27 @@ def test_a_loaning_policy_borrows_what_it_places_on() -> None:
     assert plan.starts == [(0, {1: 1}, Reason.POLICY_DECISION)]
     assert plan.borrowed_servers == [(1, Reason.LOAN_FOR_BASE)]
     assert plan.returned_servers == []
+
+
+@pytest.mark.parametrize("field", ["job", "server", "workers", "preempt"])
+def test_an_integer_beyond_int64_is_a_policy_error(field: str) -> None:
+    # 2**70 is an integer but not an int64: the binding's slow path used to leak
+    # numpy's OverflowError (a traceback from inside aryl) instead of a PolicyError.
+    big = 2**70
+
+    class Huge(aryl.Policy):
+        name = "huge"
+
+        def decide(self, v: aryl.PassView) -> Decision | None:
+            d = Decision()
+            if field == "preempt":
+                d.preempt(big)
+            else:
+                d.start(*{"job": (big, {0: 1}), "server": (0, {big: 1}),
+                          "workers": (0, {0: big})}[field])
+            return d
+
+    kind = "preemptions" if field == "preempt" else r"starts\[0\]"
+    with pytest.raises(PolicyError, match=rf"policy 'huge' at t = 0 s: Decision\.{kind} .*"
+                                          rf"{big}.*int64"):
+        simulate(_JOBS2, policy=Huge(), config=_cfg(2), inference=False)

@@ -4,7 +4,9 @@ keeps every finished run (and only whole runs), and never leaves a mix of two ou
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,7 +17,7 @@ from aryl.sweep import parse_spec, read_jobs, read_runs, run_sweep
 from aryl.sweep.store import finished_keys
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sweep_helpers import alive, descendants, interrupt, output_of, start, wait_for
+from sweep_helpers import alive, aryl_command, descendants, interrupt, output_of, start, wait_for
 
 sys.path.pop(0)
 
@@ -103,3 +105,37 @@ def test_ctrl_c_during_experiment_paper_leaves_the_previous_results(tmp_path: Pa
     assert sorted(p.name for p in tmp_path.iterdir()) == [".results.sweep", "output.txt",
                                                           "results"]
     assert len(finished_keys(data)) >= 2
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_ctrl_c_to_the_process_group_while_workers_start(tmp_path: Path) -> None:
+    # A terminal's Ctrl-C reaches the whole process group, also a pool worker that is
+    # still importing aryl (before its initializer ignores SIGINT): that worker used
+    # to print a KeyboardInterrupt traceback under the driver's "Interrupted." line.
+    spec = tmp_path / "s.toml"
+    spec.write_text(SPEC.format(seeds="0, 1"))
+    out = tmp_path / "out"
+    with open(tmp_path / "output.txt", "w") as log:
+        proc = subprocess.Popen([*aryl_command(), "sweep", str(spec), "--out", str(out),
+                                 "-j", "2"],
+                                cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, text=True,
+                                env=dict(os.environ, COLUMNS="120"), start_new_session=True)
+    wait_for(lambda: len(descendants(proc.pid)) >= 1 or proc.poll() is not None, 60,
+             "the first pool worker")
+    time.sleep(0.5)  # the worker is past Python's start-up, importing aryl
+    kids = descendants(proc.pid)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise AssertionError("the sweep did not exit within 30 s of SIGINT") from None
+    output = output_of(tmp_path)
+    assert kids, output
+    assert proc.returncode == 130, output
+    assert "Interrupted" in output, output
+    assert "Traceback" not in output, output
+    assert "KeyboardInterrupt" not in output, output
+    time.sleep(0.2)
+    assert [k for k in kids if alive(k)] == [], "a worker process outlived the sweep"

@@ -14,6 +14,7 @@ from aryl.cli import main
 from aryl.errors import InvalidInputError
 from aryl.sweep import load_sweep, mean_ci, paired_ratios, parse_spec, read_runs, run_sweep
 from aryl.sweep.report import summarize, write_report
+from aryl.sweep.store import finished_keys
 
 # Student-t quantiles t(0.975, df) from printed tables
 T975 = {1: 12.706204736174707, 3: 3.182446305284263}
@@ -183,3 +184,30 @@ def test_write_report_needs_finished_runs(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="no finished run yet"):
         write_report(tmp_path / "s")
     assert not (tmp_path / "s" / "report").exists()
+
+
+def test_an_option_a_policy_does_not_take_is_refused_before_any_run(tmp_path: Path) -> None:
+    # policy_options of [grid] apply to every policy of the grid: 'fifo' takes no
+    # starvation_bound_s.  The dry run used to list the runs and the sweep to fail
+    # each fifo run at run time (exit 1 after running the others).
+    spec = tmp_path / "s.toml"
+    spec.write_text("[grid]\ntrace = 'itp-c10'\npolicy = ['sjf', 'fifo']\nseed = 0\n"
+                    "n_training_servers = 2\nn_inference_servers = 2\n"
+                    "policy_options = {starvation_bound_s = [600.0, 3600.0]}\n")
+    out = tmp_path / "out"
+    for extra in (["--dry-run"], ["-j", "1"]):
+        result = CliRunner().invoke(main, ["sweep", str(spec), "--out", str(out), *extra])
+        assert result.exit_code == 2, result.output
+        assert ("s.toml: [grid].policy_options: policy 'fifo': unknown option(s) "
+                "['starvation_bound_s']; known: ['return_idle_loans']") \
+            in " ".join(result.output.split()), result.output
+        assert finished_keys(out) == set()  # no run ran (the sjf ones neither)
+    # the same options on the policy that takes them: a [[run]] of its own
+    spec.write_text("[grid]\ntrace = 'itp-c10'\npolicy = 'fifo'\nseed = 0\n"
+                    "n_training_servers = 2\nn_inference_servers = 2\n"
+                    "[[run]]\npolicy = 'sjf'\n"
+                    "policy_options = {starvation_bound_s = [600.0, 3600.0]}\n")
+    result = CliRunner().invoke(main, ["sweep", str(spec), "--out", str(out), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "sjf starvation_bound_s=600" in result.output, result.output
+    assert "sjf starvation_bound_s=3600" in result.output, result.output

@@ -360,6 +360,17 @@ for _name in PER_PASS_ATTRIBUTES:
 del _name
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _int64(x: Any) -> int:
+    """``operator.index(x)``, refused (``OverflowError``) outside int64."""
+    v = operator.index(x)
+    if not _INT64_MIN <= v <= _INT64_MAX:
+        raise OverflowError(f"{v} does not fit in int64")
+    return v
+
+
 @dataclass
 class Decision:
     """What a pass decides; applied in the order preemptions, resizes, starts.
@@ -420,22 +431,22 @@ class Decision:
             for i, m in enumerate(moves):
                 try:
                     j, place = m
-                    jobs.append(operator.index(j))
+                    jobs.append(_int64(j))
                     for s, k in place.items():
-                        srv.append(operator.index(s))
-                        wk.append(operator.index(k))
-                except (TypeError, ValueError, AttributeError):
+                        srv.append(_int64(s))
+                        wk.append(_int64(k))
+                except (TypeError, ValueError, AttributeError, OverflowError):
                     raise PolicyError(
                         f"{where}: Decision.{kind}[{i}] = {m!r}: expected (job index, "
-                        "{server index: workers}) with integers") from None
+                        "{server index: workers}) with integers (int64)") from None
                 ptr.append(len(srv))
             out += [np.asarray(jobs, dtype=np.int64), np.asarray(ptr, dtype=np.int64),
                     np.asarray(srv, dtype=np.int64), np.asarray(wk, dtype=np.int64)]
         try:
-            pre = [operator.index(j) for j in self.preemptions]
-        except TypeError:
+            pre = [_int64(j) for j in self.preemptions]
+        except (TypeError, OverflowError):
             raise PolicyError(f"{where}: Decision.preemptions = {self.preemptions!r}: "
-                              "expected job indexes (integers)") from None
+                              "expected job indexes (integers, int64)") from None
         out.append(np.asarray(pre, dtype=np.int64))
         return tuple(out)
 

@@ -7,8 +7,10 @@ depend on the backend.  The worker returns bytes and the driver writes them
 Interruptions (Ctrl-C, i.e. ``KeyboardInterrupt`` in the driver):
 
 * **process pool** (:class:`concurrent.futures.ProcessPoolExecutor`, ``spawn``
-  start method): workers ignore SIGINT (a terminal's Ctrl-C reaches the whole
-  process group; the driver alone decides) and, on Linux, get SIGTERM if the
+  start method): workers never see SIGINT (they are spawned while the driver
+  blocks it, inherit the blocked mask and then ignore it; a terminal's Ctrl-C
+  reaches the whole process group, also a worker still importing; the driver alone
+  decides) and, on Linux, get SIGTERM if the
   driver dies.  On Ctrl-C the driver cancels the pending futures
   (``shutdown(cancel_futures=True)``), sends SIGTERM to every worker, waits up
   to 1 s, sends SIGKILL to any left, then re-raises.  SIGINT is ignored during
@@ -68,6 +70,23 @@ def sigint_ignored() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, old)
+
+
+@contextlib.contextmanager
+def sigint_deferred() -> Iterator[None]:
+    """Block SIGINT inside the block; one that arrives meanwhile is delivered (so
+    ``KeyboardInterrupt`` raised) when it ends.  Processes and threads started inside
+    inherit the blocked mask.  A no-op off the main thread or without
+    ``signal.pthread_sigmask``."""
+    if (threading.current_thread() is not threading.main_thread()
+            or not hasattr(signal, "pthread_sigmask")):
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def run_serial(
@@ -167,7 +186,12 @@ def run_pool(
         initargs=(needed, os.getpid()),
     )
     try:
-        futures = {executor.submit(_pool_task, fn, run): run for run in runs}
+        # the workers are spawned here (at submit): with SIGINT blocked they inherit
+        # the mask through exec, so a Ctrl-C to the process group while they are still
+        # importing (before _worker_init) cannot print their tracebacks; the driver's
+        # own SIGINT stays pending and is raised when the block ends
+        with sigint_deferred():
+            futures = {executor.submit(_pool_task, fn, run): run for run in runs}
         pending = set(futures)
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)

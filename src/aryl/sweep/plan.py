@@ -393,7 +393,20 @@ def plan_sweep(
     sized_cache: dict[tuple[str, int], tuple[int, int]] = {}
     runs: dict[str, Run] = {}
     entries: list[PlanEntry] = []
+    checked: set[tuple[str, tuple[tuple[str, Any], ...]]] = set()
     for req in spec.requests:
+        if (req.policy, req.policy_options) not in checked:
+            # the options are checked against the policy here, so that --dry-run (and a
+            # sweep before its first run) refuses an option the policy does not take
+            from aryl.scheduling.registry import resolve_policy
+
+            try:
+                resolve_policy(req.policy, dict(req.policy_options))
+            except InvalidInputError as exc:
+                table = "[grid]" if req.group == 0 else f"[[run]] #{req.group}"
+                raise InvalidInputError(
+                    f"{spec.origin}: {table}.policy_options: {exc}") from None
+            checked.add((req.policy, req.policy_options))
         tid, ident, trace = traces[req.trace]
         config = dict(req.config)
         gps = int(config.get("gpus_per_server", SimConfig.gpus_per_server))
