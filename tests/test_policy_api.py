@@ -378,3 +378,25 @@ def test_an_integer_beyond_int64_is_a_policy_error(field: str) -> None:
     with pytest.raises(PolicyError, match=rf"policy 'huge' at t = 0 s: Decision\.{kind} .*"
                                           rf"{big}.*int64"):
         simulate(_JOBS2, policy=Huge(), config=_cfg(2), inference=False)
+
+
+@pytest.mark.parametrize("field", ["job", "server", "workers", "preempt"])
+def test_a_bool_is_no_index_or_worker_count(field: str) -> None:
+    # True is an int to Python (operator.index(True) == 1): a worker count of True used
+    # to run as one worker; it is refused like any other non-integer
+    class Truthy(aryl.Policy):
+        name = "truthy"
+
+        def decide(self, v: aryl.PassView) -> Decision | None:
+            d = Decision()
+            if field == "preempt":
+                d.preempt(True)  # type: ignore[arg-type]
+            else:
+                d.start(*{"job": (True, {0: 1}), "server": (0, {True: 1}),
+                          "workers": (0, {0: True})}[field])  # type: ignore[arg-type]
+            return d
+
+    kind = "preemptions" if field == "preempt" else r"starts\[0\]"
+    with pytest.raises(PolicyError, match=rf"policy 'truthy' at t = 0 s: Decision\.{kind} "
+                                          r".*True.*integers"):
+        simulate(_JOBS2, policy=Truthy(), config=_cfg(2), inference=False)

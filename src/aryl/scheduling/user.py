@@ -364,7 +364,10 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _int64(x: Any) -> int:
-    """``operator.index(x)``, refused (``OverflowError``) outside int64."""
+    """``operator.index(x)``, refused (``OverflowError``) outside int64 and
+    (``TypeError``) for a bool (``True`` is no worker count or index)."""
+    if isinstance(x, (bool, np.bool_)):
+        raise TypeError(f"{x!r} is a bool, not an integer")
     v = operator.index(x)
     if not _INT64_MIN <= v <= _INT64_MAX:
         raise OverflowError(f"{v} does not fit in int64")
