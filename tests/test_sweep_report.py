@@ -202,6 +202,16 @@ def test_an_option_a_policy_does_not_take_is_refused_before_any_run(tmp_path: Pa
                 "['starvation_bound_s']; known: ['return_idle_loans']") \
             in " ".join(result.output.split()), result.output
         assert finished_keys(out) == set()  # no run ran (the sjf ones neither)
+        assert not out.exists()  # nor is a folder left behind (it held only .lock)
+    # a folder that was there stays, as it was
+    out.mkdir()
+    (out / "mine.txt").write_text("kept")
+    result = CliRunner().invoke(main, ["sweep", str(spec), "--out", str(out), "-j", "1"])
+    assert result.exit_code == 2, result.output
+    assert sorted(p.name for p in out.iterdir()) == [".lock", "mine.txt"]
+    (out / "mine.txt").unlink()
+    (out / ".lock").unlink()
+    out.rmdir()
     # the same options on the policy that takes them: a [[run]] of its own
     spec.write_text("[grid]\ntrace = 'itp-c10'\npolicy = 'fifo'\nseed = 0\n"
                     "n_training_servers = 2\nn_inference_servers = 2\n"

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -148,10 +149,19 @@ def run_sweep(
         raise InvalidInputError(f"out: {root} exists and is not a folder")
     say("reading traces")
     traces = load_traces(spec)  # bad traces fail before anything is created
+    made = root  # the outermost folder this call creates (None: root existed)
+    while not made.parent.exists() and made.parent != made:
+        made = made.parent
+    made_here: Path | None = None if root.exists() else made
     root.mkdir(parents=True, exist_ok=True)
     with store.lock_sweep(root):
         store.remove_temporaries(root)
-        plan = plan_sweep(spec, cache_dir=root / "sizing", traces=traces, status=say)
+        try:
+            plan = plan_sweep(spec, cache_dir=root / "sizing", traces=traces, status=say)
+        except BaseException:
+            if made_here is not None:  # a plan that fails leaves no folder it made
+                shutil.rmtree(made_here, ignore_errors=True)
+            raise
         atomic_write_text(root / "sweep.json", json.dumps(plan.to_json(), indent=1) + "\n")
         done = store.finished_keys(root)
         todo = [r for r in plan.runs if r.key not in done]
