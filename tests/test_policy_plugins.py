@@ -88,6 +88,13 @@ def test_policies_lists_the_entry_point(plugin: Path) -> None:
     assert rows["ext-fifo"]["options"] == {"return_idle_loans": True, "min_start_s": 0.0}
     assert rows["ext-fifo"]["source"] == "entry point (extpol:ExtFifo)"
     assert rows["fifo"]["source"] == "registered"
+    # the table shows every default, None as null (sjf's starvation bound is off)
+    r = CliRunner().invoke(main, ["policies"], env={"COLUMNS": "250"})
+    assert r.exit_code == 0, r.output
+    (sjf,) = [ln for ln in r.output.splitlines() if ln.startswith("│ sjf ")]
+    assert "return_idle_loans=true, starvation_bound_s=null" in sjf, sjf
+    (ext,) = [ln for ln in r.output.splitlines() if ln.startswith("│ ext-fifo ")]
+    assert "return_idle_loans=true, min_start_s=0.0" in ext, ext
 
 
 def test_compare_runs_the_entry_point_with_options(plugin: Path, tmp_path: Path) -> None:

@@ -60,7 +60,8 @@ def policy_rows() -> list[dict[str, Any]]:
 
 
 def _opts_text(opts: dict[str, Any]) -> str:
-    return ", ".join(k if v is None else f"{k}={json.dumps(v)}" for k, v in opts.items()) or "-"
+    # every default shown, None as JSON's null (starvation_bound_s=null: no bound)
+    return ", ".join(f"{k}={json.dumps(v)}" for k, v in opts.items()) or "-"
 
 
 @click.command(name="policies")
