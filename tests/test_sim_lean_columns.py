@@ -122,14 +122,25 @@ def test_event_column_is_a_categorical_of_the_event_names() -> None:
         assert server.any()
         assert (ev.loc[server, "job_id"] == "").all()
         assert (ev.loc[~server, "job_id"] != "").all()
-        assert ev["job_id"].dtype == "str"
+        ids = ev["job_id"]
+        assert isinstance(ids.dtype, pd.CategoricalDtype)
+        # codes: the narrowest integer that holds the categories (pandas' rule)
+        assert ids.cat.codes.dtype == np.int16
+        # categories: the jobs' ids in simulation order, then "" (server events)
+        res_jobs = simulate(jobs, policy="aryl", config=_cfg(engine)).jobs
+        assert ids.cat.categories.tolist() == [*res_jobs["job_id"].tolist(), ""]
+        assert ids.cat.categories.dtype == "str"
 
 
-def test_take_ids_fills_server_events_with_empty_ids() -> None:
-    from aryl.sim.metrics import _take_ids
+def test_id_labels_fill_server_events_with_empty_ids() -> None:
+    from aryl.sim.metrics import _id_labels
 
     ids = pd.array(["a", "b", "c"], dtype="str").take([2, 0, 1])  # not one buffer in order
-    got = _take_ids(ids, np.array([1, -1, 0, 2, -1]))
-    assert got.dtype == "str"
+    got = _id_labels(ids, np.array([1, -1, 0, 2, -1]))
+    assert isinstance(got.dtype, pd.CategoricalDtype)
+    assert got.categories.tolist() == ["c", "a", "b", ""]
     assert got.tolist() == ["a", "", "c", "b", ""]
-    assert _take_ids(pd.array([], dtype="str"), np.array([-1])).tolist() == [""]
+    assert (got == "a").tolist() == [True, False, False, False, False]
+    empty = _id_labels(pd.array([], dtype="str"), np.array([-1]))
+    assert empty.tolist() == [""]
+    assert _id_labels(ids, np.array([], dtype=np.int32)).tolist() == []

@@ -153,7 +153,7 @@ struct ChangeTracker {
     };
     bool ready = false;
     std::vector<Snap> snap;
-    std::vector<S::Placement> placement;  // of jobs running at the last read
+    S::PlacementTable placement;  // of jobs running at the last read
     i64 epoch = 0;
     std::vector<i64> queue_order, running_order;  // at the last read
     std::vector<i64> scratch;
@@ -199,8 +199,8 @@ struct ChangeTracker {
             sn.progress_at_s = st.progress_at_s[u];
             sn.attained_at_s = st.attained_at_s[u];
             sn.speed = st.speed[u];
-            if (s == S::RUNNING) placement[u] = pl;
-            else placement[u].clear();
+            if (s == S::RUNNING) placement.set(u, pl);
+            else placement.clear(u);
             py::object place = py::none();
             if (!pl.empty()) {
                 py::dict d;
@@ -1015,9 +1015,9 @@ py::tuple schedule_state(const py::handle& obj, StateCache& cache, const py::dic
     for (i64 j : cache.active) {
         const auto u = static_cast<size_t>(j);
         st.status[u] = S::PENDING;
-        st.placement[u].clear();
+        st.placement.clear(u);
         st.workers.set(u, 0);
-        st.ex_job[u].clear();
+        st.ex_job.clear(u);
     }
     cache.active.clear();
     st.queued.clear();
@@ -1079,7 +1079,7 @@ py::tuple schedule_state(const py::handle& obj, StateCache& cache, const py::dic
             throw aryl::sched::InvalidInput("jobs[" + std::to_string(j) + "]: running with no placement");
         PyObject *k, *v;
         Py_ssize_t pos = 0;
-        S::Placement& p = st.placement[u];
+        S::Placement& p = st.placement.mut(u);
         p.clear();
         while (PyDict_Next(pd, &pos, &k, &v)) {
             const long long srv = PyLong_AsLongLong(k);

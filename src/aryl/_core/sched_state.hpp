@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <set>
 #include <stdexcept>
@@ -133,6 +134,65 @@ inline void split_placement(const Placement& place, i64 base, Placement* b, Plac
         if (k - take && e) e->emplace_back(s, k - take);
     }
 }
+
+// ---------------------------------------------------------- placement table
+// Per-job placements (or extra parts) where most jobs have none: one int32
+// slot per job (-1 = empty) into a pool of Placements that only the placed
+// jobs hold, recycled when a job's entry is cleared (4 B a job instead of an
+// empty std::vector's 24).  Reads return the empty Placement for a job
+// without a slot; mut() gives a job a slot (a std::deque: references to the
+// other slots stay valid); an entry left empty by a writer reads the same as
+// one without a slot.
+class PlacementTable {
+public:
+    void resize(size_t n) { slot_.resize(n, -1); }
+    void assign(size_t n, const Placement&) {
+        slot_.assign(n, -1);
+        pool_.clear();
+        free_.clear();
+    }
+    size_t size() const { return slot_.size(); }
+    const Placement& operator[](size_t j) const {
+        const int32_t s = slot_[j];
+        return s < 0 ? empty() : pool_[static_cast<size_t>(s)];
+    }
+    Placement& mut(size_t j) {
+        int32_t& s = slot_[j];
+        if (s < 0) {
+            if (free_.empty()) {
+                s = static_cast<int32_t>(pool_.size());
+                pool_.emplace_back();
+            } else {
+                s = free_.back();
+                free_.pop_back();
+            }
+        }
+        return pool_[static_cast<size_t>(s)];
+    }
+    void clear(size_t j) {
+        int32_t& s = slot_[j];
+        if (s < 0) return;
+        pool_[static_cast<size_t>(s)].clear();
+        free_.push_back(s);
+        s = -1;
+    }
+    void set(size_t j, const Placement& p) {
+        if (p.empty()) clear(j);
+        else mut(j) = p;
+    }
+    void clear_all() {
+        for (size_t j = 0; j < slot_.size(); ++j) clear(j);
+    }
+
+private:
+    static const Placement& empty() {
+        static const Placement e;
+        return e;
+    }
+    std::vector<int32_t> slot_;
+    std::deque<Placement> pool_;
+    std::vector<int32_t> free_;
+};
 
 // ---------------------------------------------------------------- ordered set
 // A Python dict used as an ordered set of dense indexes (dict[int, None]):
@@ -472,7 +532,7 @@ struct State {
     // jobs (dynamic)
     std::vector<int8_t> status;
     I32Column workers;
-    std::vector<Placement> placement;  // empty = None
+    PlacementTable placement;  // empty = None
     std::vector<double> remaining_s, progress_at_s, speed, checkpoint_remaining_s,
         next_checkpoint_s;
     std::vector<uint8_t> restarted;
@@ -483,7 +543,7 @@ struct State {
     // derived
     i64 busy = 0, base_busy = 0, busy_loaned = 0;
     std::vector<i64> ex_srv;          // GPUs of extra workers per server
-    std::vector<Placement> ex_job;    // extra part per job (empty = not in Python's ex_job)
+    PlacementTable ex_job;    // extra part per job (empty = not in Python's ex_job)
     i64 n_ex_job = 0;                 // len(ex_job)
     OrderedSet below, elastic_running;
     // queue indexes (built on first use; LAS thresholds of the built index)
@@ -585,7 +645,7 @@ struct State {
         ref_throughput[u] = ref_throughput_of(fam, a, ref, g);
         status[u] = PENDING;
         workers.set(u, 0);
-        placement[u].clear();
+        placement.clear(u);
         remaining_s[u] = remaining;
         progress_at_s[u] = 0.0;
         speed[u] = 0.0;
@@ -783,7 +843,7 @@ struct State {
             if (s >= nt) busy_loaned += k * g;
         }
         busy += w * g;
-        placement[u] = place;
+        placement.set(u, place);
         workers.set(u, w);
         track_extras(j);
         return w;
@@ -791,7 +851,7 @@ struct State {
     // state.py _unplace
     void unplace_job(i64 j) {
         const auto u = static_cast<size_t>(j);
-        Placement& place = placement[u];
+        const Placement& place = placement[u];
         if (place.empty()) return;
         const i64 g = gpus_per_worker[u];
         const i64 nt = n_training();
@@ -809,7 +869,7 @@ struct State {
             if (s >= nt) busy_loaned -= k * g;
         }
         busy -= workers[u] * g;
-        Placement().swap(place);  // free the memory of a finished job
+        placement.clear(u);  // the slot goes back to the pool
         workers.set(u, 0);
         track_extras(j);
     }
@@ -817,23 +877,26 @@ struct State {
     void track_extras(i64 j) {
         const auto u = static_cast<size_t>(j);
         const i64 g = gpus_per_worker[u];
-        Placement& old = ex_job[u];
-        if (!old.empty()) {
-            for (const auto& e : old) ex_srv[static_cast<size_t>(e.first)] -= e.second * g;
-            old.clear();
-            --n_ex_job;
+        {
+            const Placement& old = ex_job[u];
+            if (!old.empty()) {
+                for (const auto& e : old) ex_srv[static_cast<size_t>(e.first)] -= e.second * g;
+                --n_ex_job;
+            }
+            ex_job.clear(u);
         }
         const Placement& place = placement[u];
         if (place.empty() || !elastic[u]) {
-            if (place.empty()) Placement().swap(old);
             below.remove(j);
             return;
         }
         const i64 w = workers[u], mn = min_workers[u];
         if (w > mn) {
+            Placement& old = ex_job.mut(u);
             split_placement(place, mn, nullptr, &old);
             for (const auto& e : old) ex_srv[static_cast<size_t>(e.first)] += e.second * g;
             if (!old.empty()) ++n_ex_job;
+            else ex_job.clear(u);
         }
         if (w < max_workers[u] && max_workers[u] > mn) below.add(j);
         else below.remove(j);
@@ -1046,7 +1109,7 @@ struct State {
             jobs_on[su].clear();
             ex_srv[su] = 0;
         }
-        for (auto& e : ex_job) e.clear();
+        ex_job.clear_all();
         n_ex_job = 0;
         below.clear();
         elastic_running.clear();
@@ -1079,7 +1142,7 @@ struct State {
                 if (w < max_workers[u]) below.add(j);
             }
             if (elastic[u] && w > mn) {
-                split_placement(place, mn, nullptr, &ex_job[u]);
+                split_placement(place, mn, nullptr, &ex_job.mut(u));
                 for (const auto& e : ex_job[u]) ex_srv[static_cast<size_t>(e.first)] += e.second * g;
                 ++n_ex_job;
             }

@@ -68,10 +68,14 @@ class SimResult:
     events : DataFrame
         Event log ``time_s, job_id, event, workers`` (empty if not recorded);
         loan/loan_return/reclaim rows have ``job_id`` "" and the server id in ``workers``.
-        dtypes: float64, ``str``, ``category`` (categories :data:`EVENT_NAMES`
-        in code order, int8 codes: one byte a row; it compares with text and
-        writes as text to CSV, as a dictionary column to Parquet; note that
-        ``value_counts`` lists every category, zero counts included), int64.
+        dtypes: float64, ``category`` (``job_id``: categories the jobs' ids
+        in simulation order, as ``jobs``, then ``""``; codes the narrowest
+        integer that holds them, int32 from 32,767 jobs on), ``category``
+        (``event``: categories :data:`EVENT_NAMES` in code order, int8 codes:
+        one byte a row), int64.  Both categoricals compare with text and write
+        as text to CSV, as dictionary columns to Parquet; note that
+        ``value_counts`` and a groupby with ``observed=False`` list every
+        category, zero counts included.
     timing : dict
         Wall-clock measures, which differ from run to run (kept out of
         ``summary`` so that the same replay writes the same summary):
@@ -222,19 +226,28 @@ def _labels(names: Any, codes: np.ndarray) -> Any:
                                      dtype=pd.CategoricalDtype(cats, ordered=False))
 
 
-def _take_ids(ids: Any, codes: np.ndarray) -> Any:
-    """``ids[codes]`` as a ``str`` array, ``""`` where a code is -1: one Arrow take
-    over the ids and a trailing ``""`` (no per-row fill or mask pass afterwards).
-    O(len(ids) + len(codes))."""
+def _id_labels(ids: Any, codes: np.ndarray) -> Any:
+    """``ids[codes]`` as a categorical column, ``""`` where a code is -1: its
+    categories are the job ids in table order and a trailing ``""`` (``str``
+    dtype, the ids' own Arrow buffers plus one entry), its codes the narrowest
+    integer that holds them (pandas' rule: int32 from 32,767 jobs on): at most
+    4 bytes a row below 2**31 - 1 jobs, no string per row.  The job ids
+    are unique and never blank (:func:`aryl.sim.jobs.build_job_table`
+    validates them), so the categories are taken as they are, without
+    pandas' uniqueness hash.  O(len(ids) + len(codes)).
+    """
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     arr = pa.array(ids)  # the Arrow data itself (an Array or a ChunkedArray)
     parts = list(arr.chunks) if isinstance(arr, pa.ChunkedArray) else [arr]
-    values = pa.concat_arrays([*parts, pa.array([""], type=arr.type)])
+    values = pa.chunked_array([*parts, pa.array([""], type=arr.type)], type=arr.type)
+    cats = pd.Index(STR_DTYPE.__from_arrow__(values), dtype=STR_DTYPE)  # type: ignore[attr-defined]
+    width = np.int32 if len(ids) < 2**31 - 1 else np.int64
     c = np.asarray(codes)
-    idx = np.where(c < 0, len(ids), c).astype(np.int32 if len(ids) < 2**31 - 1 else np.int64)
-    return STR_DTYPE.__from_arrow__(pc.take(values, pa.array(idx)))  # type: ignore[attr-defined]
+    c = np.where(c < 0, len(ids), c).astype(width, copy=False)
+    fast = getattr(pd.CategoricalDtype, "_from_fastpath", None)
+    dtype = fast(cats, False) if fast is not None else pd.CategoricalDtype(cats, ordered=False)
+    return pd.Categorical.from_codes(c, dtype=dtype)
 
 
 def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
@@ -372,7 +385,7 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     )
     if eng.events is not None and eng.events:
         ev_t, ev_j, ev_code, ev_w = eng.event_columns()
-        ev_ids = _take_ids(ids, ev_j)  # -1: a server event, job id ""
+        ev_ids = _id_labels(ids, ev_j)  # -1: a server event, job id ""
         del ev_j
         ev_names = _labels(EVENT_NAMES, ev_code)
         del ev_code
@@ -385,7 +398,7 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
         events = pd.DataFrame(
             {
                 "time_s": np.array([], dtype=np.float64),
-                "job_id": pd.array([], dtype=STR_DTYPE),
+                "job_id": _id_labels(pd.array([], dtype=STR_DTYPE), np.array([], dtype=np.int32)),
                 "event": _labels(EVENT_NAMES, np.array([], dtype=np.int8)),
                 "workers": np.array([], dtype=np.int64),
             }
