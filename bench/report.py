@@ -433,6 +433,10 @@ def render(rec: dict[str, float], mk: dict[str, float], replays: list[dict[str, 
         f"{fl['simulate_ratio']:.2f}x |",
         f"| scheduler | {fl['fifo_scheduler_ms']:.1f} ms | {fl['aryl_scheduler_ms']:.1f} ms | "
         f"{fl['scheduler_ratio']:.1f}x |",
+        "",
+        "Where the difference goes (instruction counts of the pass's parts, and why skipping "
+        "passes cannot close it): [architecture.md](architecture.md), \"What the Aryl pass "
+        "costs against FIFO\".",
     ]
     lines += million_section(million)
     lines += ten_million_section(ten)
