@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+# the tests' own helper modules (replay_identity, sweep_helpers) import by name
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 #: two training pools of different server sizes and an inference pool of a third:
 #: ``small`` 1 x 4-GPU V100 (server 0), ``big`` 1 x 8-GPU V100 (server 1), ``inf``

@@ -12,68 +12,30 @@ checker on.
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
-import numpy as np
-import pandas as pd
 import pytest
 
 from aryl.scheduling.native import ARYL_NATIVE
 from aryl.sim import SimConfig, simulate
 from aryl.sim.native import uses_native
 from aryl.traces import load_trace, synthesize_elastic
+from replay_identity import elastic_slice, same_frame, scrub
 
 pytestmark = pytest.mark.skipif(not ARYL_NATIVE, reason="built without the aryl pass")
 
 ARYL_FAMILY = ("aryl", "aryl-no-loan", "aryl-no-elastic", "elastic-greedy")
-_TIMING = ("sched", "wall", "time_per", "elapsed", "timing")
-
-
-def _trace(preset: str, n: int, seed: int) -> Any:
-    tr = load_trace(preset)
-    tr = tr.replace(jobs=tr.jobs.iloc[:n].reset_index(drop=True))
-    return synthesize_elastic(tr, elastic_fraction=0.5, seed=seed)
-
-
-def _same_frame(a: pd.DataFrame, b: pd.DataFrame) -> None:
-    assert list(a.columns) == list(b.columns)
-    assert len(a) == len(b)
-    for col in a.columns:
-        x, y = a[col].to_numpy(), b[col].to_numpy()
-        if x.dtype == object or y.dtype == object:
-            assert x.tolist() == y.tolist(), col
-        elif x.dtype.kind == "f":
-            # the same float64 bit patterns (NaN where NaN)
-            assert x.dtype == y.dtype, col
-            assert np.array_equal(x.view(np.int64), y.view(np.int64)), col
-        else:
-            assert np.array_equal(x, y), col
-
-
-def _scrub(v: Any) -> Any:
-    if isinstance(v, dict):
-        # wall-clock timings and the engine's own name differ by design
-        return {k: _scrub(x) for k, x in v.items()
-                if k != "engine" and not any(t in str(k) for t in _TIMING)}
-    if isinstance(v, list):
-        return [_scrub(x) for x in v]
-    if isinstance(v, float) and math.isnan(v):
-        return "nan"
-    return v
-
-
 def _compare(trace: Any, policy: str, cfg: SimConfig, opts: dict[str, Any] | None) -> None:
     native = dataclasses.replace(cfg, engine="native")
     assert uses_native(native, policy)  # no silent fallback to the Python engine
     py = simulate(trace, policy=policy, config=dataclasses.replace(cfg, engine="python"),
                   policy_options=opts)
     nat = simulate(trace, policy=policy, config=native, policy_options=opts)
-    _same_frame(nat.jobs, py.jobs)
+    same_frame(nat.jobs, py.jobs)
     assert (py.events is None) == (nat.events is None)
     if py.events is not None:
-        _same_frame(nat.events, py.events)
-    assert _scrub(nat.summary) == _scrub(py.summary)
+        same_frame(nat.events, py.events)
+    assert scrub(nat.summary) == scrub(py.summary)
 
 
 SMALL = SimConfig(n_training_servers=8, n_inference_servers=4, loan_reserve_servers=0,
@@ -85,7 +47,7 @@ TIGHT = SimConfig(n_training_servers=3, n_inference_servers=2, loan_reserve_serv
 @pytest.mark.parametrize("policy", ARYL_FAMILY)
 @pytest.mark.parametrize("cfg", [SMALL, TIGHT], ids=["8+4", "3+2"])
 def test_replays_are_identical(policy: str, cfg: SimConfig) -> None:
-    _compare(_trace("itp-c01", 600, 0), policy, cfg, None)
+    _compare(elastic_slice("itp-c01", 600, 0), policy, cfg, None)
 
 
 @pytest.mark.parametrize(("name", "cfg", "opts"), [
@@ -100,11 +62,11 @@ def test_replays_are_identical(policy: str, cfg: SimConfig) -> None:
 def test_replays_with_loans_and_reclaims_are_identical(
     name: str, cfg: SimConfig, opts: dict[str, Any] | None
 ) -> None:
-    _compare(_trace("itp-c01", 600, 1), "aryl", cfg, opts)
+    _compare(elastic_slice("itp-c01", 600, 1), "aryl", cfg, opts)
 
 
 def test_a_replay_to_a_horizon_is_identical() -> None:
-    tr = _trace("itp-c06", 400, 1)
+    tr = elastic_slice("itp-c06", 400, 1)
     horizon = float(tr.jobs["submit_time_s"].iloc[0] + 3 * 86400.0)
     _compare(tr, "aryl", dataclasses.replace(TIGHT, horizon_s=horizon), None)
 
@@ -116,13 +78,13 @@ def test_heterogeneous_replays_are_identical(
     policy: str, speed: str, loaned: float | None
 ) -> None:
     cfg = SimConfig(cluster="lyra", speed_model=speed, loaned_gpu_speed=loaned, check=True)
-    _compare(_trace("itp-c06", 500, 2), policy, cfg, None)
+    _compare(elastic_slice("itp-c06", 500, 2), policy, cfg, None)
 
 
 def test_a_mixed_type_replay_is_identical() -> None:
     cfg = SimConfig(cluster="lyra", speed_model="parametric", loaned_gpu_speed=0.5,
                     mix_gpu_types=True, check=True)
-    _compare(_trace("itp-c06", 500, 3), "aryl", cfg, None)
+    _compare(elastic_slice("itp-c06", 500, 3), "aryl", cfg, None)
 
 
 

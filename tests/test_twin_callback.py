@@ -14,11 +14,8 @@ tests/test_native_aryl_replays.py).
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, ClassVar
 
-import numpy as np
-import pandas as pd
 import pytest
 
 import aryl
@@ -29,40 +26,12 @@ from aryl.scheduling.registry import is_policy_name, load_policy_class, twin_pol
 from aryl.scheduling.twin import TWINS, ArylTwin, TwinPolicy, twin_class, twin_policy
 from aryl.sim import SimConfig, simulate
 from aryl.traces import load_trace, synthesize_elastic
-
-_TIMING = ("sched", "wall", "time_per", "elapsed", "timing")
-
-
-def _trace(preset: str, n: int, seed: int) -> Any:
-    tr = load_trace(preset)
-    tr = tr.replace(jobs=tr.jobs.iloc[:n].reset_index(drop=True))
-    return synthesize_elastic(tr, elastic_fraction=0.5, seed=seed)
+from replay_identity import elastic_slice, same_frame, scrub
 
 
-def _same_frame(a: pd.DataFrame, b: pd.DataFrame) -> None:
-    assert list(a.columns) == list(b.columns)
-    assert len(a) == len(b)
-    for col in a.columns:
-        x, y = a[col].to_numpy(), b[col].to_numpy()
-        if x.dtype == object or y.dtype == object:
-            assert x.tolist() == y.tolist(), col
-        elif x.dtype.kind == "f":
-            assert x.dtype == y.dtype, col
-            assert np.array_equal(x.view(np.int64), y.view(np.int64)), col
-        else:
-            assert np.array_equal(x, y), col
-
-
-def _scrub(v: Any) -> Any:
-    if isinstance(v, dict):
-        # wall-clock timings, the engine and the policy's name differ by design
-        return {k: _scrub(x) for k, x in v.items()
-                if k not in ("engine", "policy") and not any(t in str(k) for t in _TIMING)}
-    if isinstance(v, list):
-        return [_scrub(x) for x in v]
-    if isinstance(v, float) and math.isnan(v):
-        return "nan"
-    return v
+def _scrub_twin(v: Any) -> Any:
+    # wall-clock timings, the engine and the policy's name differ by design
+    return scrub(v, ("engine", "policy"))
 
 
 def _compare(trace: Any, name: str, cfg: SimConfig, opts: dict[str, Any] | None = None,
@@ -72,11 +41,11 @@ def _compare(trace: Any, name: str, cfg: SimConfig, opts: dict[str, Any] | None 
     tw = simulate(trace, policy=pol if pol is not None else twin_policy(name, opts),
                   config=dataclasses.replace(cfg, engine="native"))
     assert tw.summary["policy"] == f"{name}-twin"
-    _same_frame(tw.jobs, py.jobs)
+    same_frame(tw.jobs, py.jobs)
     assert (py.events is None) == (tw.events is None)
     if py.events is not None:
-        _same_frame(tw.events, py.events)
-    assert _scrub(tw.summary) == _scrub(py.summary)
+        same_frame(tw.events, py.events)
+    assert _scrub_twin(tw.summary) == _scrub_twin(py.summary)
     return tw
 
 
@@ -102,7 +71,7 @@ def test_every_registered_policy_but_tiresias_has_a_twin() -> None:
 @pytest.mark.parametrize("cfg", [SMALL, TIGHT], ids=["8+4", "3+2"])
 def test_the_twin_through_the_callback_replays_as_the_python_engine(
         name: str, cfg: SimConfig) -> None:
-    tw = _compare(_trace("itp-c01", 600, 0), name, cfg)
+    tw = _compare(elastic_slice("itp-c01", 600, 0), name, cfg)
     assert tw.summary["n_finished"] > 0
 
 
@@ -116,7 +85,7 @@ def test_the_twin_through_the_callback_replays_as_the_python_engine(
 ])
 def test_loans_reclaims_and_elastic_jobs_replay_as_the_python_engine(
         label: str, cfg: SimConfig, opts: dict[str, Any] | None) -> None:
-    tw = _compare(_trace("itp-c01", 600, 1), "aryl", cfg, opts)
+    tw = _compare(elastic_slice("itp-c01", 600, 1), "aryl", cfg, opts)
     s = tw.summary
     # the scenarios exercise what the mirror must follow
     assert s["n_loans"] > 0
@@ -138,11 +107,11 @@ def test_a_replay_with_reclaim_preemptions_replays_as_the_python_engine() -> Non
 def test_heterogeneous_replays_as_the_python_engine(
         name: str, speed: str, loaned: float | None) -> None:
     cfg = SimConfig(cluster="lyra", speed_model=speed, loaned_gpu_speed=loaned, check=True)
-    _compare(_trace("itp-c06", 500, 2), name, cfg)
+    _compare(elastic_slice("itp-c06", 500, 2), name, cfg)
 
 
 def test_a_horizon_replays_as_the_python_engine() -> None:
-    tr = _trace("itp-c06", 400, 1)
+    tr = elastic_slice("itp-c06", 400, 1)
     horizon = float(tr.jobs["submit_time_s"].iloc[0] + 3 * 86400.0)
     _compare(tr, "aryl", dataclasses.replace(TIGHT, horizon_s=horizon))
 
@@ -154,15 +123,15 @@ class ViewTwin(ArylTwin):  # type: ignore[misc, valid-type]
 
 
 def test_the_view_path_reads_changes_and_decides_the_same() -> None:
-    _compare(_trace("itp-c01", 400, 4), "aryl", SMALL, pol=ViewTwin())
+    _compare(elastic_slice("itp-c01", 400, 4), "aryl", SMALL, pol=ViewTwin())
 
 
 def test_an_instance_replays_twice_the_same() -> None:
     pol = ArylTwin()
-    tr = _trace("itp-c01", 300, 5)
+    tr = elastic_slice("itp-c01", 300, 5)
     a = simulate(tr, policy=pol, config=SMALL)
     b = simulate(tr, policy=pol, config=SMALL)
-    _same_frame(a.jobs, b.jobs)
+    same_frame(a.jobs, b.jobs)
 
 
 def test_one_pass_through_schedule_equals_the_python_pass() -> None:
@@ -199,7 +168,7 @@ def test_one_pass_through_schedule_equals_the_python_pass() -> None:
 
 def test_apply_changes_keeps_the_indexes() -> None:
     # a mirror kept by apply_changes has the indexes a rebuild computes
-    tr = _trace("itp-c01", 300, 6)
+    tr = elastic_slice("itp-c01", 300, 6)
     seen: list[ClusterState] = []
 
     class Checked(ArylTwin):  # type: ignore[misc, valid-type]
@@ -220,7 +189,7 @@ def test_twins_are_named_policies() -> None:
     assert is_policy_name("aryl-twin")
     assert load_policy_class("aryl-twin") is ArylTwin
     assert load_policy_class("aryl.scheduling.twin:SjfTwin") is TWINS["sjf-twin"]
-    tr = _trace("itp-c01", 200, 7)
+    tr = elastic_slice("itp-c01", 200, 7)
     by_name = simulate(tr, policy="sjf-twin", config=SMALL)
     assert by_name.summary["policy"] == "sjf-twin"
     with pytest.raises(InvalidInputError, match="unknown option"):
