@@ -48,7 +48,13 @@ def _wait_for_build() -> None:
     status = os.environ.get("ARYL_K8S_BUILD_STATUS")
     if not status:
         return
-    limit_s = float(os.environ.get("ARYL_K8S_BUILD_WAIT_S", "1800"))
+    text = os.environ.get("ARYL_K8S_BUILD_WAIT_S", "1800")
+    try:
+        limit_s = float(text)
+    except ValueError:
+        limit_s = float("nan")
+    if not limit_s > 0:  # NaN too
+        pytest.fail(f"ARYL_K8S_BUILD_WAIT_S: must be a number of seconds > 0, got {text!r}")
     path, t0 = Path(status), time.monotonic()
     while not path.exists():
         if time.monotonic() - t0 > limit_s:
@@ -57,8 +63,8 @@ def _wait_for_build() -> None:
         time.sleep(1.0)
     code = path.read_text().strip()
     if code != "0":
-        pytest.fail(f"scripts/k8s-testenv.sh build failed (exit {code}, from {path}): "
-                    "its log is printed by .ci/run")
+        pytest.fail(f"scripts/k8s-testenv.sh build failed (exit {code or 'none written'}, "
+                    f"from {path}): its log is printed by .ci/run")
 
 
 @pytest.fixture(scope="session")
