@@ -307,3 +307,22 @@ def test_runs_on_a_cluster_spec_measure_its_pools(tmp_path: Path) -> None:
     serving = res.summary["inference_utilisation"] * span * 12
     assert m["combined_usage"] == (res.summary["gpu_s_allocated"] + serving) / (span * 28)
     assert (m["training_gpus"], m["inference_gpus"]) == (16, 12)
+
+
+def test_a_sweep_runs_the_twins_by_name_with_the_built_ins_results(tmp_path: Path) -> None:
+    # `aryl compare --policies` takes the twins' names (aryl-twin...): so does a sweep
+    # spec, and a twin's runs measure what its built-in's do (the same replay)
+    spec = parse_spec({"grid": {"trace": "itp-c10", "policy": ["aryl", "aryl-twin"],
+                                "seed": [0, 1], "n_training_servers": 2,
+                                "n_inference_servers": 2}})
+    outcome = run_sweep(spec, tmp_path / "s", n_procs=1)
+    assert (outcome.n_done, outcome.failures) == (4, [])
+    runs = read_runs(tmp_path / "s")
+    measures = [c for c in runs.columns if c.startswith(("mean_", "p95_", "n_"))
+                and c not in TIMING_COLUMNS]
+    assert "mean_jct_s" in measures
+    by = {p: g.sort_values("seed")[measures].reset_index(drop=True)
+          for p, g in runs.groupby("policy")}
+    pd.testing.assert_frame_equal(by["aryl"], by["aryl-twin"])
+    with pytest.raises(InvalidInputError, match=r"unknown policy 'tiresias-twin'"):
+        parse_spec({"grid": {"trace": "itp-c10", "policy": "tiresias-twin"}})

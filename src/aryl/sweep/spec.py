@@ -662,6 +662,7 @@ def parse_spec(
     field), before any replay runs.  O(number of runs).
     """
     from aryl.scheduling import available_policies
+    from aryl.scheduling.registry import twin_policies
     from aryl.sim.config import SimConfig
 
     where0 = f"{origin}:"
@@ -681,7 +682,9 @@ def parse_spec(
         if k in meta and not isinstance(meta[k], str):
             raise InvalidInputError(f"{origin}: [sweep].{k}: expected a string")
     config_types = _config_types()
-    policies = available_policies()
+    # the registered names and their Python twins through the callback (aryl-twin...):
+    # the names `aryl replay/compare --policies` take
+    policies = [*available_policies(), *twin_policies()]
     grid = data.get("grid")
     runs = data.get("run", [])
     if grid is not None and not isinstance(grid, dict):
