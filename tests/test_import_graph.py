@@ -8,7 +8,7 @@ module, else to ``aryl.x``.  (A package's ``__init__`` being run on the way to a
 submodule is not counted: it is how Python imports, not a dependency.)
 
 Layers, bottom to top (an arrow may only point down or sideways within a layer):
-kernels and models (``aryl.errors``, ``aryl._core``, ``aryl._reference``,
+kernels and models (``aryl.errors``, ``aryl._limits``, ``aryl._core``, ``aryl._reference``,
 ``aryl.elastic``, ``aryl.reclaiming``, ``aryl._io``, ``aryl.speeds``, ``aryl.cluster``) <-
 the scheduling pass (``aryl.scheduling``) <-
 the simulator (``aryl.sim``) <- the Kubernetes controller (``aryl.k8s``) <- experiments and
@@ -124,7 +124,7 @@ def test_no_import_cycle() -> None:
 
 
 _LAYERS = [
-    ("kernels", ("aryl.errors", "aryl._core", "aryl._reference", "aryl.elastic",
+    ("kernels", ("aryl.errors", "aryl._limits", "aryl._core", "aryl._reference", "aryl.elastic",
                  "aryl.reclaiming", "aryl._io", "aryl._format", "aryl.speeds", "aryl.cluster")),
     ("scheduling", ("aryl.scheduling",)),
     ("traces", ("aryl.traces",)),

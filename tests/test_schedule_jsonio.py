@@ -95,6 +95,13 @@ _REFUSALS = [
     (_set(["now_s"], True), "state.now_s: must be a finite number, got True"),
     (_set(["now_s"], None), "state.now_s: must be a finite number, got None"),
     (_set(["config"], [1]), "state.config: must be an object"),
+    # beyond the shared bounds: 1e308 s made every JCT reduction inf (no extras, silently)
+    (_set(["jobs", 1, "remaining_s"], 1e308),
+     "jobs[1] ('R').remaining_s: must be a number in [0, 1e+12], got 1e+308"),
+    (_set(["jobs", 1, "checkpoint_remaining_s"], 2e12),
+     "jobs[1] ('R').checkpoint_remaining_s: must be at most 1e+12 s, got 2000000000000.0"),
+    (_set(["config", "rescale_pause_s"], 1e308),
+     "state.config.rescale_pause_s: must be a number in [0, 1e+09], got 1e+308"),
     (_set(["config"], {"seed": 0, "sede": 1}),
      "state.config: unknown field(s) 'sede' (did you mean 'seed'?)"),
     (_set(["config"], {"zzz": 1}), "state.config: unknown field(s) 'zzz'"),
@@ -246,7 +253,8 @@ _REFUSALS = [
     (_set(["jobs", 0, "remaining_s"], math.inf),
      "jobs[0] ('Q').remaining_s: must be a finite number, got inf"),
     (_set(["config", "starvation_bound_s"], "never"),
-     "state.config.starvation_bound_s: must be a number >= 0 (inf allowed), got 'never'"),
+     "state.config.starvation_bound_s: must be a number in [0, 1e+09] (or inf: no bound), "
+     "got 'never'"),
     (_set(["servers", 0, "pool"], ""),
      "servers[0] ('t0').pool: must be a non-empty string, got ''"),
     (_set(["servers", 1, "gpu_type"], 7),
@@ -709,8 +717,8 @@ def _upper_edge_doc() -> dict[str, Any]:
     doc["config"].update(seed=2**63 - 1, loan_reserve_servers=2**31 - 1,
                          starvation_bound_s=None)
     doc["servers"][0]["gpus"] = 2**20
-    doc["jobs"][1].update(max_workers=2**31 - 1)
-    doc["jobs"][0].update(gpus_per_worker=2**20, ref_workers=2**31 - 1)
+    doc["jobs"][1].update(max_workers=2**31 - 1, remaining_s=1e12, checkpoint_remaining_s=1e12)
+    doc["jobs"][0].update(gpus_per_worker=2**20, ref_workers=2**31 - 1, remaining_s=1e12)
     doc["elastic_memo"] = {"free_gpus": 2**62, "loaned_servers": 2**62}
     return doc
 
@@ -734,7 +742,27 @@ def test_a_document_at_every_upper_size_limit_is_valid_and_planned(backend: str)
     state_validator().validate(state_to_json(st))
 
 
+_ABOVE_1E9 = math.nextafter(1e9, math.inf)
+_ABOVE_1E12 = math.nextafter(1e12, math.inf)
+
+
+def test_durations_at_their_bound_are_valid_for_the_schema_and_the_reader() -> None:
+    doc = _upper_edge_doc()
+    doc["config"].update(rescale_pause_s=1e9, checkpoint_interval_s=1e9, restart_cost_s=1e9,
+                         loan_cooldown_s=1e9, starvation_bound_s=1e9)
+    state_validator().validate(doc)
+    assert state_from_json(doc).config.starvation_bound_s == 1e9
+
+
 _BOTH_REFUSE_UPPER = [
+    _set(["config", "rescale_pause_s"], _ABOVE_1E9),
+    _set(["config", "checkpoint_interval_s"], _ABOVE_1E9),
+    _set(["config", "restart_cost_s"], _ABOVE_1E9),
+    _set(["config", "loan_cooldown_s"], _ABOVE_1E9),
+    _set(["config", "starvation_bound_s"], _ABOVE_1E9),
+    _set(["jobs", 0, "remaining_s"], _ABOVE_1E12),
+    _set(["jobs", 1, "remaining_s"], _ABOVE_1E12),
+    _set(["jobs", 1, "checkpoint_remaining_s"], _ABOVE_1E12),
     _set(["config", "seed"], 2**63),
     _set(["config", "loan_reserve_servers"], 2**31),
     _set(["servers", 0, "gpus"], 2**20 + 1),
@@ -1001,3 +1029,18 @@ def test_a_document_without_jobs_or_a_reference_type() -> None:
     assert state_from_json(doc).speeds.reference_gpu_type == "default"  # type: ignore[union-attr]
     doc["speed_model"] = {"reference_gpu_type": "V100", "factors": {"T4": 0.5}}
     assert state_from_json(doc).speeds.reference_gpu_type == "V100"  # type: ignore[union-attr]
+
+
+def test_the_largest_remaining_time_still_gets_its_extra_workers() -> None:
+    # R (1..3 workers of 2 GPUs, 3 running) at the bound: the pass keeps its 3 workers and
+    # the plan equals the one at 500 s, so no value of the pass overflowed at the bound
+    def plan_at(rem: float) -> dict[str, Any]:
+        doc = base_doc()
+        doc["jobs"][1]["remaining_s"] = rem
+        st = state_from_json(doc)
+        return plan_to_json(schedule(st), st)
+
+    top = plan_at(1e12)
+    assert top == plan_at(500.0)
+    assert top["resize"] == []
+    assert top["preempt"] == []

@@ -1,13 +1,14 @@
 """Size guards run before the work they guard.
 
-A trace with one job of 1e12 s: its time series would have 3.3e9 rows at the
-default 300 s step.  The guard used to fire after the replay, which with the
-daily inference demand had built 5.5e8 demand steps first (minutes, GBs or
-``bad_alloc``).  Here: the error names the setting to change, no engine or
-demand series is built (the constructors are replaced by ones that fail), and
-the peak of Python allocations and the wall time of the failing call are bounded
-far above what the guard needs (a bound, not a timing of the normal path).  The
-bound on a run's end is checked by hand, against brute force over worker counts,
+A trace whose second job arrives 1e12 s after the first (a duration that long is
+refused by the trace check, ``long_duration``; an arrival that late is not): its
+time series would have 3.3e9 rows at the default 300 s step. The guard used to fire
+after the replay, which with the daily inference demand had built 5.5e8 demand steps
+first (minutes, GBs or ``bad_alloc``). Here: the error names the setting to change,
+no engine or demand series is built (the constructors are replaced by ones that
+fail), and the peak of Python allocations and the wall time of the failing call are
+bounded far above what the guard needs (a bound, not a timing of the normal path).
+The bound on a run's end is checked by hand, against brute force over worker counts,
 and against real replays (it never exceeds their end, so no valid run is refused).
 Also the sweep grid and cluster sizing guards.
 """
@@ -31,8 +32,9 @@ from aryl.sim import SimConfig, simulate
 from aryl.sim.jobs import build_job_table
 from aryl.sim.setup import resolve_cluster, shortest_end_s, speed_model
 
-BIG = pd.DataFrame({"job_id": ["a"], "submit_time_s": [0.0], "duration_s": [1e12],
-                    "gpus": [1]})
+BIG = pd.DataFrame({"job_id": ["z", "a"], "submit_time_s": [0.0, 1e12],
+                    "duration_s": [1.0, 1.0], "gpus": [1, 1]})
+BIG_CSV = "job_id,submit_time_s,duration_s,gpus\nz,0,1,1\na,1e12,1,1\n"
 # 1e12 s / 300 s + 1 rows > 5,000,000; a step of 1e12 / 4,999,999 = 2.0e5 s would do
 BIG_MESSAGE = (
     "timeseries_step_s: 300 s over a run of 1e+12 s or more (job 'a' cannot finish before "
@@ -77,11 +79,12 @@ def test_the_time_series_guard_fires_before_the_demand_and_the_engine(
 
 
 def test_a_horizon_lets_the_long_job_run(no_work: None) -> None:
-    # the message's other way out: with a horizon the bound is capped there
+    # the message's other way out: with a horizon the bound is capped there (set by
+    # the last arrival, capped: -1; job z's own end, 1 s, is earlier)
     cfg = SimConfig(horizon_s=1e6)
     table = build_job_table(BIG, gpus_per_server=8, default_alpha=0.05)
     spec = resolve_cluster(cfg)
-    assert shortest_end_s(table, cfg, spec, speed_model(cfg, spec), None, False) == (1e6, 0)
+    assert shortest_end_s(table, cfg, spec, speed_model(cfg, spec), None, False) == (1e6, -1)
 
 
 def _table(rows: list[dict[str, Any]]) -> Any:
@@ -201,7 +204,7 @@ def test_the_bound_never_exceeds_a_replays_end(engine: str) -> None:
 
 def test_replay_and_compare_refuse_the_long_job_before_replaying(tmp_path: Path) -> None:
     trace = tmp_path / "big.csv"
-    trace.write_text("job_id,submit_time_s,duration_s,gpus\na,0,1e12,1\n")
+    trace.write_text(BIG_CSV)
     for cmd in (["replay", "--policy", "fifo"], ["compare"]):
         t = time.perf_counter()
         r = CliRunner().invoke(main, [*cmd, "--trace", str(trace)])
@@ -216,7 +219,7 @@ def test_a_sweep_run_of_the_long_job_fails_at_once_with_the_message(tmp_path: Pa
     from aryl.traces import load_trace
 
     trace = tmp_path / "big.csv"
-    trace.write_text("job_id,submit_time_s,duration_s,gpus\na,0,1e12,1\n")
+    trace.write_text(BIG_CSV)
     run = plan_sweep(parse_spec({"grid": {"trace": str(trace), "policy": "aryl"}})).runs[0]
     t = time.perf_counter()
     with pytest.raises(InvalidInputError) as info:
@@ -226,14 +229,14 @@ def test_a_sweep_run_of_the_long_job_fails_at_once_with_the_message(tmp_path: Pa
 
 
 def test_cluster_sizing_of_the_long_job_needs_no_time_series() -> None:
-    # the probes keep only fifo's mean delay and use the coarsest step, so a 1e12 s
-    # job is sized: on 1 server b waits 1e12 - 10 s behind a (mean delay ~5e11 >=
+    # the probes keep only fifo's mean delay and use the coarsest step, so a 1e9 s
+    # job is sized: on 1 server b waits 1e9 - 10 s behind a (mean delay ~5e8 >=
     # the 4,000 s target), on 2 both start at once (0 < target): the largest cluster
     # that still queues is 1 server, the inference side its minimum of 4
     from aryl.sim.sizing import size_cluster
 
     jobs = pd.DataFrame({"job_id": ["a", "b"], "submit_time_s": [0.0, 10.0],
-                         "duration_s": [1e12, 100.0], "gpus": [8, 8]})
+                         "duration_s": [1e9, 100.0], "gpus": [8, 8]})
     t = time.perf_counter()
     size = size_cluster(jobs)
     assert time.perf_counter() - t < 20.0

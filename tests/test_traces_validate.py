@@ -70,6 +70,18 @@ def test_more_gpus_than_the_cluster(tmp_path: Path) -> None:
     assert "exceeds_cluster" in str(err)
 
 
+def test_a_duration_above_the_bound_is_refused(tmp_path: Path) -> None:
+    # 1e9 s (about 32 years) is the longest duration anywhere in the model
+    path = _write(tmp_path, ITP_HEADER + "a,1,1000000000,1\nb,2,1000000001,1\n")
+    err = _error(path)
+    assert (err.line, err.column) == (3, "duration")
+    assert "long_duration" in str(err)
+    assert "above 1e+09 s" in str(err)
+    trace = load_trace(path, on_invalid="drop")
+    assert trace.dropped == {"long_duration": 1}
+    assert list(trace.jobs["duration_s"]) == [1e9]
+
+
 def test_zero_gpu_row(tmp_path: Path) -> None:
     path = _write(tmp_path, ITP_HEADER + "a,1,10,1\nb,2,10,0\n")
     err = _error(path)

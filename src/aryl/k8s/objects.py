@@ -20,6 +20,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from aryl._limits import MAX_DURATION_S
+
 __all__ = [
     "ANN_NODE", "CLOCK_CM", "CONFIG_CM", "GPU_RESOURCE", "GROUP", "INFERENCE_CM", "KIND",
     "LABEL_JOB", "LABEL_LOANED", "LABEL_POOL", "LABEL_PRODUCT", "LEASE", "MAX_DURATION_S",
@@ -50,7 +52,6 @@ LEASE = "aryl-controller"
 #: Largest accepted values (a larger one is a bad field, named in the job's status).
 MAX_WORKERS = 4096
 MAX_GPUS_PER_WORKER = 1024
-MAX_DURATION_S = 1e9
 
 
 class SpecError(ValueError):

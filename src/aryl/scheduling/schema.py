@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aryl._limits import MAX_DURATION_S, MAX_REMAINING_S
 from aryl.scheduling.jsonio import MAX_MEMO
 from aryl.scheduling.plan import Reason
 from aryl.scheduling.state import (
@@ -38,6 +39,8 @@ _MEMO = {
                    "loaned_servers": {"type": "integer", "minimum": -1, "maximum": MAX_MEMO}},
 }
 _POS_NUM = {"type": "number", "exclusiveMinimum": 0}
+_DURATION = {"type": "number", "minimum": 0, "maximum": MAX_DURATION_S}
+_REMAINING = {"type": "number", "minimum": 0, "maximum": MAX_REMAINING_S}
 _SPEED_TABLE = {
     "description": "A speed table's whole content (aryl.speeds.SpeedTable.to_dict).",
     "oneOf": [
@@ -105,13 +108,15 @@ def state_schema() -> dict[str, Any]:
                 "type": "object",
                 "additionalProperties": False,
                 "properties": {
-                    "rescale_pause_s": {"type": "number", "minimum": 0},
-                    "checkpoint_interval_s": {"type": "number", "exclusiveMinimum": 0},
-                    "restart_cost_s": {"type": "number", "minimum": 0},
+                    "rescale_pause_s": _DURATION,
+                    "checkpoint_interval_s": {"type": "number", "exclusiveMinimum": 0,
+                                              "maximum": MAX_DURATION_S},
+                    "restart_cost_s": _DURATION,
                     "loan_reserve_servers": {"type": "integer", "minimum": 0,
                                              "maximum": MAX_WORKERS},
-                    "loan_cooldown_s": {"type": "number", "minimum": 0},
+                    "loan_cooldown_s": _DURATION,
                     "starvation_bound_s": {"type": ["number", "null"], "minimum": 0,
+                                           "maximum": MAX_DURATION_S,
                                            "description": "null: no bound."},
                     "reclaim_policy": {"enum": list(RECLAIM_POLICIES)},
                     "seed": {"type": "integer", "minimum": 0, "maximum": MAX_SEED},
@@ -205,9 +210,9 @@ def state_schema() -> dict[str, Any]:
                         "family": {"type": ["string", "null"],
                                    "description": "Model family of measured speeds."},
                         "status": {"enum": ["queued", "running"]},
-                        "remaining_s": {"type": "number", "minimum": 0},
+                        "remaining_s": _REMAINING,
                         "progress_at_s": _NUM,
-                        "checkpoint_remaining_s": {"type": "number", "minimum": 0},
+                        "checkpoint_remaining_s": _REMAINING,
                         "next_checkpoint_s": _NUM_OR_NULL,
                         "restarted": {"type": "boolean"},
                         "queued_since_s": _NUM,

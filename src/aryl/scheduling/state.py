@@ -44,6 +44,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from aryl._limits import MAX_DURATION_S, MAX_REMAINING_S
 from aryl.errors import InvalidInputError
 from aryl.scheduling.speed import DEFAULT_GPU_TYPE, SpeedModel
 
@@ -140,15 +141,16 @@ class SchedulerConfig:
     mix_gpu_types: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("rescale_pause_s", "restart_cost_s", "loan_cooldown_s"):
-            _finite_at_least(f"config.{name}", getattr(self, name), 0.0)
-        _finite_at_least("config.checkpoint_interval_s", self.checkpoint_interval_s, 0.0)
+        for name in ("rescale_pause_s", "restart_cost_s", "loan_cooldown_s",
+                     "checkpoint_interval_s"):
+            _finite_in(f"config.{name}", getattr(self, name), 0.0, MAX_DURATION_S)
         if not self.checkpoint_interval_s > 0:
             raise InvalidInputError("config.checkpoint_interval_s: must be > 0")
         v = self.starvation_bound_s
-        if not (v == math.inf or is_finite_number(v)) or not v >= 0:
+        if not (v == math.inf or (is_finite_number(v) and 0 <= v <= MAX_DURATION_S)):
             raise InvalidInputError(
-                f"config.starvation_bound_s: must be a number >= 0 (inf allowed), got {v!r}"
+                f"config.starvation_bound_s: must be a number in [0, {MAX_DURATION_S:g}] "
+                f"(or inf: no bound), got {v!r}"
             )
         _int_in_range("config.loan_reserve_servers", self.loan_reserve_servers, 0, MAX_WORKERS)
         _int_in_range("config.seed", self.seed, 0, MAX_SEED)
@@ -193,6 +195,12 @@ def is_finite_number(v: Any) -> bool:
 def _finite_at_least(name: str, v: Any, lo: float) -> None:
     if not is_finite_number(v) or v < lo:
         raise InvalidInputError(f"{name}: must be a finite number >= {lo:g}, got {v!r}")
+
+
+def _finite_in(name: str, v: Any, lo: float, hi: float) -> None:
+    """``v`` is a finite number in ``[lo, hi]``; the message names both ends."""
+    if not is_finite_number(v) or not lo <= v <= hi:
+        raise InvalidInputError(f"{name}: must be a number in [{lo:g}, {hi:g}], got {v!r}")
 
 
 def _int_in_range(name: str, v: Any, lo: int, hi: int) -> None:
@@ -541,7 +549,7 @@ class ClusterState:
         _finite_at_least(f"{where}.alpha", alpha, 0.0)
         if alpha > 1:
             raise InvalidInputError(f"{where}.alpha: must be in [0, 1], got {alpha!r}")
-        _finite_at_least(f"{where}.remaining_s", remaining_s, 0.0)
+        _finite_in(f"{where}.remaining_s", remaining_s, 0.0, MAX_REMAINING_S)
         if not is_finite_number(arrival_s):
             raise InvalidInputError(f"{where}.arrival_s: must be a finite number")
         if family is not None and (not isinstance(family, str) or not family):
@@ -732,6 +740,12 @@ class ClusterState:
                     raise InvalidInputError(
                         f"{where}.{name}: must be a finite number, got {col[j]!r}"
                     )
+            ck = self.checkpoint_remaining_s[j]
+            if ck > MAX_REMAINING_S:
+                raise InvalidInputError(
+                    f"{where}.checkpoint_remaining_s: must be at most {MAX_REMAINING_S:g} s, "
+                    f"got {ck!r}"
+                )
             nc = self.next_checkpoint_s[j]
             if not (math.isfinite(nc) or nc == math.inf):
                 raise InvalidInputError(
@@ -794,7 +808,7 @@ class ClusterState:
                 )
         mn, mx, el = np.asarray(min_workers), np.asarray(max_workers), np.asarray(elastic)
         bad = (mx < mn) | (~el & (mn != mx)) if n else np.zeros(0, dtype=bool)
-        for fcol, lo, hi in ((alpha, 0.0, 1.0), (remaining_s, 0.0, np.inf)):
+        for fcol, lo, hi in ((alpha, 0.0, 1.0), (remaining_s, 0.0, MAX_REMAINING_S)):
             fa = np.asarray(fcol, dtype=np.float64)
             bad |= ~np.isfinite(fa) | (fa < lo) | (fa > hi)
         bad |= ~np.isfinite(np.asarray(arrival_s, dtype=np.float64))

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from aryl._limits import MAX_DURATION_S
 from aryl.errors import InvalidInputError
 
 __all__ = [
@@ -48,8 +49,6 @@ DEFAULT_INFERENCE_SERVERS = 16
 
 #: Largest server count of either pool (the engine does O(servers) work per pass).
 MAX_SERVERS = 100_000
-#: Largest configurable duration (about 32 years): keeps every event time finite.
-MAX_DURATION_S = 1e9
 
 # (name, lowest, highest) of the integer fields
 _INT_FIELDS = (

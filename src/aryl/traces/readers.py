@@ -72,6 +72,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from aryl._limits import MAX_DURATION_S
 from aryl.errors import InvalidInputError, TraceFormatError
 from aryl.traces.schema import DTYPES
 from aryl.traces.validate import RowChecker, check_jobs
@@ -406,6 +407,8 @@ def _start_end_duration(
         ck.flag(duration < 0, "negative_duration", end_column, "end before start",
                 values=duration)
         ck.flag(duration == 0, "zero_duration", end_column, "end equal to start")
+        ck.flag(duration > MAX_DURATION_S, "long_duration", end_column,
+                f"end more than {MAX_DURATION_S:g} s after start", values=duration)
     return duration
 
 

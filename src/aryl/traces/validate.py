@@ -18,6 +18,7 @@ bad_timestamp       a date-time cell does not parse
 not_an_integer      a GPU or worker count has a fractional part or exceeds 2**53
 negative_duration   duration < 0, or end before start
 zero_duration       duration == 0, or end equal to start
+long_duration       duration above ``MAX_DURATION_S`` (1e9 s, about 32 years)
 zero_gpus           0 (or negative) GPUs
 exceeds_server      a job larger than one server when multi-server jobs are off,
                     or a pod larger than every node it may run on
@@ -59,6 +60,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from aryl._limits import MAX_DURATION_S
 from aryl.errors import InvalidInputError, TraceFormatError
 
 __all__ = [
@@ -82,6 +84,7 @@ KINDS: tuple[str, ...] = (
     "not_an_integer",
     "negative_duration",
     "zero_duration",
+    "long_duration",
     "zero_gpus",
     "exceeds_server",
     "exceeds_cluster",
@@ -545,10 +548,12 @@ class RowChecker:
     # ------------------------------------------------------------------ rules
 
     def duration_rules(self, duration: FloatArray, column: str, *, what: str = "duration") -> None:
-        """Flag ``negative_duration`` and ``zero_duration``."""
+        """Flag ``negative_duration``, ``zero_duration`` and ``long_duration``."""
         with np.errstate(invalid="ignore"):
             self.flag(duration < 0, "negative_duration", column, f"{what} is negative")
             self.flag(duration == 0, "zero_duration", column, f"{what} is zero")
+            self.flag(duration > MAX_DURATION_S, "long_duration", column,
+                      f"{what} is above {MAX_DURATION_S:g} s", values=duration)
 
     def gpu_rules(
         self,
