@@ -813,6 +813,7 @@ py::dict engine_results(M::Engine& eng) {
     std::vector<i64> ptr, pool;
     std::vector<double> value;
     eng.pool_csr(ptr, pool, value);
+    eng.release_pools();  // (read once: the CSR arrays hold it now)
     r["pool_ptr"] = move_to_numpy(std::move(ptr));
     r["pool_idx"] = move_to_numpy(std::move(pool));
     r["pool_gpu_s"] = move_to_numpy(std::move(value));
@@ -1051,7 +1052,8 @@ py::tuple schedule_state(const py::handle& obj, StateCache& cache, const py::dic
         st.queued_since_s[u] = PyCols::f(c_qs, j);
         st.waited_s[u] = PyCols::f(c_ws, j);
         st.attained_gpu_s[u] = PyCols::f(c_ag, j);
-        st.restarted[u] = PyCols::b(c_rs, j) ? 1 : 0;
+        const uint8_t rs = PyCols::b(c_rs, j) ? 1 : 0;
+        if (rs != st.restarted[u]) st.rec(j).restarted = rs;
         st.status[u] = S::QUEUED;
         st.queued.add(j);
         cache.active.push_back(j);
@@ -1061,18 +1063,19 @@ py::tuple schedule_state(const py::handle& obj, StateCache& cache, const py::dic
         check(j);
         const auto u = static_cast<size_t>(j);
         st.remaining_s[u] = PyCols::f(c_rem, j);
-        st.progress_at_s[u] = PyCols::f(c_pa, j);
-        st.speed[u] = PyCols::f(c_sp, j);
-        st.checkpoint_remaining_s[u] = PyCols::f(c_cr, j);
-        st.next_checkpoint_s[u] = PyCols::f(c_nc, j);
         st.queued_since_s[u] = PyCols::f(c_qs, j);
         st.waited_s[u] = PyCols::f(c_ws, j);
         st.attained_gpu_s[u] = PyCols::f(c_ag, j);
-        st.attained_at_s[u] = PyCols::f(c_aa, j);
-        st.restarted[u] = PyCols::b(c_rs, j) ? 1 : 0;
+        S::JobRecord& R = st.rec(j);
+        R.progress_at_s = PyCols::f(c_pa, j);
+        R.speed = PyCols::f(c_sp, j);
+        R.checkpoint_remaining_s = PyCols::f(c_cr, j);
+        R.next_checkpoint_s = PyCols::f(c_nc, j);
+        R.attained_at_s = PyCols::f(c_aa, j);
+        R.restarted = PyCols::b(c_rs, j) ? 1 : 0;
         st.status[u] = S::RUNNING;
         st.running.add(j);
-        st.run_seq[u] = st.next_run_seq++;
+        R.run_seq = st.next_run_seq++;
         cache.active.push_back(j);
         PyObject* pd = PyList_GET_ITEM(c_pl, j);
         if (!PyDict_Check(pd))

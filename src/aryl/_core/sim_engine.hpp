@@ -219,8 +219,7 @@ public:
     sched::PassWorkspace ws;
     sched::Plan plan;
 
-    // per-job results
-    std::vector<i64> fin_seq;
+    // per-job results (a running job's live finish event: st.records' fin_seq)
     std::vector<double> first_start, finish_t;
     sched::I32Column n_preempt, n_scale_in, n_scale_out, n_move;  // int32: 4 bytes a job
     // per job: GPU-seconds per pool, pools in order of first use (engine.py
@@ -268,7 +267,6 @@ public:
 
     void init() {
         const i64 n = st.n_jobs();
-        fin_seq.assign(static_cast<size_t>(n), -1);
         first_start.assign(static_cast<size_t>(n), kNaN);
         finish_t.assign(static_cast<size_t>(n), kNaN);
         n_preempt.assign(static_cast<size_t>(n), 0);
@@ -306,7 +304,8 @@ public:
     void schedule_finish(i64 j) {
         const auto u = static_cast<size_t>(j);
         const double t = st.progress_at_s[u] + st.remaining_s[u] / st.speed[u];
-        fin_seq[u] = push(t, FINISH, j);
+        const i64 s = push(t, FINISH, j);
+        st.rec(j).fin_seq = s;
     }
 
     // ------------------------------------------- plan observer (accounting)
@@ -377,7 +376,7 @@ public:
     }
     void job_preempted(i64 j, int reason) {
         const auto u = static_cast<size_t>(j);
-        fin_seq[u] = -1;
+        st.rec(j).fin_seq = -1;
         n_preempt.add(u, 1);
         if (reason == sched::RECLAIM_PREEMPT) ++n_reclaim_preempt;
         log(j, EV_PREEMPT, 0);
@@ -406,7 +405,10 @@ public:
                            py_repr(st.remaining_s[u]) + " s of work left");
         st.finish(j, now);
         finish_t[u] = now;
-        fin_seq[u] = -1;
+        // a finished job's record is read by nothing but a Python policy's view
+        // of the state's changes (PassView.changes): freed unless one may read it
+        if (pol.callback) st.rec(j).fin_seq = -1;
+        else st.records.release(u);
         --n_open;
         log(j, EV_FINISH, 0);
     }
@@ -466,7 +468,8 @@ public:
     // ------------------------------------------------------------ the pass
     bool handle(int kind, i64 sq, i64 p) {
         if (kind == FINISH) {
-            if (fin_seq[static_cast<size_t>(p)] != sq) return false;
+            const sched::JobRecord* r = st.records.get(static_cast<size_t>(p));
+            if (!r || r->fin_seq != sq) return false;
             finish_job(p);
         } else if (kind == DEMAND) {
             demand(p);
@@ -717,14 +720,8 @@ public:
         drop(st.placement);
         drop(st.ex_job);
         drop(st.jobs_on);
-        drop(st.progress_at_s);
-        drop(st.speed);
-        drop(st.checkpoint_remaining_s);
-        drop(st.next_checkpoint_s);
-        drop(st.restarted);
-        drop(st.attained_at_s);
+        drop(st.records);
         drop(st.ref_throughput);
-        drop(st.run_seq);
         drop(st.queued);
         drop(st.running);
         drop(st.below);
@@ -732,7 +729,6 @@ public:
         for (auto& q : st.qidx) q.clear();
         st.workers.release();
         st.family.release();
-        drop(fin_seq);
         drop(heap);
     }
     // The per-job GPU-seconds per pool as CSR: job j's pools are
@@ -741,6 +737,12 @@ public:
         ptr.assign(pool_acc.size() + 1, 0);
         pool.clear();
         value.clear();
+        size_t n_entries = 0;  // (sized once: no growth by doubling)
+        for (const PoolAcc& d : pool_acc)
+            if (d.pool >= 0)
+                n_entries += 1 + (d.more >= 0 ? pool_more[static_cast<size_t>(d.more)].size() : 0);
+        pool.reserve(n_entries);
+        value.reserve(n_entries);
         std::vector<std::pair<i64, double>> d;
         for (size_t j = 0; j < pool_acc.size(); ++j) {
             pools_of(j, d);
@@ -750,6 +752,12 @@ public:
             }
             ptr[j + 1] = static_cast<i64>(pool.size());
         }
+    }
+
+    // free the per-job pool accounting (after pool_csr read it)
+    void release_pools() {
+        std::vector<PoolAcc>().swap(pool_acc);
+        std::vector<std::vector<std::pair<i64, double>>>().swap(pool_more);
     }
 
     // ------------------------------------------------------------ checks
