@@ -74,3 +74,68 @@ def test_an_interrupted_write_leaves_the_old_file(tmp_path: Path,
     assert dest.read_bytes() == b"old"
     assert calls == [10, 10]  # the first row group was written, the second failed
     assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]  # no temporary file left
+
+
+# ------------------------------------------------------------------ CSV, streamed
+
+
+def _gzip_one_shot(text: str) -> bytes:
+    """The earlier writer: the whole text, gzip-compressed in memory (mtime 0)."""
+    import gzip
+    import io
+
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz:
+        gz.write(text.encode("utf-8"))
+    return buf.getvalue()
+
+
+def test_a_replay_streams_its_csv_files_to_the_one_shot_bytes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    res = simulate("itp-c07", policy="aryl", config=SimConfig(n_training_servers=46))
+    monkeypatch.setattr(aio, "CSV_BLOCK_ROWS", 1000)  # 13 blocks of jobs, more of events
+    assert len(res.jobs) > 12_000
+    assert len(res.events) > 30_000
+    jobs_text = res.jobs.to_csv(index=False, lineterminator="\n")
+    path = aio.atomic_write_dataframe(res.jobs, tmp_path / "jobs.csv")
+    assert path.read_bytes() == jobs_text.encode("utf-8")
+    ev_text = res.events.to_csv(index=False, lineterminator="\n")
+    path = aio.atomic_write_dataframe(res.events, tmp_path / "events.csv.gz")
+    # the same bytes as the one-shot gzip: no file name (not the temporary file's)
+    # and no timestamp in the header
+    assert path.read_bytes() == _gzip_one_shot(ev_text)
+    back = pd.read_csv(path)
+    assert len(back) == len(res.events)
+    assert back["job_id"].fillna("").tolist() == res.events["job_id"].astype(str).tolist()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["events.csv.gz", "jobs.csv"]
+
+
+@pytest.mark.parametrize("name", ["e.csv", "e.csv.gz"])
+def test_an_empty_frame_writes_its_header(tmp_path: Path, name: str) -> None:
+    df = pd.DataFrame({"a": np.array([], dtype=np.int64), "b": np.array([], dtype=np.float64)})
+    path = aio.atomic_write_dataframe(df, tmp_path / name)
+    expected = b"a,b\n" if name.endswith(".csv") else _gzip_one_shot("a,b\n")
+    assert path.read_bytes() == expected
+    assert list(pd.read_csv(path).columns) == ["a", "b"]
+
+
+def test_an_interrupted_csv_write_leaves_the_old_file(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    dest = tmp_path / "t.csv"
+    dest.write_bytes(b"old")
+    monkeypatch.setattr(aio, "CSV_BLOCK_ROWS", 10)
+    calls: list[int] = []
+    real = pd.DataFrame.to_csv
+
+    def failing(self: pd.DataFrame, *args: object, **kwargs: object) -> object:
+        calls.append(len(self))
+        if len(calls) == 2:  # the second block
+            raise OSError("disk full")
+        return real(self, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", failing)
+    with pytest.raises(OSError, match="disk full"):
+        aio.atomic_write_dataframe(pd.DataFrame({"a": np.arange(25)}), dest)
+    assert dest.read_bytes() == b"old"
+    assert calls == [10, 10]
+    assert [p.name for p in tmp_path.iterdir()] == ["t.csv"]

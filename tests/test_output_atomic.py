@@ -23,6 +23,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -200,15 +201,15 @@ def test_an_error_while_writing_leaves_the_old_run(tmp_path: Path,
     assert CliRunner().invoke(main, _args("compare", trace, out, 1)).exit_code == 0
     before = _snapshot(out)
     calls = {"n": 0}
-    orig = io.atomic_write_bytes
+    orig = io._atomic_file  # every file (text, CSV streamed, Parquet) is written through it
 
-    def fail_on_the_eighth(path: object, data: bytes) -> Path:
+    def fail_on_the_eighth(path: object) -> Any:
         calls["n"] += 1
         if calls["n"] == 8:  # the second policy's folder, half written
             raise OSError(28, "No space left on device")
-        return orig(path, data)  # type: ignore[arg-type]
+        return orig(path)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(io, "atomic_write_bytes", fail_on_the_eighth)
+    monkeypatch.setattr(io, "_atomic_file", fail_on_the_eighth)
     r = CliRunner().invoke(main, _args("compare", trace, out, 2))
     assert r.exit_code != 0
     assert calls["n"] == 8

@@ -18,7 +18,7 @@ import os
 import secrets
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aryl.errors import InvalidInputError
 
@@ -139,6 +139,25 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
 PARQUET_ROW_GROUP_ROWS = 1024 * 1024
 
 
+#: Rows per block of CSV text written by :func:`atomic_write_dataframe`: the text
+#: of one block (tens of MB) is in memory at a time, not the whole file's.
+CSV_BLOCK_ROWS = 256 * 1024
+
+
+def _write_csv_chunks(df: pd.DataFrame, sink: Any) -> None:
+    """``df.to_csv(index=False)`` (``\\n`` line ends, UTF-8) written to the binary
+    ``sink`` block by block: the header, then :data:`CSV_BLOCK_ROWS` rows at a
+    time.  The bytes are those of one ``to_csv`` call (each value is formatted on
+    its own, so the blocks join to the same text)."""
+    write = sink.write
+    if len(df) == 0:
+        write(df.to_csv(index=False, lineterminator="\n").encode("utf-8"))
+        return
+    for start in range(0, len(df), CSV_BLOCK_ROWS):
+        part = df.iloc[start:start + CSV_BLOCK_ROWS]
+        write(part.to_csv(index=False, header=start == 0, lineterminator="\n").encode("utf-8"))
+
+
 def atomic_write_text(
     path: str | os.PathLike[str], text: str, *, encoding: str = "utf-8"
 ) -> Path:
@@ -174,7 +193,9 @@ def atomic_write_dataframe(
     streamed to the file in row groups of :data:`PARQUET_ROW_GROUP_ROWS` rows (the
     write needs the memory of one row group, not of the whole frame);
     ``.csv`` writes CSV without the index; ``.csv.gz`` writes gzip-compressed
-    CSV (deterministic: no timestamp in the gzip header).
+    CSV (deterministic: no timestamp and no file name in the gzip header); both
+    streamed, :data:`CSV_BLOCK_ROWS` rows of text at a time (the bytes of one
+    ``to_csv`` call, without the whole text and its encoded copy in memory).
 
     Parameters
     ----------
@@ -223,13 +244,18 @@ def atomic_write_dataframe(
     if name.endswith(".csv.gz"):
         import gzip
 
-        text = df.to_csv(index=False, lineterminator="\n")
-        buf = io.BytesIO()
-        with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz:
-            gz.write(text.encode("utf-8"))
-        return atomic_write_bytes(dest, buf.getvalue())
+        # filename "": the header names no file (not the temporary one), as the
+        # one-shot gzip of the whole text did
+        with _atomic_file(dest) as handle, gzip.GzipFile(filename="", fileobj=handle,
+                                                         mode="wb", mtime=0) as gz:
+            _write_csv_chunks(df, gz)
+        logger.debug("wrote %s (%d rows, streamed)", dest, len(df))
+        return dest
     if name.endswith(".csv"):
-        return atomic_write_text(dest, df.to_csv(index=False, lineterminator="\n"))
+        with _atomic_file(dest) as handle:
+            _write_csv_chunks(df, handle)
+        logger.debug("wrote %s (%d rows, streamed)", dest, len(df))
+        return dest
     raise InvalidInputError(
         f"path: cannot tell the output format of {str(dest)!r} "
         "(use a .csv, .csv.gz, .parquet or .pq suffix)"

@@ -58,7 +58,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy import sparse
 
 from aryl._reference import reclaim as _ref
 from aryl.errors import InvalidInputError
@@ -731,6 +730,8 @@ def _exact(req: ReclaimRequest, seed: int, backend: str) -> GreedyResult:
     smallest set of server indices.  The chosen set is applied in Aryl's cost
     order, so costs and actions are comparable with the greedy's.
     """
+    from scipy import sparse  # here, not at module level: a replay never needs it (11 MB)
+
     state = _state(req)
     allowed = req._server_allowed
     cand = [s for s in range(req.server_id.size) if allowed[s] and state.stats(s) is not None]

@@ -140,9 +140,7 @@ def _pool_measures(
     eng: Any,
     span: float,
     status_code: np.ndarray,
-    first: np.ndarray,
-    fin: np.ndarray,
-    sub: np.ndarray,
+    jct: np.ndarray,
 ) -> dict[str, Any]:
     """Usage, goodput and JCT per pool; the main pool of each job.
 
@@ -157,9 +155,13 @@ def _pool_measures(
     st = eng.state
     t = eng.table
     n_p = len(st.pool_names)
-    gpus = t.gpus.astype(np.float64)
-    done_work = (t.duration_s - np.asarray(st.remaining_s, dtype=np.float64)) * gpus
-    done_work = np.where(status_code == 2, 0.0, np.maximum(done_work, 0.0))  # not arrived
+    # in place, one array (the same arithmetic as (D - remaining) * float(gpus), then
+    # max(., 0) and 0 for the jobs not arrived): no temporary of n_jobs floats
+    done_work = np.subtract(t.duration_s, np.asarray(st.remaining_s, dtype=np.float64),
+                            dtype=np.float64)
+    np.multiply(done_work, t.gpus, out=done_work)
+    np.maximum(done_work, 0.0, out=done_work)
+    done_work[status_code == 2] = 0.0  # not arrived
     useful_pool, main_idx = eng.pool_split(done_work)
     main = _str_labels([*st.pool_names, ""], main_idx)  # -1 (no GPU-seconds): ""
     useful = float(done_work.sum())
@@ -196,7 +198,7 @@ def _pool_measures(
             "useful_gpu_s": useful_pool[p],
             "goodput": useful_pool[p] / a if a > 0 else None,
             "n_jobs_main": int((main_idx == p).sum()),
-            "jct_s": _stats((fin - sub)[sel]),
+            "jct_s": _stats(jct[sel]),
         })
     return {
         "pools": out,
@@ -226,7 +228,7 @@ def _labels(names: Any, codes: np.ndarray) -> Any:
                                      dtype=pd.CategoricalDtype(cats, ordered=False))
 
 
-def _id_labels(ids: Any, codes: np.ndarray) -> Any:
+def _id_labels(ids: Any, codes: np.ndarray, *, overwrite: bool = False) -> Any:
     """``ids[codes]`` as a categorical column, ``""`` where a code is -1: its
     categories are the job ids in table order and a trailing ``""`` (``str``
     dtype, the ids' own Arrow buffers plus one entry), its codes the narrowest
@@ -234,7 +236,9 @@ def _id_labels(ids: Any, codes: np.ndarray) -> Any:
     4 bytes a row below 2**31 - 1 jobs, no string per row.  The job ids
     are unique and never blank (:func:`aryl.sim.jobs.build_job_table`
     validates them), so the categories are taken as they are, without
-    pandas' uniqueness hash.  O(len(ids) + len(codes)).
+    pandas' uniqueness hash.  O(len(ids) + len(codes)).  ``overwrite=True``: the
+    caller hands ``codes`` over, and when they already have the codes' width their
+    -1 become ``len(ids)`` in place (no second array of codes).
     """
     import pyarrow as pa
 
@@ -244,7 +248,10 @@ def _id_labels(ids: Any, codes: np.ndarray) -> Any:
     cats = pd.Index(STR_DTYPE.__from_arrow__(values), dtype=STR_DTYPE)  # type: ignore[attr-defined]
     width = np.int32 if len(ids) < 2**31 - 1 else np.int64
     c = np.asarray(codes)
-    c = np.where(c < 0, len(ids), c).astype(width, copy=False)
+    if overwrite and c.dtype == width and c.flags.writeable:
+        c[c < 0] = len(ids)
+    else:
+        c = np.where(c < 0, len(ids), c).astype(width, copy=False)
     fast = getattr(pd.CategoricalDtype, "_from_fastpath", None)
     dtype = fast(cats, False) if fast is not None else pd.CategoricalDtype(cats, ordered=False)
     return pd.Categorical.from_codes(c, dtype=dtype)
@@ -265,13 +272,17 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     first = np.asarray(eng.first_start, dtype=np.float64)
     fin = np.asarray(eng.finish_t, dtype=np.float64)
     sub = t.submit_time_s
-    wait = np.asarray(st.waited_s, dtype=np.float64)
-    # jobs still queued at the horizon (never started, or re-queued after a
-    # preemption): count their current wait; jobs not arrived have none (NaN)
-    queued_now = state == QUEUED
-    wait = np.where(queued_now, wait + (eng.now - np.asarray(st.queued_since_s)), wait)
+    # the result's own copy (the engine's stays as it is), updated in place: jobs still
+    # queued at the horizon (never started, or re-queued after a preemption) count
+    # their current wait (earlier waits + (end - queued since), the same arithmetic
+    # element by element); jobs not arrived have none (NaN)
+    wait = np.array(st.waited_s, dtype=np.float64)
+    queued_now = np.flatnonzero(state == QUEUED)
+    wait[queued_now] += eng.now - np.asarray(st.queued_since_s, dtype=np.float64)[queued_now]
     del queued_now
     wait[state == PENDING] = np.nan
+    qd = first - sub
+    jct = fin - sub
     jobs = pd.DataFrame(
         {
             "job_id": ids,
@@ -286,9 +297,9 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
             "status": _str_labels(status_names, status_code),
             "first_start_s": first,
             "finish_s": fin,
-            "queuing_delay_s": first - sub,
+            "queuing_delay_s": qd,
             "wait_s": wait,
-            "jct_s": fin - sub,
+            "jct_s": jct,
             "n_preemptions": np.asarray(eng.n_preempt, dtype=np.int64),
             "n_scale_in": np.asarray(eng.n_scale_in, dtype=np.int64),
             "n_scale_out": np.asarray(eng.n_scale_out, dtype=np.int64),
@@ -302,8 +313,14 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     cfg = eng.config
     n_inf = eng.n_inf
     n_train = eng.n_train
-    pools = _pool_measures(eng, span, status_code, first, fin, sub)
+    pools = _pool_measures(eng, span, status_code, jct)
     jobs["main_pool"] = pools.pop("_main_pool")
+    # the engine's per-job state read above (not in the result) goes now, before the
+    # time series and the event frame are built (the native engine's arrays; the
+    # Python engine keeps its lists)
+    release = getattr(eng, "release_job_state", None)
+    if release is not None:
+        release()
     train_avail = (
         span * n_train * eng.train_S if eng.train_S is not None else span * st.training_gpus
     )
@@ -321,10 +338,10 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
         "start_s": eng.t0,
         "end_s": eng.now,
         "makespan_s": span,
-        "queuing_delay_s": _stats((first - sub)[done]),
-        "jct_s": _stats((fin - sub)[done]),
+        "queuing_delay_s": _stats(qd[done]),
+        "jct_s": _stats(jct[done]),
         "wait_s": _stats(wait[done]),
-        "share_jobs_waited": _share_positive((first - sub)[done]),
+        "share_jobs_waited": _share_positive(qd[done]),
         "share_jobs_waited_total": _share_positive(wait[done]),
         "cluster_usage": (eng.busy_int / eng.cap_int) if eng.cap_int > 0 else None,
         "training_usage_no_loans": (
@@ -363,6 +380,8 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     }
     # time series at a fixed step: the value holding at each step time
     rows = np.asarray(eng.ts, dtype=np.float64).reshape(-1, 6)
+    if release is not None:
+        eng.ts = None  # the raw series: rows is the only reference left
     step = cfg.timeseries_step_s
     from aryl.sim.config import check_timeseries_size
 
@@ -381,11 +400,13 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
             "loaned_servers": rows[idx, 3].astype(np.int64),
             "running_jobs": rows[idx, 4].astype(np.int64),
             "inference_servers_needed": rows[idx, 5].astype(np.int64),
-        }
+        },
+        copy=False,  # the columns are this result's own arrays
     )
+    del rows, idx
     if eng.events is not None and eng.events:
         ev_t, ev_j, ev_code, ev_w = eng.event_columns()
-        ev_ids = _id_labels(ids, ev_j)  # -1: a server event, job id ""
+        ev_ids = _id_labels(ids, ev_j, overwrite=True)  # -1: a server event, job id ""
         del ev_j
         ev_names = _labels(EVENT_NAMES, ev_code)
         del ev_code

@@ -316,6 +316,15 @@ class NativeEngine:
             return int(t.min_workers[j])
         return int(t.traced_workers[j])
 
+    def release_job_state(self) -> None:
+        """Let go of the per-job state that :func:`build_result` has read and that
+        is not in the result (waits, queued-since times, remaining work, the
+        GPU-seconds per pool): called once the jobs frame and the pool measures
+        are built, so that these arrays are not held while the rest is built."""
+        st = self.state
+        st.waited_s = st.queued_since_s = st.remaining_s = None  # type: ignore[assignment]
+        self._pools = None
+
     # ------------------------------------------------------- result views
     def event_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The event log: time (float64), job index (int32, -1 for server events),
