@@ -120,9 +120,14 @@ constexpr size_t kFill = 4096;
 // Radix select: buckets per level (at most 2**kBucketBits, fewer for a small level:
 // about one per two segments, so that clearing the counters never outweighs the
 // level's passes over its segments), and the size below which a bucket is sorted.
+// A level costs two passes over its segments, sorting them several times that (the
+// merge of the classes' runs), and the incumbent seldom needs the segments below the
+// break bucket sorted (the fill reaches the capacity within the bucket): so even a
+// few dozen segments are cheaper selected than sorted.  (The break, lambda and the
+// incumbent do not depend on it while the segments are fewer than kFill.)
 constexpr int kBucketBits = 11;
 constexpr int kMinBucketBits = 6;
-constexpr size_t kSortBelow = 256;
+constexpr size_t kSortBelow = 32;
 // Workspace bytes kept between calls (a larger one is released after the call).
 constexpr size_t kKeepBytes = size_t(64) << 20;
 

@@ -67,6 +67,12 @@ struct Table {
   // the same vmax and nothing to refuse).  A table made otherwise leaves it false.
   double vmax = -std::numeric_limits<double>::infinity();
   bool checked = false;
+  // Set by build_table: what each row's weights and NaN tail were written for (the
+  // next build_table skips rewriting what is already there: weights c * g for the
+  // same g and K, columns already NaN).  Empty (a table made otherwise): nothing.
+  std::vector<i64> row_g;    // g the row's weights were written for, -1 = unknown
+  std::vector<i64> row_top;  // columns >= row_top[i] already NaN (when row_g[i] >= 0)
+  i64 rows_K = -1;           // the K of row_g / row_top
 };
 
 // aryl.elastic._table_from_throughput over rows i with throughputs tput_of(i, c) on
@@ -92,6 +98,14 @@ inline void build_table(const std::vector<double>& rem, const std::vector<i64>& 
   out.K = K;
   out.v.resize(n * static_cast<size_t>(K));
   out.w.resize(n * static_cast<size_t>(K));
+  // a row kept from the last build (same K: the same place in v and w) keeps its
+  // weights when its g is the same, and its NaN tail past row_top
+  if (out.rows_K != K) {
+    out.row_g.clear();
+    out.rows_K = K;
+  }
+  out.row_g.resize(n, -1);
+  out.row_top.resize(n, 0);
   jct.resize(static_cast<size_t>(K) + 1);
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double ninf = -std::numeric_limits<double>::infinity();
@@ -111,7 +125,9 @@ inline void build_table(const std::vector<double>& rem, const std::vector<i64>& 
     double* vrow = out.v.data() + i * static_cast<size_t>(K);
     i64* wrow = out.w.data() + i * static_cast<size_t>(K);
     const i64 gi = g[i];
-    for (i64 c = 1; c <= K; ++c) wrow[c - 1] = c * gi;
+    const bool kept = out.row_g[i] == gi && top >= 0;
+    if (!kept)
+      for (i64 c = 1; c <= K; ++c) wrow[c - 1] = c * gi;
     for (i64 c = 1; c <= top; ++c) {
       double v = jct[0] - jct[static_cast<size_t>(c)];
       if (add_p) v += p;
@@ -121,7 +137,11 @@ inline void build_table(const std::vector<double>& rem, const std::vector<i64>& 
       vmin = v < vmin ? v : vmin;
     }
     if (top >= 1 && gi < gmin) gmin = gi;
-    for (i64 c = top + 1; c <= K; ++c) vrow[c - 1] = nan;
+    // columns top + 1 .. K NaN (those past row_top already are, for a kept row)
+    const i64 nan_to = kept ? std::min(K, out.row_top[i]) : K;
+    for (i64 c = top + 1; c <= nan_to; ++c) vrow[c - 1] = nan;
+    out.row_g[i] = top >= 0 ? gi : -1;
+    out.row_top[i] = top;
   }
   out.vmax = vmax;
   out.checked = vmax < std::numeric_limits<double>::infinity() && vmin > ninf && gmin >= 1;
