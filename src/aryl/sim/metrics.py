@@ -140,9 +140,7 @@ def _pool_measures(
     eng: Any,
     span: float,
     status_code: np.ndarray,
-    first: np.ndarray,
-    fin: np.ndarray,
-    sub: np.ndarray,
+    jct: np.ndarray,
 ) -> dict[str, Any]:
     """Usage, goodput and JCT per pool; the main pool of each job.
 
@@ -157,9 +155,12 @@ def _pool_measures(
     st = eng.state
     t = eng.table
     n_p = len(st.pool_names)
-    gpus = t.gpus.astype(np.float64)
-    done_work = (t.duration_s - np.asarray(st.remaining_s, dtype=np.float64)) * gpus
-    done_work = np.where(status_code == 2, 0.0, np.maximum(done_work, 0.0))  # not arrived
+    # in place, one array (a large replay's peak memory sits here): the values of
+    # max((duration - remaining) x gpus, 0), 0 for a job not arrived
+    done_work = t.duration_s - np.asarray(st.remaining_s, dtype=np.float64)
+    done_work *= t.gpus  # int64 cast to float64, as gpus.astype(float64) would be
+    np.maximum(done_work, 0.0, out=done_work)
+    done_work[status_code == 2] = 0.0  # not arrived
     useful_pool, main_idx = eng.pool_split(done_work)
     main = _str_labels([*st.pool_names, ""], main_idx)  # -1 (no GPU-seconds): ""
     useful = float(done_work.sum())
@@ -196,7 +197,7 @@ def _pool_measures(
             "useful_gpu_s": useful_pool[p],
             "goodput": useful_pool[p] / a if a > 0 else None,
             "n_jobs_main": int((main_idx == p).sum()),
-            "jct_s": _stats((fin - sub)[sel]),
+            "jct_s": _stats(jct[sel]),
         })
     return {
         "pools": out,
@@ -226,7 +227,7 @@ def _labels(names: Any, codes: np.ndarray) -> Any:
                                      dtype=pd.CategoricalDtype(cats, ordered=False))
 
 
-def _id_labels(ids: Any, codes: np.ndarray) -> Any:
+def _id_labels(ids: Any, codes: np.ndarray, *, own: bool = False) -> Any:
     """``ids[codes]`` as a categorical column, ``""`` where a code is -1: its
     categories are the job ids in table order and a trailing ``""`` (``str``
     dtype, the ids' own Arrow buffers plus one entry), its codes the narrowest
@@ -234,7 +235,9 @@ def _id_labels(ids: Any, codes: np.ndarray) -> Any:
     4 bytes a row below 2**31 - 1 jobs, no string per row.  The job ids
     are unique and never blank (:func:`aryl.sim.jobs.build_job_table`
     validates them), so the categories are taken as they are, without
-    pandas' uniqueness hash.  O(len(ids) + len(codes)).
+    pandas' uniqueness hash.  ``own``: ``codes`` is the caller's to give away
+    (the event log's job column): an int32 one becomes the codes in place, no
+    second codes array.  O(len(ids) + len(codes)).
     """
     import pyarrow as pa
 
@@ -244,7 +247,12 @@ def _id_labels(ids: Any, codes: np.ndarray) -> Any:
     cats = pd.Index(STR_DTYPE.__from_arrow__(values), dtype=STR_DTYPE)  # type: ignore[attr-defined]
     width = np.int32 if len(ids) < 2**31 - 1 else np.int64
     c = np.asarray(codes)
-    c = np.where(c < 0, len(ids), c).astype(width, copy=False)
+    if own and c.dtype == width and c.flags.writeable:
+        # the caller's own array (the event log's job column, handed over once):
+        # -1 becomes the "" category in place, no second codes array
+        c[c < 0] = len(ids)
+    else:
+        c = np.where(c < 0, len(ids), c).astype(width, copy=False)
     fast = getattr(pd.CategoricalDtype, "_from_fastpath", None)
     dtype = fast(cats, False) if fast is not None else pd.CategoricalDtype(cats, ordered=False)
     return pd.Categorical.from_codes(c, dtype=dtype)
@@ -257,21 +265,26 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     t = eng.table
     st = eng.state
     state = np.asarray(st.status, dtype=np.int8)
-    status_code = np.select([state == DONE, state == INFEASIBLE, state == PENDING],
-                            [0, 1, 2], 3).astype(np.int8)
+    # 0 finished, 1 infeasible, 2 not arrived, 3 unfinished (the states are exclusive)
+    status_code = np.full(state.shape, 3, dtype=np.int8)
+    status_code[state == DONE] = 0
+    status_code[state == INFEASIBLE] = 1
+    status_code[state == PENDING] = 2
     status_names = ["finished", "infeasible", "not_arrived", "unfinished"]
     # job ids as the table holds them (one Arrow string column, no Python object per job)
     ids = pd.array(t.job_id, dtype=STR_DTYPE)
     first = np.asarray(eng.first_start, dtype=np.float64)
     fin = np.asarray(eng.finish_t, dtype=np.float64)
     sub = t.submit_time_s
-    wait = np.asarray(st.waited_s, dtype=np.float64)
+    wait = np.array(st.waited_s, dtype=np.float64)  # a copy: the result's own column
     # jobs still queued at the horizon (never started, or re-queued after a
     # preemption): count their current wait; jobs not arrived have none (NaN)
-    queued_now = state == QUEUED
-    wait = np.where(queued_now, wait + (eng.now - np.asarray(st.queued_since_s)), wait)
+    queued_now = np.flatnonzero(state == QUEUED)
+    wait[queued_now] += eng.now - np.asarray(st.queued_since_s, dtype=np.float64)[queued_now]
     del queued_now
     wait[state == PENDING] = np.nan
+    qd = first - sub
+    jct = fin - sub
     jobs = pd.DataFrame(
         {
             "job_id": ids,
@@ -286,9 +299,9 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
             "status": _str_labels(status_names, status_code),
             "first_start_s": first,
             "finish_s": fin,
-            "queuing_delay_s": first - sub,
+            "queuing_delay_s": qd,
             "wait_s": wait,
-            "jct_s": fin - sub,
+            "jct_s": jct,
             "n_preemptions": np.asarray(eng.n_preempt, dtype=np.int64),
             "n_scale_in": np.asarray(eng.n_scale_in, dtype=np.int64),
             "n_scale_out": np.asarray(eng.n_scale_out, dtype=np.int64),
@@ -302,7 +315,7 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     cfg = eng.config
     n_inf = eng.n_inf
     n_train = eng.n_train
-    pools = _pool_measures(eng, span, status_code, first, fin, sub)
+    pools = _pool_measures(eng, span, status_code, jct)
     jobs["main_pool"] = pools.pop("_main_pool")
     train_avail = (
         span * n_train * eng.train_S if eng.train_S is not None else span * st.training_gpus
@@ -321,10 +334,10 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
         "start_s": eng.t0,
         "end_s": eng.now,
         "makespan_s": span,
-        "queuing_delay_s": _stats((first - sub)[done]),
-        "jct_s": _stats((fin - sub)[done]),
+        "queuing_delay_s": _stats(qd[done]),
+        "jct_s": _stats(jct[done]),
         "wait_s": _stats(wait[done]),
-        "share_jobs_waited": _share_positive((first - sub)[done]),
+        "share_jobs_waited": _share_positive(qd[done]),
         "share_jobs_waited_total": _share_positive(wait[done]),
         "cluster_usage": (eng.busy_int / eng.cap_int) if eng.cap_int > 0 else None,
         "training_usage_no_loans": (
@@ -385,7 +398,7 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     )
     if eng.events is not None and eng.events:
         ev_t, ev_j, ev_code, ev_w = eng.event_columns()
-        ev_ids = _id_labels(ids, ev_j)  # -1: a server event, job id ""
+        ev_ids = _id_labels(ids, ev_j, own=True)  # -1: a server event, job id ""
         del ev_j
         ev_names = _labels(EVENT_NAMES, ev_code)
         del ev_code
