@@ -144,3 +144,31 @@ def test_id_labels_fill_server_events_with_empty_ids() -> None:
     empty = _id_labels(pd.array([], dtype="str"), np.array([-1]))
     assert empty.tolist() == [""]
     assert _id_labels(ids, np.array([], dtype=np.int32)).tolist() == []
+
+
+def test_job_table_of_a_loaded_trace_skips_no_value(tmp_path):
+    """build_job_table(validated=True), as simulate() builds it for a path it
+    loads itself, gives the table of the full rules, column by column."""
+    import numpy as np
+    import pandas as pd
+
+    from aryl.sim.jobs import build_job_table
+    from aryl.traces import load_trace
+
+    rigid = pd.DataFrame({"job_id": ["b", "a", "c"], "submit_time_s": [5.0, 1.0, 1.0],
+                          "duration_s": [10.0, 20.0, 30.0], "gpus": [12, 1, 8]})
+    scaled = rigid.assign(gpus_per_worker=[4, 1, 2], min_workers=[1, 1, 4],
+                          max_workers=[3, 1, 4], elastic=[True, False, False],
+                          alpha=[0.25, 0.0, 0.5])
+    for frame in (rigid, scaled):
+        path = tmp_path / "t.csv"
+        frame.to_csv(path, index=False)
+        jobs = load_trace(path).jobs
+        a = build_job_table(jobs, gpus_per_server=8, default_alpha=0.1)
+        b = build_job_table(jobs, gpus_per_server=8, default_alpha=0.1, validated=True)
+        assert list(a.job_id) == list(b.job_id) == ["a", "c", "b"]
+        for name in ("submit_time_s", "duration_s", "gpus", "gpus_per_worker", "min_workers",
+                     "max_workers", "traced_workers", "elastic", "alpha", "input_row"):
+            x, y = getattr(a, name), getattr(b, name)
+            assert x.dtype == y.dtype, name
+            np.testing.assert_array_equal(x, y, err_msg=name)

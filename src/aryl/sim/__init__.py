@@ -99,6 +99,8 @@ def simulate(
     Same-time arrivals are taken in input row order.  Cost: O(E log E) heap
     work for E events plus the policy's decisions.
     """
+    import pandas as pd
+
     from aryl.sim.adapters import default_inference, inference_schedule, load_jobs
     from aryl.sim.engine import Engine, InferenceSchedule
     from aryl.sim.jobs import build_job_table
@@ -117,10 +119,15 @@ def simulate(
     model = speed_model(cfg, spec)
     check_types(spec, model)
     jobs, meta = load_jobs(trace)
+    # a path or a preset: load_trace has just run the job rules on this frame of
+    # its own (nobody else holds it), so the job table does not run them again
+    fresh = not isinstance(trace, pd.DataFrame) and not (
+        hasattr(trace, "jobs") and isinstance(trace.jobs, pd.DataFrame))
     if len(jobs) == 0:
         log.warning("the trace has no jobs: empty results")
     gps = worker_server_gpus(cfg, spec)
-    table = build_job_table(jobs, gpus_per_server=gps, default_alpha=cfg.default_alpha)
+    table = build_job_table(jobs, gpus_per_server=gps, default_alpha=cfg.default_alpha,
+                            validated=fresh)
     families = job_families(jobs, cfg, spec)
     if families is not None:
         families = [families[int(i)] for i in table.input_row]

@@ -23,6 +23,7 @@ Job model ([Aryl] §2, docs/model.md):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -89,7 +90,8 @@ class JobTable:
         return int(self.job_id.shape[0])
 
 
-def build_job_table(jobs: pd.DataFrame, *, gpus_per_server: int, default_alpha: float) -> JobTable:
+def build_job_table(jobs: pd.DataFrame, *, gpus_per_server: int, default_alpha: float,
+                    validated: bool = False) -> JobTable:
     """Validate a canonical job DataFrame and build the :class:`JobTable`.
 
     Every input of the simulator (a DataFrame, a ``Trace`` read from a CSV,
@@ -111,6 +113,15 @@ def build_job_table(jobs: pd.DataFrame, *, gpus_per_server: int, default_alpha: 
     default_alpha : float
         ``alpha`` of jobs without scaling columns (all rigid, so it does not
         change their speed).
+    validated : bool, default False
+        ``jobs`` is the frame :func:`aryl.traces.load_trace` has just built
+        (``on_invalid="raise"`` or ``"drop"``: every row passed the same
+        :func:`~aryl.traces.validate.check_jobs` rules), so the rules are not
+        run a second time: its columns are taken as they are.  Only for a frame
+        nobody else could have changed (:func:`aryl.sim.simulate` given a path
+        or a preset name); a large trace's second validation would hold the
+        frame, the checked copies of its columns and the duplicate check's hash
+        table at once (about 170 bytes a job on top of the frame).
 
     Returns
     -------
@@ -127,22 +138,31 @@ def build_job_table(jobs: pd.DataFrame, *, gpus_per_server: int, default_alpha: 
         duration <= 0, fewer than 1 GPU, inconsistent scaling columns, a
         duplicate job id.
     """
+    from aryl.traces.schema import SCALING_COLUMNS
     from aryl.traces.validate import validate_jobs
 
-    cols, _, _ = validate_jobs(
-        jobs, on_invalid="raise",
-        drop_hint="aryl.traces.load_trace(jobs, on_invalid='drop') before simulating",
-    )
+    cols: dict[str, Any]
+    if validated:
+        names = ["job_id", "submit_time_s", "duration_s", "gpus"]
+        if all(c in jobs.columns for c in SCALING_COLUMNS):
+            names += list(SCALING_COLUMNS)
+        cols = {c: jobs[c].array if c == "job_id" else jobs[c].to_numpy() for c in names}
+    else:
+        cols, _, _ = validate_jobs(
+            jobs, on_invalid="raise",
+            drop_hint="aryl.traces.load_trace(jobs, on_invalid='drop') before simulating",
+        )
     n = len(jobs)
     submit = np.asarray(cols["submit_time_s"], dtype=np.float64)
     duration = np.asarray(cols["duration_s"], dtype=np.float64)
-    gpus = cols["gpus"].astype(np.int64)
+    # counts: float64 from the rules (cast now), or the frame's own int64 (as is)
+    gpus = np.asarray(cols["gpus"], dtype=np.int64)
     ids = pd.array(cols["job_id"], dtype=STR_DTYPE)
     del cols["job_id"]  # the Python strings go now
     if "gpus_per_worker" in cols:
-        gpw = cols["gpus_per_worker"].astype(np.int64)
-        min_w = cols["min_workers"].astype(np.int64)
-        max_w = cols["max_workers"].astype(np.int64)
+        gpw = np.asarray(cols["gpus_per_worker"], dtype=np.int64)
+        min_w = np.asarray(cols["min_workers"], dtype=np.int64)
+        max_w = np.asarray(cols["max_workers"], dtype=np.int64)
         elastic = np.asarray(cols["elastic"], dtype=bool)
         alpha = np.asarray(cols["alpha"], dtype=np.float64)
         traced = gpus // gpw

@@ -339,14 +339,20 @@ class NativeEngine:
 
     def pool_split(self, done_work: np.ndarray) -> tuple[list[float], np.ndarray]:
         """Useful work per pool and each job's main pool index (-1: none), in C++
-        with the arithmetic of :meth:`aryl.sim.engine.Engine.pool_split`."""
+        with the arithmetic of :meth:`aryl.sim.engine.Engine.pool_split`.
+
+        Once: the per-job GPU-seconds by pool are released after the split."""
         from aryl._core import _sched
 
         if self._pools is None:
-            raise RuntimeError("pool_split: the replay has not run")
+            raise RuntimeError("pool_split: the replay has not run, or the split was "
+                               "already taken")
         ptr, pool, value, n_pools = self._pools
         useful, main = _sched.pool_split(ptr, pool, value, n_pools,
                                          np.ascontiguousarray(done_work, dtype=np.float64))
+        # once (build_result): the per-job GPU-seconds by pool go now, before the
+        # rest of the result is built (3 arrays of about one entry per job)
+        self._pools = None
         return list(useful), main
 
 
