@@ -107,8 +107,12 @@ def test_ctrl_c_stops_a_ray_sweep_and_its_local_ray(tmp_path: Path) -> None:
     assert proc.poll() is None, output_of(tmp_path)
     elapsed, kids = interrupt(proc)
     output = output_of(tmp_path)
-    # Ray's own shutdown of the local cluster takes about 1.5 s of this
-    assert elapsed < 2.0, (elapsed, output)
+    # Ray's own shutdown of the local cluster takes about 1.5 s of this, and 2 s or a
+    # little more on a loaded machine (2.03 s once in CI with the suite on every core):
+    # the bound catches a sweep that goes on running, whose other 50-odd runs take
+    # far longer, not Ray's shutdown time (the pool's Ctrl-C keeps the 2 s bound,
+    # tests/test_sweep_interrupt.py)
+    assert elapsed < 5.0, (elapsed, output)
     assert proc.returncode == 130, output
     assert "Interrupted." in output
     assert kids, "no Ray process was started"
@@ -118,3 +122,4 @@ def test_ctrl_c_stops_a_ray_sweep_and_its_local_ray(tmp_path: Path) -> None:
     assert [k for k in kids if alive(k)] == [], "a Ray process outlived the sweep"
     done = finished_keys(out)
     assert len(read_runs(out)) == len(done) >= 2
+    assert len(done) < 60, "the sweep ran to its end: Ctrl-C did not stop it"
