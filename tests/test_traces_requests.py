@@ -77,12 +77,26 @@ def test_canonical_and_located_errors(tmp_path: Path) -> None:
         ("arrival_time_s,service_s\n1,2\n1,-3\n", 3, "service_s", "negative_duration"),
         ("arrival_time_s,service_s\n1,2\n-1,3\n", 3, "arrival_time_s", "negative_duration"),
         ("arrival_time_s,service_s\n1,2\n1,inf\n", 3, "service_s", "not_a_number"),
+        # beyond MAX_DURATION_S (1e9 s): a 1e308 s service made the replay print a
+        # 309-digit mean wait, a 1e300 s arrival a 300-digit step count
+        ("arrival_time_s,service_s\n1,2\n2,1e308\n", 3, "service_s", "long_duration"),
+        ("arrival_time_s,service_s\n1,2\n2,1000000000.0000001\n", 3, "service_s",
+         "long_duration"),
+        ("arrival_time_s,service_s\n1,2\n1e300,3\n", 3, "arrival_time_s", "long_duration"),
     ]
     for text, line, column, kind in cases:
         with pytest.raises(InvalidRowsError) as err:
             load_requests(_write(tmp_path, "bad.csv", text))
         assert (err.value.line, err.value.column, err.value.kind) == (line, column, kind), text
         assert "bad.csv" in str(err.value)
+    edge = load_requests(_write(tmp_path, "edge.csv",
+                                "arrival_time_s,service_s\n1e9,1\n0,1e9\n"))
+    assert edge.requests["service_s"].tolist() == [1e9, 1.0]
+    assert edge.requests["arrival_time_s"].tolist() == [0.0, 1e9]
+    long = load_requests(_write(tmp_path, "long.csv", "arrival_time_s,service_s\n1,2\n2,1e12\n"),
+                         on_invalid="drop")
+    assert long.n_requests == 1
+    assert long.dropped == {"long_duration": 1}
     dropped = load_requests(_write(tmp_path, "bad.csv", "arrival_time_s,service_s\n1,2\n2,x\n"),
                             on_invalid="drop")
     assert dropped.n_requests == 1

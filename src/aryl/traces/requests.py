@@ -13,7 +13,8 @@ by ``arrival_time_s`` (stable on input order):
 column             dtype    meaning
 =================  =======  ===============================================
 ``arrival_time_s``  float64  seconds since the first request (>= 0)
-``service_s``       float64  GPU-seconds on one GPU (> 0): the time one GPU
+``service_s``       float64  GPU-seconds on one GPU (> 0, at most
+                             ``MAX_DURATION_S``, 1e9): the time one GPU
                              works on the request
 ``model``           category model id ("" when the format has none)
 =================  =======  ===============================================
@@ -66,6 +67,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from aryl._limits import MAX_DURATION_S
 from aryl.errors import InvalidInputError, TraceFormatError
 from aryl.traces.readers import read_raw
 from aryl.traces.validate import RowChecker, check_on_invalid, check_seed, check_tz
@@ -175,6 +177,8 @@ def _positive_service(ck: RowChecker, service: np.ndarray, column: str) -> None:
         ck.flag(service < 0, "negative_duration", column, "service time is negative",
                 values=service)
         ck.flag(service == 0, "zero_duration", column, "service time is zero", values=service)
+        ck.flag(service > MAX_DURATION_S, "long_duration", column,
+                f"service time is above {MAX_DURATION_S:g} s", values=service)
 
 
 def _throughput(gpu_type: str, prefill: float | None, decode: float | None
@@ -264,6 +268,8 @@ def load_requests(
         with np.errstate(invalid="ignore"):
             ck.flag(arrival < 0, "negative_duration", "arrival_time_s",
                     "arrival time is negative", values=arrival)
+            ck.flag(arrival > MAX_DURATION_S, "long_duration", "arrival_time_s",
+                    f"arrival time is above {MAX_DURATION_S:g} s", values=arrival)
         service = ck.number(raw["service_s"], "service_s")
         _positive_service(ck, service, "service_s")
         if "model" in raw.columns:
