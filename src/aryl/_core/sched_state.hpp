@@ -135,6 +135,43 @@ inline void split_placement(const Placement& place, i64 base, Placement* b, Plac
     }
 }
 
+// ---------------------------------------------------------------- slot pool
+// Values recycled through a free list and addressed by int32 slots: the store
+// behind the per-job tables below (one int32 slot per job into a pool that only
+// the jobs holding a value fill).  `Store` is std::vector, or std::deque where
+// references to the other slots must stay valid across acquire().
+template <class T, class Store = std::vector<T>>
+class SlotPool {
+public:
+    // a slot: a new one holds T(), a recycled one what it held when released (a
+    // cleared Placement keeps its buffer); `what` names the values in the error
+    // past 2**31 - 1 of them
+    int32_t acquire(const char* what) {
+        if (!free_.empty()) {
+            const int32_t q = free_.back();
+            free_.pop_back();
+            return q;
+        }
+        if (store_.size() >= static_cast<size_t>(INT32_MAX))
+            throw std::overflow_error(std::string("more than 2**31 - 1 ") + what);
+        store_.emplace_back();
+        return static_cast<int32_t>(store_.size() - 1);
+    }
+    // slot q goes back to the pool
+    void release(int32_t q) { free_.push_back(q); }
+    T& operator[](int32_t q) { return store_[static_cast<size_t>(q)]; }
+    const T& operator[](int32_t q) const { return store_[static_cast<size_t>(q)]; }
+    size_t n_live() const { return store_.size() - free_.size(); }
+    void clear() {
+        store_.clear();
+        free_.clear();
+    }
+
+private:
+    Store store_;
+    std::vector<int32_t> free_;
+};
+
 // ---------------------------------------------------------- placement table
 // Per-job placements (or extra parts) where most jobs have none: one int32
 // slot per job (-1 = empty) into a pool of Placements that only the placed
@@ -149,31 +186,22 @@ public:
     void assign(size_t n, const Placement&) {
         slot_.assign(n, -1);
         pool_.clear();
-        free_.clear();
     }
     size_t size() const { return slot_.size(); }
     const Placement& operator[](size_t j) const {
         const int32_t s = slot_[j];
-        return s < 0 ? empty() : pool_[static_cast<size_t>(s)];
+        return s < 0 ? empty() : pool_[s];
     }
     Placement& mut(size_t j) {
         int32_t& s = slot_[j];
-        if (s < 0) {
-            if (free_.empty()) {
-                s = static_cast<int32_t>(pool_.size());
-                pool_.emplace_back();
-            } else {
-                s = free_.back();
-                free_.pop_back();
-            }
-        }
-        return pool_[static_cast<size_t>(s)];
+        if (s < 0) s = pool_.acquire("placements");
+        return pool_[s];
     }
     void clear(size_t j) {
         int32_t& s = slot_[j];
         if (s < 0) return;
-        pool_[static_cast<size_t>(s)].clear();
-        free_.push_back(s);
+        pool_[s].clear();
+        pool_.release(s);
         s = -1;
     }
     void set(size_t j, const Placement& p) {
@@ -190,8 +218,7 @@ private:
         return e;
     }
     std::vector<int32_t> slot_;
-    std::deque<Placement> pool_;
-    std::vector<int32_t> free_;
+    SlotPool<Placement, std::deque<Placement>> pool_;
 };
 
 // ---------------------------------------------------------------- ordered set
@@ -212,21 +239,12 @@ public:
         if (j > static_cast<i64>(INT32_MAX))
             throw std::overflow_error("an ordered set index outside the int32 range: " +
                                       std::to_string(j));
-        int32_t q;
-        if (free_.empty()) {
-            if (nodes_.size() >= static_cast<size_t>(INT32_MAX))
-                throw std::overflow_error("an ordered set of more than 2**31 - 1 members");
-            q = static_cast<int32_t>(nodes_.size());
-            nodes_.emplace_back();
-        } else {
-            q = free_.back();
-            free_.pop_back();
-        }
-        Node& nd = nodes_[static_cast<size_t>(q)];
+        const int32_t q = nodes_.acquire("members of an ordered set");
+        Node& nd = nodes_[q];
         nd.job = static_cast<int32_t>(j);
         nd.prev = tail_;
         nd.next = -1;
-        if (tail_ >= 0) nodes_[static_cast<size_t>(tail_)].next = q;
+        if (tail_ >= 0) nodes_[tail_].next = q;
         else head_ = q;
         tail_ = q;
         slot_[static_cast<size_t>(j)] = q;
@@ -237,39 +255,38 @@ public:
         if (!contains(j)) return false;
         int32_t& sl = slot_[static_cast<size_t>(j)];
         const int32_t q = sl;
-        const Node nd = nodes_[static_cast<size_t>(q)];
-        if (nd.prev >= 0) nodes_[static_cast<size_t>(nd.prev)].next = nd.next;
+        const Node nd = nodes_[q];
+        if (nd.prev >= 0) nodes_[nd.prev].next = nd.next;
         else head_ = nd.next;
-        if (nd.next >= 0) nodes_[static_cast<size_t>(nd.next)].prev = nd.prev;
+        if (nd.next >= 0) nodes_[nd.next].prev = nd.prev;
         else tail_ = nd.prev;
         sl = -1;
-        free_.push_back(q);
+        nodes_.release(q);
         --size_;
         return true;
     }
     void clear() {
-        for (int32_t q = head_; q >= 0; q = nodes_[static_cast<size_t>(q)].next)
-            slot_[static_cast<size_t>(nodes_[static_cast<size_t>(q)].job)] = -1;
+        for (int32_t q = head_; q >= 0; q = nodes_[q].next)
+            slot_[static_cast<size_t>(nodes_[q].job)] = -1;
         nodes_.clear();
-        free_.clear();
         head_ = tail_ = -1;
         size_ = 0;
     }
     i64 size() const { return size_; }
     bool empty() const { return size_ == 0; }
     // the first member (-1: none) and the member after member j (-1: none)
-    i64 first() const { return head_ < 0 ? -1 : nodes_[static_cast<size_t>(head_)].job; }
+    i64 first() const { return head_ < 0 ? -1 : nodes_[head_].job; }
     i64 next(i64 j) const {
-        const int32_t n = nodes_[static_cast<size_t>(slot_[static_cast<size_t>(j)])].next;
-        return n < 0 ? -1 : nodes_[static_cast<size_t>(n)].job;
+        const int32_t n = nodes_[slot_[static_cast<size_t>(j)]].next;
+        return n < 0 ? -1 : nodes_[n].job;
     }
 
     class iterator {
     public:
         iterator(const OrderedSet* s, int32_t q) : s_(s), q_(q) {}
-        i64 operator*() const { return s_->nodes_[static_cast<size_t>(q_)].job; }
+        i64 operator*() const { return s_->nodes_[q_].job; }
         iterator& operator++() {
-            q_ = s_->nodes_[static_cast<size_t>(q_)].next;
+            q_ = s_->nodes_[q_].next;
             return *this;
         }
         bool operator!=(const iterator& o) const { return q_ != o.q_; }
@@ -293,8 +310,7 @@ private:
         int32_t job = -1, prev = -1, next = -1;
     };
     std::vector<int32_t> slot_;  // per index: its node, -1 = absent
-    std::vector<Node> nodes_;
-    std::vector<int32_t> free_;  // nodes of removed members, for reuse
+    SlotPool<Node> nodes_;  // the members' nodes, recycled on removal
     int32_t head_ = -1, tail_ = -1;
     i64 size_ = 0;
 };
@@ -533,7 +549,7 @@ public:
     // the record of job j, nullptr when it has none
     const JobRecord* get(size_t j) const {
         const int32_t s = slot_[j];
-        return s < 0 ? nullptr : &pool_[static_cast<size_t>(s)];
+        return s < 0 ? nullptr : &pool_[s];
     }
     // the record of job j, created with add_job's values (remaining: the job's
     // remaining_s) if it has none.  The reference is valid until the next mut()
@@ -541,33 +557,24 @@ public:
     JobRecord& mut(size_t j, double remaining) {
         int32_t& s = slot_[j];
         if (s < 0) {
-            if (free_.empty()) {
-                if (pool_.size() >= static_cast<size_t>(INT32_MAX))
-                    throw std::overflow_error("more than 2**31 - 1 job records");
-                s = static_cast<int32_t>(pool_.size());
-                pool_.emplace_back();
-            } else {
-                s = free_.back();
-                free_.pop_back();
-                pool_[static_cast<size_t>(s)] = JobRecord();
-            }
-            pool_[static_cast<size_t>(s)].checkpoint_remaining_s = remaining;
+            s = pool_.acquire("job records");
+            pool_[s] = JobRecord();
+            pool_[s].checkpoint_remaining_s = remaining;
         }
-        return pool_[static_cast<size_t>(s)];
+        return pool_[s];
     }
     // job j reads add_job's values again; its record goes back to the pool
     void release(size_t j) {
         int32_t& s = slot_[j];
         if (s < 0) return;
-        free_.push_back(s);
+        pool_.release(s);
         s = -1;
     }
-    size_t n_records() const { return pool_.size() - free_.size(); }
+    size_t n_records() const { return pool_.n_live(); }
 
 private:
     std::vector<int32_t> slot_;
-    std::vector<JobRecord> pool_;
-    std::vector<int32_t> free_;
+    SlotPool<JobRecord> pool_;
 };
 
 // A read-only per-job column over a JobRecords field (st.speed[j] ...): the
