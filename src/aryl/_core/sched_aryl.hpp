@@ -393,12 +393,13 @@ inline void keep(std::vector<i64>& free, const ExtrasInput& in,
 }
 
 // ArylPass.keep_exact: the keep pass when free = free_wo_extras + every extra in
-// ``old``; returns the growing positions in order_a order, ``touched`` the running
-// positions whose count changes.
+// ``old``; ``order`` holds the growing positions (k > ext) in order_a order (order_a
+// filtered: place_extras sorts only those), ``touched`` gets the running positions
+// whose count changes.
 inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
-                       const std::vector<i64>& k, const std::vector<i64>& order_a,
-                       std::vector<i64>& k_l, std::vector<Placement>& new_extra,
-                       std::vector<i64>& order, std::vector<i64>& touched) {
+                       const std::vector<i64>& k, std::vector<i64>& k_l,
+                       std::vector<Placement>& new_extra, const std::vector<i64>& order,
+                       std::vector<i64>& touched) {
   free = *in.free_wo_extras;
   const std::vector<i64>& ext = *in.ext;
   const size_t n = k.size();
@@ -423,9 +424,6 @@ inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
       if (back) free[static_cast<size_t>(e.first)] += back * gi;
     }
   }
-  order.clear();
-  for (i64 i : order_a)
-    if (k[static_cast<size_t>(i)] > ext[static_cast<size_t>(i)]) order.push_back(i);
   for (i64 i : order) {  // growing: keep every extra (in keep's visiting order)
     const size_t iu = static_cast<size_t>(i);
     const Placement* had = (*in.old)[iu];
@@ -455,10 +453,14 @@ inline void place_extras(std::vector<i64>& free, const ExtrasInput& in,
   const std::vector<i64>& g = *in.g;
   const std::vector<i64>& ext = *in.ext;
   const size_t n = k.size();
-  // order_a = pos[np.lexsort((ci[pos], -(kp * gp), -gp))]
+  // order_a = pos[np.lexsort((ci[pos], -(kp * gp), -gp))].  keep_exact visits only
+  // its growing positions (k > ext), in order_a's order: the key is a strict total
+  // order (candidates are distinct jobs), so sorting only those gives the same
+  // sequence as sorting all and filtering.
+  const bool exact = in.free_wo_extras != nullptr;
   sc.order_a.clear();
   for (size_t i = 0; i < n; ++i)
-    if (k[i] > 0) sc.order_a.push_back(static_cast<i64>(i));
+    if (exact ? k[i] > ext[i] : k[i] > 0) sc.order_a.push_back(static_cast<i64>(i));
   std::sort(sc.order_a.begin(), sc.order_a.end(), [&](i64 a, i64 b) {
     const size_t x = static_cast<size_t>(a), y = static_cast<size_t>(b);
     if (g[x] != g[y]) return g[x] > g[y];
@@ -470,8 +472,9 @@ inline void place_extras(std::vector<i64>& free, const ExtrasInput& in,
   out.new_extra.resize(n);
   for (auto& p : out.new_extra) p.clear();
   out.shorts.clear();
-  if (in.free_wo_extras != nullptr) {
-    keep_exact(free, in, k, sc.order_a, sc.k_l, out.new_extra, sc.order, out.touched);
+  if (exact) {
+    sc.order.swap(sc.order_a);
+    keep_exact(free, in, k, sc.k_l, out.new_extra, sc.order, out.touched);
   } else {
     sc.order = sc.order_a;
     keep(free, in, sc.order, sc.k_l, out.new_extra);
