@@ -114,13 +114,14 @@ inline void build_table(const std::vector<double>& rem, const std::vector<i64>& 
   for (size_t i = 0; i < n; ++i) {
     const double r = rem[i];
     const i64 top = std::min(K, extra[i]);
-    for (i64 c = 0; c <= top; ++c) {
-      // time_s = rem / tput; 0 where rem == 0; jct = time_s + p * (target != cur)
+    const i64 bi = base[i], ci = cur[i];
+    // time_s = rem / tput; 0 where rem == 0; jct = time_s + p * (target != cur)
+    auto jct_of = [&](i64 c) {
       double t = r / tput_of(i, c);
       if (r == 0.0) t = 0.0;
-      const double differs = (base[i] + c) != cur[i] ? 1.0 : 0.0;
-      jct[static_cast<size_t>(c)] = t + p * differs;
-    }
+      const double differs = (bi + c) != ci ? 1.0 : 0.0;
+      return t + p * differs;
+    };
     const bool add_p = p > 0 && pause[i] == 0;
     double* vrow = out.v.data() + i * static_cast<size_t>(K);
     i64* wrow = out.w.data() + i * static_cast<size_t>(K);
@@ -128,13 +129,16 @@ inline void build_table(const std::vector<double>& rem, const std::vector<i64>& 
     const bool kept = out.row_g[i] == gi && top >= 0;
     if (!kept)
       for (i64 c = 1; c <= K; ++c) wrow[c - 1] = c * gi;
-    for (i64 c = 1; c <= top; ++c) {
-      double v = jct[0] - jct[static_cast<size_t>(c)];
-      if (add_p) v += p;
-      vrow[c - 1] = v;
-      // NaN compares false: skipped, as the solver's own scan skips it
-      vmax = v > vmax ? v : vmax;
-      vmin = v < vmin ? v : vmin;
+    if (top >= 1) {  // jct[0] - jct[c] (+ p), c = 1..top, each jct computed once
+      const double j0 = jct_of(0);
+      for (i64 c = 1; c <= top; ++c) {
+        double v = j0 - jct_of(c);
+        if (add_p) v += p;
+        vrow[c - 1] = v;
+        // NaN compares false: skipped, as the solver's own scan skips it
+        vmax = v > vmax ? v : vmax;
+        vmin = v < vmin ? v : vmin;
+      }
     }
     if (top >= 1 && gi < gmin) gmin = gi;
     // columns top + 1 .. K NaN (those past row_top already are, for a kept row)
