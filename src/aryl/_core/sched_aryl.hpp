@@ -114,13 +114,14 @@ inline void build_table(const std::vector<double>& rem, const std::vector<i64>& 
   for (size_t i = 0; i < n; ++i) {
     const double r = rem[i];
     const i64 top = std::min(K, extra[i]);
-    for (i64 c = 0; c <= top; ++c) {
-      // time_s = rem / tput; 0 where rem == 0; jct = time_s + p * (target != cur)
+    const i64 bi = base[i], ci = cur[i];
+    // time_s = rem / tput; 0 where rem == 0; jct = time_s + p * (target != cur)
+    auto jct_of = [&](i64 c) {
       double t = r / tput_of(i, c);
       if (r == 0.0) t = 0.0;
-      const double differs = (base[i] + c) != cur[i] ? 1.0 : 0.0;
-      jct[static_cast<size_t>(c)] = t + p * differs;
-    }
+      const double differs = (bi + c) != ci ? 1.0 : 0.0;
+      return t + p * differs;
+    };
     const bool add_p = p > 0 && pause[i] == 0;
     double* vrow = out.v.data() + i * static_cast<size_t>(K);
     i64* wrow = out.w.data() + i * static_cast<size_t>(K);
@@ -128,13 +129,16 @@ inline void build_table(const std::vector<double>& rem, const std::vector<i64>& 
     const bool kept = out.row_g[i] == gi && top >= 0;
     if (!kept)
       for (i64 c = 1; c <= K; ++c) wrow[c - 1] = c * gi;
-    for (i64 c = 1; c <= top; ++c) {
-      double v = jct[0] - jct[static_cast<size_t>(c)];
-      if (add_p) v += p;
-      vrow[c - 1] = v;
-      // NaN compares false: skipped, as the solver's own scan skips it
-      vmax = v > vmax ? v : vmax;
-      vmin = v < vmin ? v : vmin;
+    if (top >= 1) {  // jct[0] - jct[c] (+ p), c = 1..top, each jct computed once
+      const double j0 = jct_of(0);
+      for (i64 c = 1; c <= top; ++c) {
+        double v = j0 - jct_of(c);
+        if (add_p) v += p;
+        vrow[c - 1] = v;
+        // NaN compares false: skipped, as the solver's own scan skips it
+        vmax = v > vmax ? v : vmax;
+        vmin = v < vmin ? v : vmin;
+      }
     }
     if (top >= 1 && gi < gmin) gmin = gi;
     // columns top + 1 .. K NaN (those past row_top already are, for a kept row)
@@ -393,12 +397,13 @@ inline void keep(std::vector<i64>& free, const ExtrasInput& in,
 }
 
 // ArylPass.keep_exact: the keep pass when free = free_wo_extras + every extra in
-// ``old``; returns the growing positions in order_a order, ``touched`` the running
-// positions whose count changes.
+// ``old``; ``order`` holds the growing positions (k > ext) in order_a order (order_a
+// filtered: place_extras sorts only those), ``touched`` gets the running positions
+// whose count changes.
 inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
-                       const std::vector<i64>& k, const std::vector<i64>& order_a,
-                       std::vector<i64>& k_l, std::vector<Placement>& new_extra,
-                       std::vector<i64>& order, std::vector<i64>& touched) {
+                       const std::vector<i64>& k, std::vector<i64>& k_l,
+                       std::vector<Placement>& new_extra, const std::vector<i64>& order,
+                       std::vector<i64>& touched) {
   free = *in.free_wo_extras;
   const std::vector<i64>& ext = *in.ext;
   const size_t n = k.size();
@@ -423,9 +428,6 @@ inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
       if (back) free[static_cast<size_t>(e.first)] += back * gi;
     }
   }
-  order.clear();
-  for (i64 i : order_a)
-    if (k[static_cast<size_t>(i)] > ext[static_cast<size_t>(i)]) order.push_back(i);
   for (i64 i : order) {  // growing: keep every extra (in keep's visiting order)
     const size_t iu = static_cast<size_t>(i);
     const Placement* had = (*in.old)[iu];
@@ -455,10 +457,14 @@ inline void place_extras(std::vector<i64>& free, const ExtrasInput& in,
   const std::vector<i64>& g = *in.g;
   const std::vector<i64>& ext = *in.ext;
   const size_t n = k.size();
-  // order_a = pos[np.lexsort((ci[pos], -(kp * gp), -gp))]
+  // order_a = pos[np.lexsort((ci[pos], -(kp * gp), -gp))].  keep_exact visits only
+  // its growing positions (k > ext), in order_a's order: the key is a strict total
+  // order (candidates are distinct jobs), so sorting only those gives the same
+  // sequence as sorting all and filtering.
+  const bool exact = in.free_wo_extras != nullptr;
   sc.order_a.clear();
   for (size_t i = 0; i < n; ++i)
-    if (k[i] > 0) sc.order_a.push_back(static_cast<i64>(i));
+    if (exact ? k[i] > ext[i] : k[i] > 0) sc.order_a.push_back(static_cast<i64>(i));
   std::sort(sc.order_a.begin(), sc.order_a.end(), [&](i64 a, i64 b) {
     const size_t x = static_cast<size_t>(a), y = static_cast<size_t>(b);
     if (g[x] != g[y]) return g[x] > g[y];
@@ -470,8 +476,9 @@ inline void place_extras(std::vector<i64>& free, const ExtrasInput& in,
   out.new_extra.resize(n);
   for (auto& p : out.new_extra) p.clear();
   out.shorts.clear();
-  if (in.free_wo_extras != nullptr) {
-    keep_exact(free, in, k, sc.order_a, sc.k_l, out.new_extra, sc.order, out.touched);
+  if (exact) {
+    sc.order.swap(sc.order_a);
+    keep_exact(free, in, k, sc.k_l, out.new_extra, sc.order, out.touched);
   } else {
     sc.order = sc.order_a;
     keep(free, in, sc.order, sc.k_l, out.new_extra);

@@ -293,9 +293,17 @@ inline void settle(const State& st, const Policy& pol, Plan& plan, const std::ve
             const bool fb = std::find(for_base.begin(), for_base.end(), s) != for_base.end();
             plan.borrowed_servers.emplace_back(s, fb ? LOAN_FOR_BASE : LOAN_FOR_EXTRA);
         }
-    for (i64 s : loaned)
-        if (std::find(offered.begin(), offered.end(), s) == offered.end() && !busy(s))
-            plan.returned_servers.emplace_back(s, IDLE_LOAN);
+    // loaned is ascending and offered an ascending subset of it: walk both, and test
+    // each server by its position (busy(s) without the search for it)
+    size_t o = 0;
+    for (size_t q = 0; q < nl; ++q) {
+        const i64 s = loaned[q];
+        while (o < offered.size() && offered[o] < s) ++o;
+        if (o < offered.size() && offered[o] == s) continue;
+        const bool busy_q = ws.has_after[q] ? !ws.after[q].empty()
+                                            : !st.jobs_on[static_cast<size_t>(s)].empty();
+        if (!busy_q) plan.returned_servers.emplace_back(s, IDLE_LOAN);
+    }
 }
 
 // api.py time_after: the first double t with t - origin >= span
