@@ -81,7 +81,7 @@ def test_the_native_engine_is_emptied_as_the_result_is_built() -> None:
     # the engine hands back its int32 columns (counts, sizes) without widening them
     assert eng.n_preempt.dtype == np.int32
     assert eng.table.min_workers.dtype == np.int32
-    assert eng._ev[3].dtype == np.int32
+    assert eng._ev[1].dtype == np.int32  # the event log's job indexes
     res = build_result(eng, {})
     st, t = eng.state, eng.table
     for obj, names in ((st, ("waited_s", "queued_since_s", "remaining_s")),
@@ -118,3 +118,15 @@ def test_stats_partition_their_scratch_array_after_the_mean() -> None:
     want.update(p50=float(p[0]), p95=float(p[1]), p99=float(p[2]))
     assert _stats(x.copy()) == want  # bit for bit: the same mean (before the partition)
     assert _stats(np.array([])) == dict.fromkeys(("mean", "p50", "p95", "p99", "max"))
+
+
+def test_widen_in_place_widens_the_first_half() -> None:
+    from aryl._core import _sched
+
+    want = np.array([0, 1, -1, 7, 2**31 - 1, -(2**31), 5, 123456789, -42], dtype=np.int32)
+    for n in (0, 1, 2, 3, len(want)):
+        a = np.full(n, -7, dtype=np.int64)
+        a.view(np.int32)[:n] = want[:n]
+        _sched.widen_in_place(a)
+        assert a.dtype == np.int64
+        assert a.tolist() == want[:n].tolist()

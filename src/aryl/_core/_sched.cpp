@@ -798,7 +798,14 @@ py::dict engine_results(M::Engine& eng) {
     r["ev_time"] = drain_to_numpy(eng.ev_time);
     r["ev_job"] = drain_to_numpy(eng.ev_job);  // int32 (an index into the ids, -1: none)
     r["ev_what"] = drain_to_numpy(eng.ev_what);
-    r["ev_workers"] = drain_to_numpy(eng.ev_workers);  // int32
+    {
+        // the workers as int32 in the first half of an int64 array: its other pages
+        // are not touched (not resident) until widen_in_place widens it, with no
+        // second array (the caller does that last, once the rest of the result is built)
+        py::array_t<i64> w(static_cast<py::ssize_t>(eng.ev_workers.size()));
+        eng.ev_workers.drain(reinterpret_cast<int32_t*>(w.mutable_data()));
+        r["ev_workers"] = w;
+    }
     r["n_pools"] = st.n_pools;
     py::list reqs;
     for (const auto& q : eng.ws.requests) reqs.append(request_dict(q));
@@ -861,6 +868,21 @@ py::tuple engine_pool_split(M::Engine& eng, const py::handle& done_work) {
     eng.release_pools();
     eng.pools_split = true;
     return py::make_tuple(useful, main_idx);
+}
+
+// Widen an int64 array whose first half holds int32 values (engine_results'
+// ev_workers) in place: from the last value down, each int64 written over int32
+// values already read.
+void widen_in_place(py::array_t<i64, py::array::c_style> a) {
+    if (a.ndim() != 1) throw py::value_error("widen_in_place: expected a 1-D int64 array");
+    // (through bytes and memcpy: the two views alias, which the compiler must see)
+    auto* b = reinterpret_cast<unsigned char*>(a.mutable_data());
+    for (py::ssize_t i = a.shape(0); i-- > 0;) {
+        int32_t v;
+        std::memcpy(&v, b + 4 * i, sizeof v);
+        const i64 w = v;
+        std::memcpy(b + 8 * i, &w, sizeof w);
+    }
 }
 
 using CF64 = py::array_t<double, py::array::c_style | py::array::forcecast>;
@@ -1212,6 +1234,8 @@ PYBIND11_MODULE(_sched, m) {
     aryl::sched::aryl_pass::bind_testing(m);
 #endif
     m.def("new_engine", &new_engine, py::arg("spec"));
+    m.def("widen_in_place", &widen_in_place, py::arg("a"),
+          "Widen an int64 array whose first half holds int32 values, in place.");
     m.def("pool_split", &pool_split, py::arg("ptr"), py::arg("pool"), py::arg("value"),
           py::arg("n_pools"), py::arg("done_work"),
           "Useful work per pool and main pool per job (metrics.py's per-job loop).");

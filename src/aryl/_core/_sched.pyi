@@ -73,6 +73,7 @@ class CallbackPass:
     servers_needed: int
 
 def new_engine(spec: dict[str, Any]) -> Engine: ...  # keys: aryl/sim/native.py NativeEngine
+def widen_in_place(a: npt.NDArray[np.int64]) -> None: ...  # first half int32 -> int64
 def pool_split(
     ptr: npt.ArrayLike,  # const int64_t* (n + 1,) CSR offsets per job
     pool: npt.ArrayLike,  # const int64_t* (p,) pool index, order of first use

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from aryl.sim.jobs import STR_DTYPE
+from aryl.sim.jobs import STR_DTYPE, release_free_memory
 
 __all__ = ["EVENT_NAMES", "SimResult", "build_result"]
 
@@ -307,6 +307,9 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
 
     own = bool(getattr(eng, "hands_over", False))
     t = eng.table
+    # a large replay gives the pages it freed back before each stage that grows the
+    # result (the allocators would keep them, and the new columns come on top)
+    large = t.n_jobs >= 200_000
     st = eng.state
     state = np.asarray(st.status, dtype=np.int8)
     # 0 finished, 1 infeasible, 2 not arrived, 3 unfinished (queued or running)
@@ -336,6 +339,8 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     if own:
         eng.release_job_state("queued_since_s")
     wait[state == PENDING] = np.nan
+    if large:
+        release_free_memory()  # the pool accounting, remaining work, queued-since times
     qd = first - sub
     jct = fin - sub
     pool_names = [*st.pool_names, ""]  # a main pool of -1 (no GPU-seconds): ""
@@ -377,6 +382,8 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     # Python engine keeps its lists)
     if own:
         eng.release_job_state()
+    if large:
+        release_free_memory()  # the scratch copies of the stats, the state
     train_avail = (
         span * n_train * eng.train_S if eng.train_S is not None else span * st.training_gpus
     )
@@ -461,12 +468,15 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     ts = pd.DataFrame(ts_data, copy=False)  # the columns are this result's own arrays
     del cols, idx, ts_data
     if eng.events is not None and eng.events:
+        if large:
+            release_free_memory()  # (the time series' raw columns)
+        # last: the native engine widens the workers (int32 until now) here
         ev_t, ev_j, ev_code, ev_w = eng.event_columns()
         ev_ids = _id_labels(ids, ev_j, overwrite=True)  # -1: a server event, job id ""
         del ev_j
         ev_names = _labels(EVENT_NAMES, ev_code)
         del ev_code
-        ev_w = ev_w.astype(np.int64, copy=False)  # (last: the native engine's is int32)
+        ev_w = ev_w.astype(np.int64, copy=False)
         events = pd.DataFrame(
             {"time_s": ev_t, "job_id": ev_ids, "event": ev_names, "workers": ev_w},
             copy=False,

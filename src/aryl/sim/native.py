@@ -361,13 +361,18 @@ class NativeEngine:
 
     def event_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The event log: time (float64), job index (int32, -1 for server events),
-        event code (int8, :data:`EVENT_NAMES`), workers or server index (int32).
+        event code (int8, :data:`EVENT_NAMES`), workers or server index (int64).
 
         Handed over once (the engine keeps no reference: the result's event frame
-        is the only copy that stays)."""
+        is the only copy that stays).  The workers come from the engine as int32 in
+        the first half of their int64 array and are widened here, in place: call
+        this last, once the rest of the result is built."""
+        from aryl._core import _sched
+
         ev, self._ev = self._ev, None
         if ev is None:
             raise RuntimeError("event_columns: the event log was already handed over")
+        _sched.widen_in_place(ev[3])
         return ev
 
     def timeseries_columns(self) -> list[np.ndarray]:
