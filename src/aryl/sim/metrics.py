@@ -375,6 +375,8 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     cfg = eng.config
     n_inf = eng.n_inf
     n_train = eng.n_train
+    if large:
+        release_free_memory()  # (the int32 columns just widened)
     pools = _pool_measures(eng, span, status_code, jct, split)
     del split
     # the engine's per-job state read above (not in the result) goes now, before the
@@ -499,4 +501,6 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
         ),
         "n_decisions": eng.n_decisions,
     }
+    if large:
+        release_free_memory()  # what the caller does next (writing the frames) starts lower
     return SimResult(jobs=jobs, summary=summary, timeseries=ts, events=events, timing=timing)
