@@ -8,6 +8,7 @@ in-memory frame, and an interrupted write must leave nothing behind.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -139,3 +140,25 @@ def test_an_interrupted_csv_write_leaves_the_old_file(tmp_path: Path,
     assert dest.read_bytes() == b"old"
     assert calls == [10, 10]
     assert [p.name for p in tmp_path.iterdir()] == ["t.csv"]
+
+
+def test_csv_text_goes_to_the_file_in_small_pieces() -> None:
+    """A block's text is formatted into the sink as it goes: no write holds a whole
+    block (262,144 rows here would be megabytes), and the bytes are the one-shot's."""
+    import io
+
+    n = 300_000
+    df = pd.DataFrame({"a": np.arange(n, dtype=np.int64), "b": np.arange(n) / 7.0})
+
+    class Sink(io.BytesIO):
+        largest = 0
+
+        def write(self, b: Any) -> int:
+            Sink.largest = max(Sink.largest, len(b))
+            return super().write(b)
+
+    sink = Sink()
+    aio._write_csv_chunks(df, sink)
+    assert sink.getvalue() == df.to_csv(index=False, lineterminator="\n").encode("utf-8")
+    assert len(sink.getvalue()) > 5_000_000
+    assert 0 < Sink.largest <= 1 << 20
