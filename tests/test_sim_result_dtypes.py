@@ -130,3 +130,38 @@ def test_widen_in_place_widens_the_first_half() -> None:
         _sched.widen_in_place(a)
         assert a.dtype == np.int64
         assert a.tolist() == want[:n].tolist()
+
+
+def test_a_trace_handed_over_is_freed_before_the_loop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``aryl replay`` hands its trace to the replay (cli.replay._run takes a one-item
+    list): the trace's frame goes once the job table is built, not after the run."""
+    import gc
+    import weakref
+
+    from aryl.cli.replay import _run
+    from aryl.sim.native import NativeEngine
+    from aryl.traces import Trace
+
+    alive: list[bool] = []
+    real = NativeEngine.run
+
+    def run(self: NativeEngine) -> None:
+        gc.collect()
+        alive.append(frame() is not None)  # as the loop starts
+        real(self)
+
+    monkeypatch.setattr(NativeEngine, "run", run)
+    cfg = SimConfig(n_training_servers=4, n_inference_servers=0)
+    for hand_over in (False, True):
+        trace = Trace(jobs=_trace(3000))
+        frame = weakref.ref(trace.jobs)
+        if hand_over:
+            held = [trace]
+            del trace
+            res = _run(held, "fifo", cfg, None, show_progress=False)
+            assert held == []
+        else:
+            res = _run(trace, "fifo", cfg, None, show_progress=False)
+        assert len(res.jobs) == 3000
+    assert alive == [True, False]  # the caller's trace stays; a handed-over one goes
