@@ -8,6 +8,7 @@ in-memory frame, and an interrupted write must leave nothing behind.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -139,3 +140,47 @@ def test_an_interrupted_csv_write_leaves_the_old_file(tmp_path: Path,
     assert dest.read_bytes() == b"old"
     assert calls == [10, 10]
     assert [p.name for p in tmp_path.iterdir()] == ["t.csv"]
+
+
+def test_csv_text_goes_to_the_file_in_small_pieces() -> None:
+    """A block's text is formatted into the sink as it goes: no write holds a whole
+    block (262,144 rows here would be megabytes), and the bytes are the one-shot's."""
+    import io
+
+    n = 300_000
+    df = pd.DataFrame({"a": np.arange(n, dtype=np.int64), "b": np.arange(n) / 7.0})
+
+    class Sink(io.BytesIO):
+        largest = 0
+
+        def write(self, b: Any) -> int:
+            Sink.largest = max(Sink.largest, len(b))
+            return super().write(b)
+
+    sink = Sink()
+    aio._write_csv_chunks(df, sink)
+    assert sink.getvalue() == df.to_csv(index=False, lineterminator="\n").encode("utf-8")
+    assert len(sink.getvalue()) > 5_000_000
+    assert 0 < Sink.largest <= 1 << 20
+
+
+@pytest.mark.parametrize("name", ["e.csv", "e.csv.gz"])
+def test_text_categoricals_write_as_their_values(tmp_path: Path, name: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Categoricals of text (str or object categories; a missing code; quotes and
+    commas; an empty category) and of numbers write the one-shot bytes block by block."""
+    monkeypatch.setattr(aio, "CSV_BLOCK_ROWS", 7)
+    cats = pd.Index(pd.array(["a", 'q"uote', "x,y", "", "é"], dtype="str"))
+    codes = np.array([0, 1, 2, 3, 4, -1, 2, 0, 3, 3, 1, -1, 4, 0, 2, 1, 0], dtype=np.int8)
+    df = pd.DataFrame({
+        "s": pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(cats)),
+        "o": pd.Categorical.from_codes(codes, categories=pd.Index(list(cats), dtype=object)),
+        "n": pd.Categorical.from_codes(codes, categories=[1.5, 2.0, 3.25, 4.0, 5.0]),
+        "w": np.arange(len(codes), dtype=np.int64),
+    })
+    want = df.to_csv(index=False, lineterminator="\n")
+    assert '"q""uote"' in want
+    path = aio.atomic_write_dataframe(df, tmp_path / name)
+    expected = want.encode("utf-8") if name.endswith(".csv") else _gzip_one_shot(want)
+    assert path.read_bytes() == expected
+    assert isinstance(df["s"].dtype, pd.CategoricalDtype)  # the caller's frame unchanged

@@ -144,18 +144,52 @@ PARQUET_ROW_GROUP_ROWS = 1024 * 1024
 CSV_BLOCK_ROWS = 256 * 1024
 
 
+class _WriteOnly(io.RawIOBase):
+    """A sink's ``write`` and nothing else: the text layer's flushes stop here (a
+    flush of a gzip stream would end a deflate block and change its bytes)."""
+
+    def __init__(self, sink: Any) -> None:
+        super().__init__()
+        self._write = sink.write
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        self._write(b)
+        return len(b)
+
+
 def _write_csv_chunks(df: pd.DataFrame, sink: Any) -> None:
     """``df.to_csv(index=False)`` (``\\n`` line ends, UTF-8) written to the binary
     ``sink`` block by block: the header, then :data:`CSV_BLOCK_ROWS` rows at a
-    time.  The bytes are those of one ``to_csv`` call (each value is formatted on
-    its own, so the blocks join to the same text)."""
-    write = sink.write
-    if len(df) == 0:
-        write(df.to_csv(index=False, lineterminator="\n").encode("utf-8"))
-        return
-    for start in range(0, len(df), CSV_BLOCK_ROWS):
-        part = df.iloc[start:start + CSV_BLOCK_ROWS]
-        write(part.to_csv(index=False, header=start == 0, lineterminator="\n").encode("utf-8"))
+    time, each block formatted by pandas straight into a UTF-8 text layer over
+    the sink (pandas formats a few thousand rows at a time: neither a block's
+    whole text nor its encoded copy is ever in memory).  The bytes are those of
+    one ``to_csv`` call (each value is formatted on its own, so the blocks join to
+    the same text)."""
+    # Text categoricals (the event log's job ids: one category a job) go as their
+    # values, taken block by block: pandas would convert all the categories to
+    # Python strings again for each few thousand rows it formats (a copy of every
+    # id, and its time, per piece); the text is the same.
+    import pandas as pd
+
+    text_cats = {c: t.categories.dtype for c, t in df.dtypes.items()
+                 if isinstance(t, pd.CategoricalDtype)
+                 and (t.categories.dtype == object
+                      or isinstance(t.categories.dtype, pd.StringDtype))}
+    text = io.TextIOWrapper(_WriteOnly(sink), encoding="utf-8", newline="")  # type: ignore[type-var]
+    try:
+        if len(df) == 0:
+            df.to_csv(text, index=False, lineterminator="\n")
+        for start in range(0, len(df), CSV_BLOCK_ROWS):
+            part = df.iloc[start:start + CSV_BLOCK_ROWS]
+            if text_cats:
+                part = part.astype(text_cats)
+            part.to_csv(text, index=False, header=start == 0, lineterminator="\n")
+        text.flush()
+    finally:
+        text.detach()  # the sink stays open: its owner closes it
 
 
 def atomic_write_text(

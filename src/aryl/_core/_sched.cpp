@@ -58,15 +58,6 @@ py::array_t<Out> drain_to_numpy(M::ChunkedColumn<T>& c) {
     return a;
 }
 
-// An int32 column as an int64 numpy array; the column's memory is released.
-py::array_t<i64> release_to_numpy(S::I32Column& c) {
-    py::array_t<i64> a(static_cast<py::ssize_t>(c.size()));
-    i64* out = a.mutable_data();
-    for (size_t i = 0; i < c.size(); ++i) out[i] = c[i];
-    c.release();
-    return a;
-}
-
 // A 1-D C-contiguous array of T: the given one when its dtype is T (no copy), else
 // a converted copy.
 template <typename T>
@@ -770,8 +761,12 @@ bool engine_run(M::Engine& eng, i64 max_iterations) {
     return eng.run(max_iterations);
 }
 
-// The results of an ended replay, moved out of the engine (its per-job vectors,
-// event log and time series are released: call once, after run() returned True).
+// The results of an ended replay, moved out of the engine without copies: its
+// per-job vectors become numpy arrays that own them (int32 columns stay int32:
+// the caller widens them one at a time, once the state that no result reads is
+// gone), the event log is drained block by block, the time series comes as its
+// columns.  The per-job GPU-seconds by pool stay in the engine for
+// engine_pool_split.  Call once, after run() returned True.
 py::dict engine_results(M::Engine& eng) {
     if (!eng.finished) throw py::value_error("results: the replay has not ended");
     S::State& st = eng.st;
@@ -787,56 +782,107 @@ py::dict engine_results(M::Engine& eng) {
     r["remaining_s"] = move_to_numpy(std::move(st.remaining_s));
     r["first_start"] = move_to_numpy(std::move(eng.first_start));
     r["finish_t"] = move_to_numpy(std::move(eng.finish_t));
-    r["n_preempt"] = release_to_numpy(eng.n_preempt);
-    r["n_scale_in"] = release_to_numpy(eng.n_scale_in);
-    r["n_scale_out"] = release_to_numpy(eng.n_scale_out);
-    r["n_move"] = release_to_numpy(eng.n_move);
+    r["n_preempt"] = move_to_numpy(eng.n_preempt.take());  // int32
+    r["n_scale_in"] = move_to_numpy(eng.n_scale_in.take());
+    r["n_scale_out"] = move_to_numpy(eng.n_scale_out.take());
+    r["n_move"] = move_to_numpy(eng.n_move.take());
     r["busy_pool_int"] = eng.busy_pool_int;
     r["loan_pool_int"] = eng.loan_pool_int;
-    const size_t k = eng.ts_t.size();
-    py::array_t<double> ts({static_cast<py::ssize_t>(k), static_cast<py::ssize_t>(6)});
-    auto m = ts.mutable_unchecked<2>();
-    for (size_t i = 0; i < k; ++i) {
-        const auto a = static_cast<py::ssize_t>(i);
-        m(a, 0) = eng.ts_t[i];
-        m(a, 1) = static_cast<double>(eng.ts_q[i]);
-        m(a, 2) = static_cast<double>(eng.ts_busy[i]);
-        m(a, 3) = static_cast<double>(eng.ts_loaned[i]);
-        m(a, 4) = static_cast<double>(eng.ts_running[i]);
-        m(a, 5) = static_cast<double>(eng.ts_needed[i]);
-    }
-    r["ts"] = ts;
+    // the time series rows as columns: time (float64), then int64 each
+    r["ts_t"] = move_to_numpy(std::move(eng.ts_t));
+    r["ts_q"] = move_to_numpy(std::move(eng.ts_q));
+    r["ts_busy"] = move_to_numpy(std::move(eng.ts_busy));
+    r["ts_loaned"] = move_to_numpy(std::move(eng.ts_loaned));
+    r["ts_running"] = move_to_numpy(std::move(eng.ts_running));
+    r["ts_needed"] = move_to_numpy(std::move(eng.ts_needed));
     r["ev_time"] = drain_to_numpy(eng.ev_time);
     r["ev_job"] = drain_to_numpy(eng.ev_job);  // int32 (an index into the ids, -1: none)
     r["ev_what"] = drain_to_numpy(eng.ev_what);
-    r["ev_workers"] = drain_to_numpy<int32_t, i64>(eng.ev_workers);
-    std::vector<i64> ptr, pool;
-    std::vector<double> value;
-    eng.pool_csr(ptr, pool, value);
-    eng.release_pools();  // (read once: the CSR arrays hold it now)
-    r["pool_ptr"] = move_to_numpy(std::move(ptr));
-    r["pool_idx"] = move_to_numpy(std::move(pool));
-    r["pool_gpu_s"] = move_to_numpy(std::move(value));
+    {
+        // the workers as int32 in the first half of an int64 array: its other pages
+        // are not touched (not resident) until widen_in_place widens it, with no
+        // second array (the caller does that last, once the rest of the result is built)
+        py::array_t<i64> w(static_cast<py::ssize_t>(eng.ev_workers.size()));
+        eng.ev_workers.drain(reinterpret_cast<int32_t*>(w.mutable_data()));
+        r["ev_workers"] = w;
+    }
     r["n_pools"] = st.n_pools;
     py::list reqs;
     for (const auto& q : eng.ws.requests) reqs.append(request_dict(q));
     r["reclaim_requests"] = reqs;
     // the static job columns as given to new_engine (the caller may drop its own
-    // copies for the run): arrival, sizes (int64), elastic, alpha, traced duration
+    // copies for the run): arrival, sizes (int32), elastic, alpha, traced duration
     r["arrival_s"] = move_to_numpy(std::move(st.arrival_s));
-    r["gpus_per_worker"] = release_to_numpy(st.gpus_per_worker);
-    r["ref_workers"] = release_to_numpy(st.ref_workers);
-    r["min_workers"] = release_to_numpy(st.min_workers);
-    r["max_workers"] = release_to_numpy(st.max_workers);
+    r["gpus_per_worker"] = move_to_numpy(st.gpus_per_worker.take());
+    r["ref_workers"] = move_to_numpy(st.ref_workers.take());
+    r["min_workers"] = move_to_numpy(st.min_workers.take());
+    r["max_workers"] = move_to_numpy(st.max_workers.take());
     r["elastic"] = move_to_numpy(std::move(st.elastic));
     r["alpha"] = move_to_numpy(std::move(st.alpha));
     r["duration_s"] = move_to_numpy(std::move(eng.cfg.duration_s));
+    eng.results_taken = true;
 #if defined(__GLIBC__)
     // a large replay's freed blocks go back to the system before the result frames
     // are built (a small one's stay for the next replay: no page faults again)
     if (n_jobs >= 200000) malloc_trim(0);
 #endif
     return r;
+}
+
+// Useful work per pool and each job's main pool (int32, -1: none) from the
+// engine's per-job GPU-seconds by pool and done_work (float64 per job): the
+// arithmetic of M::pool_split on the CSR of Engine::pool_csr, without building
+// the CSR.  Once, after results(): the pool accounting is freed after the split.
+py::tuple engine_pool_split(M::Engine& eng, const py::handle& done_work) {
+    if (!eng.results_taken)
+        throw py::value_error("pool_split: the results have not been taken");
+    if (eng.pools_split) throw py::value_error("pool_split: the split was already taken");
+    auto dw = col_view<double>(done_work);
+    const auto n = static_cast<py::ssize_t>(eng.pool_acc.size());
+    if (dw.shape(0) != n) throw py::value_error("pool_split: done_work must have one value a job");
+    const double* w = dw.data();
+    std::vector<double> useful(static_cast<size_t>(eng.st.n_pools), 0.0);
+    py::array_t<int32_t> main_idx(n);
+    int32_t* m = main_idx.mutable_data();
+    std::vector<std::pair<i64, double>> d, sorted_d;
+    for (py::ssize_t j = 0; j < n; ++j) {
+        eng.pools_of(static_cast<size_t>(j), d);
+        m[j] = -1;
+        if (d.empty()) continue;
+        double tot = 0.0;
+        for (const auto& e : d) tot += e.second;
+        // max(sorted(d), key=d.get): the first of the largest in ascending pool order
+        sorted_d = d;
+        std::sort(sorted_d.begin(), sorted_d.end());
+        i64 best = -1;
+        double best_v = 0.0;
+        for (const auto& e : sorted_d)
+            if (best < 0 || e.second > best_v) {
+                best = e.first;
+                best_v = e.second;
+            }
+        m[j] = static_cast<int32_t>(best);
+        if (tot > 0)
+            for (const auto& e : d) useful[static_cast<size_t>(e.first)] += w[j] * (e.second / tot);
+    }
+    eng.release_pools();
+    eng.pools_split = true;
+    return py::make_tuple(useful, main_idx);
+}
+
+// Widen an int64 array whose first half holds int32 values (engine_results'
+// ev_workers) in place: from the last value down, each int64 written over int32
+// values already read.
+void widen_in_place(py::array_t<i64, py::array::c_style> a) {
+    if (a.ndim() != 1) throw py::value_error("widen_in_place: expected a 1-D int64 array");
+    // (through bytes and memcpy: the two views alias, which the compiler must see)
+    auto* b = reinterpret_cast<unsigned char*>(a.mutable_data());
+    for (py::ssize_t i = a.shape(0); i-- > 0;) {
+        int32_t v;
+        std::memcpy(&v, b + 4 * i, sizeof v);
+        const i64 w = v;
+        std::memcpy(b + 8 * i, &w, sizeof w);
+    }
 }
 
 using CF64 = py::array_t<double, py::array::c_style | py::array::forcecast>;
@@ -1157,8 +1203,9 @@ PYBIND11_MODULE(_sched, m) {
              "Run up to max_iterations loop iterations (<= 0: to the end); True when ended.")
         .def("results", &engine_results,
              "The results, moved out (once, after the end): per-job columns (the static "
-             "ones given to new_engine too), time series, "
-             "event log, GPU-seconds per pool (CSR)")
+             "ones given to new_engine too), time series columns, event log")
+        .def("pool_split", &engine_pool_split, py::arg("done_work"),
+             "(useful work per pool, main pool per job as int32): once, after results()")
         .def_property_readonly("n_open", [](const M::Engine& e) { return e.n_open; })
         .def_property_readonly("now", [](const M::Engine& e) { return e.now; })
         .def_property_readonly("t0", [](const M::Engine& e) { return e.t0; })
@@ -1187,6 +1234,8 @@ PYBIND11_MODULE(_sched, m) {
     aryl::sched::aryl_pass::bind_testing(m);
 #endif
     m.def("new_engine", &new_engine, py::arg("spec"));
+    m.def("widen_in_place", &widen_in_place, py::arg("a"),
+          "Widen an int64 array whose first half holds int32 values, in place.");
     m.def("pool_split", &pool_split, py::arg("ptr"), py::arg("pool"), py::arg("value"),
           py::arg("n_pools"), py::arg("done_work"),
           "Useful work per pool and main pool per job (metrics.py's per-job loop).");

@@ -23,8 +23,11 @@ class Engine:
     """One replay (sim_engine.hpp Engine)."""
 
     def run(self, max_iterations: int) -> bool: ...  # int64_t; <= 0: to the end; True: ended
-    def results(self) -> dict[str, Any]: ...  # moved out once: per-job columns, time series
-    # (k, 6), event log, GPU-seconds per pool (CSR pool_ptr / pool_idx / pool_gpu_s)
+    def results(self) -> dict[str, Any]: ...  # moved out once, no copies: per-job columns
+    # (counts and sizes int32), time series columns ts_t .. ts_needed, event log
+    def pool_split(
+        self, done_work: npt.ArrayLike
+    ) -> tuple[list[float], npt.NDArray[np.int32]]: ...  # once, after results()
     @property
     def n_open(self) -> int: ...  # int64_t: jobs neither finished nor infeasible
     @property
@@ -70,6 +73,7 @@ class CallbackPass:
     servers_needed: int
 
 def new_engine(spec: dict[str, Any]) -> Engine: ...  # keys: aryl/sim/native.py NativeEngine
+def widen_in_place(a: npt.NDArray[np.int64]) -> None: ...  # first half int32 -> int64
 def pool_split(
     ptr: npt.ArrayLike,  # const int64_t* (n + 1,) CSR offsets per job
     pool: npt.ArrayLike,  # const int64_t* (p,) pool index, order of first use

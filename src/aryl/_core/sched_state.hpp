@@ -508,6 +508,12 @@ public:
     void clear() { v_.clear(); }
     // free the memory (size 0)
     void release() { std::vector<int32_t>().swap(v_); }
+    // hand the values over, without a copy (size 0 after)
+    std::vector<int32_t> take() {
+        std::vector<int32_t> out;
+        out.swap(v_);
+        return out;
+    }
     i64 operator[](size_t i) const { return v_[i]; }
     void set(size_t i, i64 x) { v_[i] = narrow(x); }
     void add(size_t i, i64 k) { v_[i] = narrow(static_cast<i64>(v_[i]) + k); }

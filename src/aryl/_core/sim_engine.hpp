@@ -258,6 +258,7 @@ public:
     i64 last_starts = 0, last_resizes = 0, last_preemptions = 0;
     // loop state (run() continues where it stopped)
     bool started = false, finished = false;
+    bool results_taken = false, pools_split = false;  // (_sched.cpp engine_results, engine_pool_split)
     i64 ptr = 0, n_iter = 0, n_same_t = 0, n_idle = 0, same_t_limit = 0;
     double last_t = kNaN;
     int last_kind = -1;

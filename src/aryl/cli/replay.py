@@ -488,7 +488,11 @@ def _run(
     trace: Any, policy: str, cfg: Any, demand: Any, show_progress: bool,
     policy_options: dict[str, Any] | None = None, console: Console | None = None,
 ) -> Any:
-    """Simulate one policy; a progress bar only on a terminal and for >= 2,000 jobs."""
+    """Simulate one policy; a progress bar only on a terminal and for >= 2,000 jobs.
+
+    ``trace`` may come as a one-item list the caller has let go of: the replay then
+    holds the only reference to it, so that the trace's frame is freed once the
+    engine has its own job columns, not held through the loop."""
     from rich.progress import TextColumn
 
     from aryl.cli._progress import make_progress
@@ -496,11 +500,15 @@ def _run(
 
     inference = demand if demand is not None else False
     opts = policy_options or None
-    n = len(trace.jobs)
+    n = len((trace[0] if isinstance(trace, list) else trace).jobs)
+
+    def given() -> Any:
+        return trace.pop() if isinstance(trace, list) else trace
+
     console = console if console is not None else Console()
     if not show_progress or n < 2000 or not console.is_terminal:
         try:
-            return simulate(trace, policy=policy, config=cfg, inference=inference,
+            return simulate(given(), policy=policy, config=cfg, inference=inference,
                             policy_options=opts)
         except InvalidInputError as exc:
             raise InputError(str(exc)) from exc
@@ -513,8 +521,8 @@ def _run(
             bar.update(task, completed=done)
 
         try:
-            return simulate(trace, policy=policy, config=cfg, inference=inference, progress=cb,
-                            policy_options=opts)
+            return simulate(given(), policy=policy, config=cfg, inference=inference,
+                            progress=cb, policy_options=opts)
         except InvalidInputError as exc:
             raise InputError(str(exc)) from exc
         except PolicyError as exc:
@@ -802,7 +810,9 @@ def _replay(policy: str, o: dict[str, Any]) -> None:
     console.print(_describe(trace, cfg, rc, o, [policy]))
     if o["request_table"] and not o["out"]:
         raise click.UsageError("--request-table needs --out DIR")
-    res = _run(trace, policy, cfg, demand, not o["no_progress"], rc.options_for(policy),
+    held = [trace]  # handed over: the replay frees the trace's frame (see _run)
+    del trace
+    res = _run(held, policy, cfg, demand, not o["no_progress"], rc.options_for(policy),
                console)
     _finish_run_config(res, rc)
     served = _serve(res, demand, rc)

@@ -123,6 +123,9 @@ def simulate(
     # its own (nobody else holds it), so the job table does not run them again
     fresh = not isinstance(trace, pd.DataFrame) and not (
         hasattr(trace, "jobs") and isinstance(trace.jobs, pd.DataFrame))
+    # the frame is `jobs` now: a caller that handed the trace over (aryl replay) has
+    # it freed below, once the job table is built
+    del trace
     if len(jobs) == 0:
         log.warning("the trace has no jobs: empty results")
     gps = worker_server_gpus(cfg, spec)

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from aryl.sim.jobs import STR_DTYPE
+from aryl.sim.jobs import STR_DTYPE, release_free_memory
 
 __all__ = ["EVENT_NAMES", "SimResult", "build_result"]
 
@@ -106,15 +106,18 @@ class SimResult:
 
 
 def _stats(x: np.ndarray) -> dict[str, float | None]:
+    """Mean, percentiles and max of ``x``, a scratch array the caller hands over
+    (the percentiles partition it in place: no copy of it)."""
     if x.size == 0:
         return {"mean": None, "p50": None, "p95": None, "p99": None, "max": None}
-    p = np.percentile(x, [50, 95, 99])
+    mean, top = float(x.mean()), float(x.max())  # (before the partition reorders x)
+    p = np.percentile(x, [50, 95, 99], overwrite_input=True)
     return {
-        "mean": float(x.mean()),
+        "mean": mean,
         "p50": float(p[0]),
         "p95": float(p[1]),
         "p99": float(p[2]),
-        "max": float(x.max()),
+        "max": top,
     }
 
 
@@ -136,35 +139,49 @@ def _cluster_record(eng: Any) -> dict[str, Any]:
     return d
 
 
-def _pool_measures(
-    eng: Any,
-    span: float,
-    status_code: np.ndarray,
-    jct: np.ndarray,
-) -> dict[str, Any]:
-    """Usage, goodput and JCT per pool; the main pool of each job.
+def _pool_split(eng: Any, state: np.ndarray) -> tuple[list[float], np.ndarray, float]:
+    """Useful work per pool, the main pool index of each job (-1: none) and the
+    total useful work (module docstring of :func:`_pool_measures`).
 
     Useful work of a job: its net progress in reference-GPU seconds, ``(traced
     duration - remaining) x traced GPUs`` (work rolled back by a preemption does
-    not count).  Goodput = useful work / GPU-seconds available (training servers
-    all the time, loaned servers while on loan); per pool, a job's useful work
-    is split in proportion to its GPU-seconds there.  A job's main pool is the
-    one where it got the most GPU-seconds (ties: the first pool); its JCT counts
-    there.  O(jobs x pools).
-    """
+    not count), 0 for a job not arrived.  An engine that hands its columns over
+    lets its remaining work go after this."""
+    from aryl.scheduling.state import PENDING
+
     st = eng.state
     t = eng.table
-    n_p = len(st.pool_names)
     # in place, one array (the same arithmetic as (D - remaining) * float(gpus), then
     # max(., 0) and 0 for the jobs not arrived): no temporary of n_jobs floats
     done_work = np.subtract(t.duration_s, np.asarray(st.remaining_s, dtype=np.float64),
                             dtype=np.float64)
     np.multiply(done_work, t.gpus, out=done_work)
     np.maximum(done_work, 0.0, out=done_work)
-    done_work[status_code == 2] = 0.0  # not arrived
+    done_work[state == PENDING] = 0.0  # not arrived
+    if getattr(eng, "hands_over", False):
+        eng.release_job_state("remaining_s")
     useful_pool, main_idx = eng.pool_split(done_work)
-    main = _str_labels([*st.pool_names, ""], main_idx)  # -1 (no GPU-seconds): ""
-    useful = float(done_work.sum())
+    return useful_pool, main_idx, float(done_work.sum())
+
+
+def _pool_measures(
+    eng: Any,
+    span: float,
+    status_code: np.ndarray,
+    jct: np.ndarray,
+    split: tuple[list[float], np.ndarray, float],
+) -> dict[str, Any]:
+    """Usage, goodput and JCT per pool (``split``: :func:`_pool_split`).
+
+    Goodput = useful work / GPU-seconds available (training servers all the
+    time, loaned servers while on loan); per pool, a job's useful work is split
+    in proportion to its GPU-seconds there.  A job's main pool is the one where
+    it got the most GPU-seconds (ties: the first pool); its JCT counts there.
+    O(jobs x pools).
+    """
+    st = eng.state
+    n_p = len(st.pool_names)
+    useful_pool, main_idx, useful = split
     # training pools are available all the time; inference pools while on loan
     avail_pool = [0.0] * n_p
     n_train = len(st.training_servers)
@@ -185,7 +202,9 @@ def _pool_measures(
     done = status_code == 0  # finished
     out = []
     for p, name in enumerate(st.pool_names):
-        sel = done & (main_idx == p)
+        in_p = main_idx == p
+        n_main = int(np.count_nonzero(in_p))
+        np.logical_and(in_p, done, out=in_p)
         a = avail_pool[p]
         out.append({
             "pool": name,
@@ -197,22 +216,30 @@ def _pool_measures(
             "usage": eng.busy_pool_int[p] / a if a > 0 else None,
             "useful_gpu_s": useful_pool[p],
             "goodput": useful_pool[p] / a if a > 0 else None,
-            "n_jobs_main": int((main_idx == p).sum()),
-            "jct_s": _stats(jct[sel]),
+            "n_jobs_main": n_main,
+            "jct_s": _stats(jct[in_p]),
         })
+        del in_p
     return {
         "pools": out,
         "useful_gpu_s": useful,
         "goodput": useful / avail if avail > 0 else None,
-        "_main_pool": main,
     }
 
 
 def _str_labels(names: Any, codes: np.ndarray) -> Any:
-    """``names[codes]`` (a code of -1: the last name) as a ``str`` column (one
-    conversion of the distinct names, then a take: O(len(names) + len(codes)))."""
-    return pd.Series(np.asarray(names, dtype=object)).array.take(
-        np.asarray(codes, dtype=np.intp))
+    """``names[codes]`` (a code of -1: the last name) as a ``str`` column: one
+    Arrow take of the distinct names by the codes as they are (their own integer
+    width, no index array of n_jobs intp).  O(len(names) + len(codes))."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values = pa.array([str(x) for x in names], type=pa.large_string())
+    c = np.asarray(codes)
+    if c.size and int(c.min()) < 0:
+        c = np.where(c < 0, len(values) + c, c).astype(c.dtype, copy=False)
+    return STR_DTYPE.__from_arrow__(  # type: ignore[attr-defined]
+        pa.chunked_array([pc.take(values, pa.array(c))]))
 
 
 def _labels(names: Any, codes: np.ndarray) -> Any:
@@ -257,41 +284,75 @@ def _id_labels(ids: Any, codes: np.ndarray, *, overwrite: bool = False) -> Any:
     return pd.Categorical.from_codes(c, dtype=dtype)
 
 
+def _take(obj: Any, name: str, dtype: Any, own: bool) -> np.ndarray:
+    """``obj.name`` as an array of ``dtype``; with ``own`` (an engine that hands its
+    result columns over) ``obj`` lets it go, so that a narrower source (the
+    native engine's int32 counts and sizes) is freed as soon as it is widened:
+    one column at a time, never all of them twice."""
+    v = getattr(obj, name)
+    if own:
+        setattr(obj, name, None)
+    return np.asarray(v, dtype=dtype)
+
+
 def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
-    """Assemble a :class:`SimResult` from a finished engine run. O(n_jobs + n_events)."""
+    """Assemble a :class:`SimResult` from a finished engine run. O(n_jobs + n_events).
+
+    Memory: an engine that hands its columns over (``eng.hands_over``, the
+    native one) is emptied as the result grows: the per-job state that no result
+    holds goes first (the pool split, the remaining work, the waits), then each
+    narrow column is widened and freed in turn, the time series and the event
+    log last, so the peak stays near the size of the result itself."""
     from aryl.scheduling.state import DONE, INFEASIBLE, PENDING, QUEUED
 
+    own = bool(getattr(eng, "hands_over", False))
     t = eng.table
+    # a large replay gives the pages it freed back before each stage that grows the
+    # result (the allocators would keep them, and the new columns come on top)
+    large = t.n_jobs >= 200_000
     st = eng.state
     state = np.asarray(st.status, dtype=np.int8)
-    status_code = np.select([state == DONE, state == INFEASIBLE, state == PENDING],
-                            [0, 1, 2], 3).astype(np.int8)
+    # 0 finished, 1 infeasible, 2 not arrived, 3 unfinished (queued or running)
+    status_code = np.full(state.shape, 3, dtype=np.int8)
+    status_code[state == DONE] = 0
+    status_code[state == INFEASIBLE] = 1
+    status_code[state == PENDING] = 2
     status_names = ["finished", "infeasible", "not_arrived", "unfinished"]
+    # first the split by pool: the engine's pool accounting and the remaining
+    # work go before any result column is built
+    split = _pool_split(eng, state)
     # job ids as the table holds them (one Arrow string column, no Python object per job)
     ids = pd.array(t.job_id, dtype=STR_DTYPE)
     first = np.asarray(eng.first_start, dtype=np.float64)
     fin = np.asarray(eng.finish_t, dtype=np.float64)
     sub = t.submit_time_s
-    # the result's own copy (the engine's stays as it is), updated in place: jobs still
-    # queued at the horizon (never started, or re-queued after a preemption) count
-    # their current wait (earlier waits + (end - queued since), the same arithmetic
-    # element by element); jobs not arrived have none (NaN)
-    wait = np.array(st.waited_s, dtype=np.float64)
+    # jobs still queued at the horizon (never started, or re-queued after a
+    # preemption) count their current wait (earlier waits + (end - queued since),
+    # the same arithmetic element by element); jobs not arrived have none (NaN).
+    # The engine's own array when it hands it over, else the result's own copy.
+    wait = _take(st, "waited_s", np.float64, own)
+    if not own:
+        wait = wait.copy()
     queued_now = np.flatnonzero(state == QUEUED)
     wait[queued_now] += eng.now - np.asarray(st.queued_since_s, dtype=np.float64)[queued_now]
     del queued_now
+    if own:
+        eng.release_job_state("queued_since_s")
     wait[state == PENDING] = np.nan
+    if large:
+        release_free_memory()  # the pool accounting, remaining work, queued-since times
     qd = first - sub
     jct = fin - sub
+    pool_names = [*st.pool_names, ""]  # a main pool of -1 (no GPU-seconds): ""
     jobs = pd.DataFrame(
         {
             "job_id": ids,
             "submit_time_s": sub,
             "duration_s": t.duration_s,
-            "gpus": t.gpus,
-            "gpus_per_worker": t.gpus_per_worker,
-            "min_workers": t.min_workers,
-            "max_workers": t.max_workers,
+            "gpus": _take(t, "gpus", np.int64, own),
+            "gpus_per_worker": _take(t, "gpus_per_worker", np.int64, own),
+            "min_workers": _take(t, "min_workers", np.int64, own),
+            "max_workers": _take(t, "max_workers", np.int64, own),
             "elastic": t.elastic,
             "alpha": t.alpha,
             "status": _str_labels(status_names, status_code),
@@ -300,11 +361,12 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
             "queuing_delay_s": qd,
             "wait_s": wait,
             "jct_s": jct,
-            "n_preemptions": np.asarray(eng.n_preempt, dtype=np.int64),
-            "n_scale_in": np.asarray(eng.n_scale_in, dtype=np.int64),
-            "n_scale_out": np.asarray(eng.n_scale_out, dtype=np.int64),
-            "n_moves": np.asarray(eng.n_move, dtype=np.int64),
+            "n_preemptions": _take(eng, "n_preempt", np.int64, own),
+            "n_scale_in": _take(eng, "n_scale_in", np.int64, own),
+            "n_scale_out": _take(eng, "n_scale_out", np.int64, own),
+            "n_moves": _take(eng, "n_move", np.int64, own),
             "gpu_s": np.asarray(st.attained_gpu_s, dtype=np.float64),
+            "main_pool": _str_labels(pool_names, split[1]),
         },
         copy=False,  # the columns are this result's own arrays
     )
@@ -313,14 +375,17 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
     cfg = eng.config
     n_inf = eng.n_inf
     n_train = eng.n_train
-    pools = _pool_measures(eng, span, status_code, jct)
-    jobs["main_pool"] = pools.pop("_main_pool")
+    if large:
+        release_free_memory()  # (the int32 columns just widened)
+    pools = _pool_measures(eng, span, status_code, jct, split)
+    del split
     # the engine's per-job state read above (not in the result) goes now, before the
     # time series and the event frame are built (the native engine's arrays; the
     # Python engine keeps its lists)
-    release = getattr(eng, "release_job_state", None)
-    if release is not None:
-        release()
+    if own:
+        eng.release_job_state()
+    if large:
+        release_free_memory()  # the scratch copies of the stats, the state
     train_avail = (
         span * n_train * eng.train_S if eng.train_S is not None else span * st.training_gpus
     )
@@ -364,11 +429,11 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
             (eng.serving_int + eng.loan_int) / (span * n_inf) if span > 0 and n_inf else None
         ),
         "mean_loaned_servers": (eng.loan_int / span) if span > 0 else 0.0,
-        "n_preemptions": int(np.sum(eng.n_preempt, dtype=np.int64)),
+        "n_preemptions": int(jobs["n_preemptions"].to_numpy().sum()),
         "n_reclaim_preemptions": eng.n_reclaim_preempt,
-        "n_scale_in": int(np.sum(eng.n_scale_in, dtype=np.int64)),
-        "n_scale_out": int(np.sum(eng.n_scale_out, dtype=np.int64)),
-        "n_moves": int(np.sum(eng.n_move, dtype=np.int64)),
+        "n_scale_in": int(jobs["n_scale_in"].to_numpy().sum()),
+        "n_scale_out": int(jobs["n_scale_out"].to_numpy().sum()),
+        "n_moves": int(jobs["n_moves"].to_numpy().sum()),
         "n_loans": eng.n_loans,
         "n_reclaims": eng.n_reclaims,
         "n_loan_returns": eng.n_loan_returns,
@@ -379,9 +444,12 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
         "trace": meta,
     }
     # time series at a fixed step: the value holding at each step time
-    rows = np.asarray(eng.ts, dtype=np.float64).reshape(-1, 6)
-    if release is not None:
-        eng.ts = None  # the raw series: rows is the only reference left
+    if own:
+        cols = eng.timeseries_columns()  # time, then the five counts (int64)
+    else:
+        rows = np.asarray(eng.ts, dtype=np.float64).reshape(-1, 6)
+        cols = [rows[:, k] for k in range(6)]
+        del rows
     step = cfg.timeseries_step_s
     from aryl.sim.config import check_timeseries_size
 
@@ -390,26 +458,27 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
         grid = eng.t0 + step * np.arange(math.floor(span / step) + 1, dtype=np.float64)
     else:
         grid = np.array([eng.t0])
-    idx = np.searchsorted(rows[:, 0], grid, side="right") - 1
-    idx = np.clip(idx, 0, rows.shape[0] - 1)
-    ts = pd.DataFrame(
-        {
-            "time_s": grid,
-            "queue_length": rows[idx, 1].astype(np.int64),
-            "busy_gpus": rows[idx, 2].astype(np.int64),
-            "loaned_servers": rows[idx, 3].astype(np.int64),
-            "running_jobs": rows[idx, 4].astype(np.int64),
-            "inference_servers_needed": rows[idx, 5].astype(np.int64),
-        },
-        copy=False,  # the columns are this result's own arrays
-    )
-    del rows, idx
+    idx = np.searchsorted(cols[0], grid, side="right") - 1
+    idx = np.clip(idx, 0, cols[0].shape[0] - 1)
+    cols[0] = None
+    ts_data: dict[str, Any] = {"time_s": grid}
+    for k, name in enumerate(("queue_length", "busy_gpus", "loaned_servers", "running_jobs",
+                              "inference_servers_needed"), start=1):
+        # the value holding at each step time; each raw column goes once taken
+        ts_data[name] = cols[k][idx].astype(np.int64, copy=False)
+        cols[k] = None
+    ts = pd.DataFrame(ts_data, copy=False)  # the columns are this result's own arrays
+    del cols, idx, ts_data
     if eng.events is not None and eng.events:
+        if large:
+            release_free_memory()  # (the time series' raw columns)
+        # last: the native engine widens the workers (int32 until now) here
         ev_t, ev_j, ev_code, ev_w = eng.event_columns()
         ev_ids = _id_labels(ids, ev_j, overwrite=True)  # -1: a server event, job id ""
         del ev_j
         ev_names = _labels(EVENT_NAMES, ev_code)
         del ev_code
+        ev_w = ev_w.astype(np.int64, copy=False)
         events = pd.DataFrame(
             {"time_s": ev_t, "job_id": ev_ids, "event": ev_names, "workers": ev_w},
             copy=False,
@@ -432,4 +501,6 @@ def build_result(eng: Any, meta: dict[str, Any]) -> SimResult:
         ),
         "n_decisions": eng.n_decisions,
     }
+    if large:
+        release_free_memory()  # what the caller does next (writing the frames) starts lower
     return SimResult(jobs=jobs, summary=summary, timeseries=ts, events=events, timing=timing)

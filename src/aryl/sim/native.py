@@ -51,18 +51,44 @@ _CHUNK = 2048  # loop iterations between progress calls (engine.py)
 
 class _StateView:
     """What :func:`build_result` reads of the final cluster state: the servers (a
-    :class:`ClusterState` without jobs) and the per-job columns as arrays."""
+    :class:`ClusterState` without jobs) and the per-job columns as arrays (set to
+    None as build_result takes or releases them)."""
 
     def __init__(self, servers: ClusterState, cols: dict[str, np.ndarray]) -> None:
         self._servers = servers
-        self.status = cols["status"]
-        self.waited_s = cols["waited_s"]
-        self.queued_since_s = cols["queued_since_s"]
-        self.attained_gpu_s = cols["attained_gpu_s"]
-        self.remaining_s = cols["remaining_s"]
+        self.status: np.ndarray | None = cols["status"]
+        self.waited_s: np.ndarray | None = cols["waited_s"]
+        self.queued_since_s: np.ndarray | None = cols["queued_since_s"]
+        self.attained_gpu_s: np.ndarray | None = cols["attained_gpu_s"]
+        self.remaining_s: np.ndarray | None = cols["remaining_s"]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._servers, name)
+
+
+class _ResultTable:
+    """The job table's columns as the engine hands them back after the run, with
+    the attributes of :class:`JobTable` that :func:`build_result` reads.  Unlike a
+    JobTable it lets build_result take its columns one at a time (the sizes come
+    as int32 and are widened then, each int32 column freed once widened)."""
+
+    def __init__(self, job_id: Any, r: dict[str, Any]) -> None:
+        self.job_id = job_id
+        self.submit_time_s: np.ndarray | None = r.pop("arrival_s")
+        self.duration_s: np.ndarray | None = r.pop("duration_s")
+        gpw, ref = r.pop("gpus_per_worker"), r.pop("ref_workers")
+        # gpus = g x traced workers exactly (build_job_table), in int64
+        self.gpus: np.ndarray | None = np.multiply(gpw, ref, dtype=np.int64)
+        self.gpus_per_worker: np.ndarray | None = gpw
+        self.traced_workers: np.ndarray | None = ref
+        self.min_workers: np.ndarray | None = r.pop("min_workers")
+        self.max_workers: np.ndarray | None = r.pop("max_workers")
+        self.elastic: np.ndarray | None = r.pop("elastic").view(np.bool_)
+        self.alpha: np.ndarray | None = r.pop("alpha")
+
+    @property
+    def n_jobs(self) -> int:
+        return int(self.job_id.shape[0])
 
 
 class NativeEngine:
@@ -90,7 +116,7 @@ class NativeEngine:
     ) -> None:
         from aryl.sim.engine import ServerLayout
 
-        self.table = table
+        self.table: Any = table  # a JobTable, then (after the run) a _ResultTable
         self.config = config
         from aryl.scheduling.registry import policy_label, resolve_policy
         from aryl.scheduling.user import Policy as UserPolicy
@@ -207,7 +233,8 @@ class NativeEngine:
         self.now = self.t0
         self.events: Any = None
         self._ev: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._pools: tuple[Any, Any, Any, int] | None = None
+        self._ts: list[np.ndarray] | None = None
+        self._core: Any = None
 
     # --------------------------------------------------------------- run
     def run(self) -> None:
@@ -220,12 +247,12 @@ class NativeEngine:
         self._spec = {}
         del spec  # the C++ engine has its own copies: no second set of job columns
         n = self.table.n_jobs
-        # For the run, keep only the ids and input rows of the table: its static
-        # columns come back from the engine with the results (the same values), so
-        # a caller that holds no reference to the table (aryl.simulate) has one set
-        # of job columns during the loop, not two.
-        self._table_ids = (self.table.job_id, self.table.input_row)
-        self.table = None  # type: ignore[assignment]
+        # For the run, keep only the ids of the table: its static columns come back
+        # from the engine with the results (the same values), and no result reads
+        # the input rows, so a caller that holds no reference to the table
+        # (aryl.simulate) has one set of job columns during the loop, not two.
+        self._table_ids = self.table.job_id
+        self.table = None
         if n >= 200_000:
             release_free_memory()  # the table's static columns, before the event log grows
         chunk = _CHUNK if self.progress is not None else 64 * _CHUNK
@@ -235,21 +262,16 @@ class NativeEngine:
         if self.progress is not None:
             self.progress(n - core.n_open, n, core.now)
         self._collect(core)
-        del core  # its results were moved out; the rest goes now
+        # its results were moved out; it keeps only the GPU-seconds per pool, for
+        # pool_split (then it goes)
+        self._core = core
+        del core
         if n >= 200_000:
             release_free_memory()  # before the result frames are built
 
     def _collect(self, core: Any) -> None:
         r = core.results()
-        job_id, input_row = self._table_ids
-        gpw, ref = r.pop("gpus_per_worker"), r.pop("ref_workers")
-        self.table = JobTable(
-            job_id=job_id, submit_time_s=r.pop("arrival_s"), duration_s=r.pop("duration_s"),
-            gpus=gpw * ref,  # gpus = g x traced workers exactly (build_job_table)
-            gpus_per_worker=gpw, min_workers=r.pop("min_workers"),
-            max_workers=r.pop("max_workers"), traced_workers=ref,
-            elastic=r.pop("elastic").view(np.bool_), alpha=r.pop("alpha"), input_row=input_row,
-        )
+        self.table = _ResultTable(self._table_ids, r)
         del self._table_ids
         self.now = float(core.now)
         st = _StateView(self._servers, r)
@@ -288,12 +310,12 @@ class NativeEngine:
         self.loan_pool_int = list(r["loan_pool_int"])
         self.first_start = r["first_start"]
         self.finish_t = r["finish_t"]
-        self.n_preempt = r["n_preempt"]
+        self.n_preempt = r["n_preempt"]  # the counts: int32
         self.n_scale_in = r["n_scale_in"]
         self.n_scale_out = r["n_scale_out"]
         self.n_move = r["n_move"]
-        self.ts = r["ts"]
-        self._pools = (r["pool_ptr"], r["pool_idx"], r["pool_gpu_s"], int(r["n_pools"]))
+        self._ts = [r[k] for k in (
+            "ts_t", "ts_q", "ts_busy", "ts_loaned", "ts_running", "ts_needed")]
         self.sched_time_s = float(core.sched_time_s)
         self.n_decisions = int(core.n_decisions)
         self.n_arrived = int(core.n_arrived)
@@ -309,6 +331,7 @@ class NativeEngine:
                 d["job_elastic"] = np.asarray(d["job_elastic"], dtype=bool)
                 d["job_preemptible"] = np.asarray(d["job_preemptible"], dtype=bool)
                 self.reclaim_log.append(ReclaimRequest(**d))
+        del r  # (the dict's references: each column's only owner is its attribute now)
 
     def _base_of(self, j: int) -> int:
         t = self.table
@@ -316,43 +339,65 @@ class NativeEngine:
             return int(t.min_workers[j])
         return int(t.traced_workers[j])
 
-    def release_job_state(self) -> None:
-        """Let go of the per-job state that :func:`build_result` has read and that
-        is not in the result (waits, queued-since times, remaining work, the
-        GPU-seconds per pool): called once the jobs frame and the pool measures
-        are built, so that these arrays are not held while the rest is built."""
+    def release_job_state(self, *names: str) -> None:
+        """Let go of per-job state that :func:`build_result` has read and that is
+        not in the result: the state columns ``names`` (``"waited_s"``,
+        ``"queued_since_s"``, ``"remaining_s"``) or, without names, all three, the
+        traced worker counts and the engine's pool accounting, so that these
+        arrays are not held while the rest of the result is built."""
         st = self.state
-        st.waited_s = st.queued_since_s = st.remaining_s = None  # type: ignore[assignment]
-        self._pools = None
+        for name in names or ("waited_s", "queued_since_s", "remaining_s"):
+            if name not in ("waited_s", "queued_since_s", "remaining_s"):
+                raise ValueError(f"release_job_state: no column {name!r}")
+            setattr(st, name, None)
+        if not names:
+            self.table.traced_workers = None
+            self._core = None
 
     # ------------------------------------------------------- result views
+    #: build_result may take the engine's result columns (set its attributes to
+    #: None once read, update them in place): they are this engine's own arrays
+    hands_over = True
+
     def event_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The event log: time (float64), job index (int32, -1 for server events),
         event code (int8, :data:`EVENT_NAMES`), workers or server index (int64).
 
         Handed over once (the engine keeps no reference: the result's event frame
-        is the only copy that stays)."""
+        is the only copy that stays).  The workers come from the engine as int32 in
+        the first half of their int64 array and are widened here, in place: call
+        this last, once the rest of the result is built."""
+        from aryl._core import _sched
+
         ev, self._ev = self._ev, None
         if ev is None:
             raise RuntimeError("event_columns: the event log was already handed over")
+        _sched.widen_in_place(ev[3])
         return ev
 
+    def timeseries_columns(self) -> list[np.ndarray]:
+        """The time series rows as columns: time (float64), queue length, busy
+        GPUs, loaned servers, running jobs, inference servers needed (int64 each).
+
+        Handed over once, as a list the caller may empty column by column."""
+        ts, self._ts = self._ts, None
+        if ts is None:
+            raise RuntimeError("timeseries_columns: the series was already handed over")
+        return ts
+
     def pool_split(self, done_work: np.ndarray) -> tuple[list[float], np.ndarray]:
-        """Useful work per pool and each job's main pool index (-1: none), in C++
-        with the arithmetic of :meth:`aryl.sim.engine.Engine.pool_split`.
+        """Useful work per pool and each job's main pool index (int32, -1: none),
+        in C++ with the arithmetic of :meth:`aryl.sim.engine.Engine.pool_split`.
 
-        Once: the per-job GPU-seconds by pool are released after the split."""
-        from aryl._core import _sched
-
-        if self._pools is None:
+        Once: the engine's per-job GPU-seconds by pool are released after the split."""
+        core = self._core
+        if core is None:
             raise RuntimeError("pool_split: the replay has not run, or the split was "
                                "already taken")
-        ptr, pool, value, n_pools = self._pools
-        useful, main = _sched.pool_split(ptr, pool, value, n_pools,
-                                         np.ascontiguousarray(done_work, dtype=np.float64))
-        # once (build_result): the per-job GPU-seconds by pool go now, before the
-        # rest of the result is built (3 arrays of about one entry per job)
-        self._pools = None
+        useful, main = core.pool_split(np.ascontiguousarray(done_work, dtype=np.float64))
+        # once (build_result): the engine goes now, with its pool accounting, before
+        # the rest of the result is built
+        self._core = None
         return list(useful), main
 
 
