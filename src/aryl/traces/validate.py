@@ -580,19 +580,32 @@ class RowChecker:
     def duplicate_rules(self, job_id: Any, column: str) -> None:
         """Flag ``duplicate_job_id`` (every occurrence after the first valid one).
 
-        ``job_id``: an object array of str or an Arrow-backed ``str`` array (then
-        hashed by Arrow, no Python object per row).  Rows already flagged take
-        no id.  O(n) hashing.
+        ``job_id``: an object array of str or an Arrow-backed ``str`` array (no
+        Python object per row).  Rows already flagged take no id.  O(n log n):
+        the ids are hashed to 64 bits and the hashes sorted; only rows whose hash
+        is not unique have their ids compared (exactly), so a table of unique ids
+        costs about 9 bytes a row on top of it, not a hash table of its strings.
         """
-        valid = np.flatnonzero(~self.bad)
-        ids = job_id[valid] if len(valid) < len(job_id) else job_id
-        # codes number the distinct ids in order of first appearance, so a row
-        # repeats an earlier id iff its code is at most the largest code before it
-        codes, _ = pd.factorize(ids, sort=False)
-        codes = np.asarray(codes, dtype=np.int64)
-        seen = np.maximum.accumulate(np.concatenate([[-1], codes[:-1]])) if len(codes) else codes
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        valid = None if not self.bad.any() else np.flatnonzero(~self.bad)
+        arr = pa.array(job_id, type=pa.large_string()) if isinstance(job_id, np.ndarray) \
+            else pa.array(job_id)
+        chunked = arr if isinstance(arr, pa.ChunkedArray) else pa.chunked_array([arr])
+        del arr
+        rows = _repeated_hash_rows(chunked, valid)
         dup = np.zeros(len(job_id), dtype=bool)
-        dup[valid] = codes <= seen
+        if rows is not None and len(rows):
+            # exact: the ids of the rows that share a hash, in row order; codes number
+            # the distinct ids in order of first appearance, so a row repeats an
+            # earlier id iff its code is at most the largest code before it
+            taken = chunked.take(pa.array(rows)).combine_chunks()
+            codes = np.asarray(
+                pc.dictionary_encode(taken).indices.to_numpy(zero_copy_only=False),
+                dtype=np.int64)
+            seen = np.maximum.accumulate(np.concatenate([[-1], codes[:-1]]))
+            dup[rows[codes <= seen]] = True
         self.flag(dup, "duplicate_job_id", column, "job id already used by an earlier row",
                   values=job_id)
 
@@ -790,6 +803,98 @@ def validate_jobs(
     keep, dropped = ck.finish()
     return columns, keep, dropped
 
+
+
+#: Rows hashed at a time by :func:`string_hashes` (its temporaries: about 40
+#: bytes per character of a block).
+_HASH_BLOCK = 1 << 16
+_HASH_BASE = np.uint64(0x100000001B3)  # odd: powers of it never vanish mod 2**64
+_LEN_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix64(h: np.ndarray) -> np.ndarray:
+    """The splitmix64 finaliser, in place on a uint64 array (and returned)."""
+    h ^= h >> np.uint64(30)
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(27)
+    h *= np.uint64(0x94D049BB133111EB)
+    h ^= h >> np.uint64(31)
+    return h
+
+
+def string_hashes(strings: Any) -> np.ndarray:
+    """A 64-bit hash of each string of an Arrow string array (uint64, one per row).
+
+    Equal strings hash equal; two different strings share a hash with a
+    probability of about 2**-64 (callers compare the strings of equal hashes).
+    Computed from the Arrow buffers in blocks of :data:`_HASH_BLOCK` rows, so
+    the temporaries stay a few MB however long the array; a null hashes as the
+    bytes its slot spans (callers leave nulls out).  O(total length).
+    """
+    import pyarrow as pa
+
+    chunked = strings if isinstance(strings, pa.ChunkedArray) else pa.chunked_array([strings])
+    out = np.empty(len(chunked), dtype=np.uint64)
+    powers = np.ones(1, dtype=np.uint64)
+    at = 0
+    for chunk in chunked.chunks:
+        m = len(chunk)
+        if m == 0:
+            continue
+        if not (pa.types.is_large_string(chunk.type) or pa.types.is_string(chunk.type)):
+            chunk = chunk.cast(pa.large_string())
+        bufs = chunk.buffers()
+        wide = pa.types.is_large_string(chunk.type)
+        offsets = np.frombuffer(bufs[1], dtype=np.int64 if wide else np.int32)
+        offsets = offsets[chunk.offset:chunk.offset + m + 1]
+        data = (np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None
+                else np.zeros(0, dtype=np.uint8))
+        for b0 in range(0, m, _HASH_BLOCK):
+            o = offsets[b0:b0 + _HASH_BLOCK + 1].astype(np.int64)
+            lens = np.diff(o)
+            h = lens.astype(np.uint64) * _LEN_MIX
+            first, last = int(o[0]), int(o[-1])
+            if last > first:
+                longest = int(lens.max())
+                if len(powers) < longest:  # base**k mod 2**64 (numpy wraps)
+                    powers = np.cumprod(np.concatenate(
+                        [[np.uint64(1)], np.full(longest - 1, _HASH_BASE, dtype=np.uint64)]))
+                starts = o[:-1] - first
+                pos = np.arange(last - first, dtype=np.int64) - np.repeat(starts, lens)
+                term = data[first:last].astype(np.uint64)
+                term += np.uint64(1)
+                term *= powers[pos]
+                del pos
+                nonempty = np.flatnonzero(lens)
+                h[nonempty] += np.add.reduceat(term, starts[nonempty])
+            out[at + b0:at + b0 + len(lens)] = _mix64(h)
+        at += m
+    return out
+
+
+def _repeated_hash_rows(strings: Any, rows: np.ndarray | None) -> np.ndarray | None:
+    """The rows (of ``rows``, every row if None) whose string hash is shared with
+    another of them, ascending; None when every hash is distinct.
+
+    The common case (unique ids) holds one uint64 per row and its sort, in place.
+    """
+    h = string_hashes(strings)
+    if rows is not None:
+        h = h[rows]
+    h.sort()
+    if not bool((h[1:] == h[:-1]).any()):
+        return None
+    h = string_hashes(strings)  # again, in row order (rare: some ids repeat)
+    if rows is not None:
+        h = h[rows]
+    order = np.argsort(h, kind="stable")
+    h = h[order]
+    same = h[1:] == h[:-1]
+    shared = np.zeros(len(h), dtype=bool)
+    shared[1:] |= same
+    shared[:-1] |= same
+    picked = np.sort(order[shared])
+    return picked if rows is None else rows[picked]
 
 
 def _cell(values: Any, idx: int) -> Any:
