@@ -298,11 +298,11 @@ class RowChecker:
     ----------
     path : str or None
         The file (named in errors); None for a DataFrame.
-    lines : numpy.ndarray of int64, shape (n_rows,)
+    lines : numpy.ndarray of int64, shape (n_rows,), or range
         Increasing position of each row.  For CSV the 1-based file line (header
         = line 1); for Parquet the row number + 1, and ``line_label="row"``;
         for a DataFrame any increasing numbers, ``line_label="index"`` and
-        ``labels``.
+        ``labels``.  A ``range`` is kept as it is (no array of n positions).
     on_invalid : {"raise", "drop"}
         Raise on the earliest bad row, or drop bad rows and count them.
     line_label : {"line", "row", "index"}
@@ -316,7 +316,7 @@ class RowChecker:
     def __init__(
         self,
         path: str | None,
-        lines: np.ndarray,
+        lines: np.ndarray | range,
         on_invalid: str = "raise",
         *,
         line_label: str = "line",
@@ -326,7 +326,8 @@ class RowChecker:
         if line_label not in ("line", "row", "index"):  # pragma: no cover - programming error
             raise ValueError(f"unknown line_label {line_label!r}")
         self.path = path
-        self.lines = np.asarray(lines, dtype=np.int64)
+        self.lines: np.ndarray | range = (
+            lines if isinstance(lines, range) else np.asarray(lines, dtype=np.int64))
         self.on_invalid = check_on_invalid(on_invalid)
         self.line_label = line_label
         # read only to name a bad row (no per-row Python objects for a good table)
@@ -390,7 +391,10 @@ class RowChecker:
         if always_drop:
             self._always_dropped.add(kind)
         if self.on_invalid == "raise" and not always_drop:
-            idx = int(np.flatnonzero(new)[np.argmin(self.lines[new])])
+            if isinstance(self.lines, range):  # increasing: the first new row
+                idx = int(np.argmax(new))
+            else:
+                idx = int(np.flatnonzero(new)[np.argmin(self.lines[new])])
             line = int(self.lines[idx])
             if self._first is None or line < self._first[0]:
                 text = message
@@ -460,16 +464,17 @@ class RowChecker:
             text = raw.astype("str").str.strip()
             blank = (text == "").to_numpy(dtype=bool) | raw.isna().to_numpy(dtype=bool)
             values = pd.to_numeric(text.where(~blank, "nan"), errors="coerce")
-            out = np.asarray(values, dtype=np.float64)
+            out = np.array(values, dtype=np.float64)  # a copy of its own
         else:
-            out = raw.to_numpy(dtype=np.float64, na_value=np.nan)
+            # one copy of the column, ours (copy=True copies only a view of it)
+            out = raw.to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
             blank = raw.isna().to_numpy(dtype=bool)
         if required:
             self.flag(blank, "missing_value", column, "blank cell", values=None)
         self.flag(~blank & ~np.isfinite(out), "not_a_number", column,
                   "not a finite number", values=raw)
-        out = out.copy()
-        out[blank] = np.nan
+        if blank.any():
+            out[blank] = np.nan
         return out
 
     def integer(self, raw: pd.Series, column: str, *, required: bool = True) -> FloatArray:
@@ -721,7 +726,8 @@ def check_jobs(
     if present:
         for col in ("gpus_per_worker", "min_workers", "max_workers"):
             out[col] = ck.integer(raw[col], col)
-        out["elastic"] = ck.boolean(raw["elastic"], "elastic")
+        elastic = raw["elastic"]  # (read once: a Parquet column comes from the file)
+        out["elastic"] = ck.boolean(elastic, "elastic")
         out["alpha"] = ck.number(raw["alpha"], "alpha")
         gpw, lo, hi = out["gpus_per_worker"], out["min_workers"], out["max_workers"]
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -734,9 +740,10 @@ def check_jobs(
                     "gpus is not a multiple of gpus_per_worker", values=gpw)
             ck.flag(~out["elastic"] & (hi != lo), "bad_scaling", "elastic",
                     "a rigid job (elastic false) needs min_workers == max_workers",
-                    values=raw["elastic"])
+                    values=elastic)
             ck.flag((out["alpha"] < 0) | (out["alpha"] > 1), "bad_scaling", "alpha",
                     "alpha must be in [0, 1]", values=out["alpha"])
+        del elastic
     for col in ("tenant", "gpu_type", "model"):
         if col in raw.columns:
             out[col] = ck.text(raw[col], col, required=False, as_object=False)
@@ -796,7 +803,7 @@ def validate_jobs(
         raise InvalidInputError(f"jobs: duplicate column name(s) {dup}")
     raw = jobs.reset_index(drop=True)
     n = len(raw)
-    ck = RowChecker(None, np.arange(n, dtype=np.int64), on_invalid, line_label="index",
+    ck = RowChecker(None, range(n), on_invalid, line_label="index",
                     labels=jobs.index, drop_hint=drop_hint)
     columns = check_jobs(raw, ck, gpus_per_server=gpus_per_server,
                          allow_multi_server=allow_multi_server, max_gpus=max_gpus)
