@@ -177,13 +177,14 @@ def build_job_table(jobs: pd.DataFrame, *, gpus_per_server: int, default_alpha: 
     if not (np.isfinite(default_alpha) and 0.0 <= default_alpha <= 1.0):
         raise InvalidInputError(f"default_alpha: must be in [0, 1], got {default_alpha!r}")
 
-    order = np.lexsort((np.arange(n), submit)).astype(np.int64)  # submit time, then row
-    if bool(np.all(order == np.arange(n))):
-        # already in simulation order (a sorted trace): the validated columns as
-        # they are, no second copy of each
+    # submit time, then row; the times are finite (checked), so the order is the rows'
+    # own iff the times never decrease (a loaded trace: no sort, no second copy)
+    if n < 2 or bool(np.all(submit[1:] >= submit[:-1])):
         return JobTable(job_id=ids, submit_time_s=submit, duration_s=duration, gpus=gpus,
                         gpus_per_worker=gpw, min_workers=min_w, max_workers=max_w,
-                        traced_workers=traced, elastic=elastic, alpha=alpha, input_row=order)
+                        traced_workers=traced, elastic=elastic, alpha=alpha,
+                        input_row=np.arange(n, dtype=np.int64))
+    order = np.lexsort((np.arange(n), submit)).astype(np.int64)
     return JobTable(
         job_id=ids.take(order),
         submit_time_s=submit[order],
