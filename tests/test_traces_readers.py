@@ -301,3 +301,41 @@ def test_parquet_trace_is_checked_one_raw_column_at_a_time(
     for name, alive in zip([c for c, _ in read], alive_at_read, strict=True):
         assert alive == (["elastic"] if name == "alpha" else []), name
     pd.testing.assert_frame_equal(trace.jobs, load_trace(jobs).jobs)
+
+
+def test_a_trace_is_read_from_the_c_heap_and_the_pool_restored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """load_trace allocates from Arrow's system pool (which gives freed columns
+    back) and leaves the process's default pool as it found it: after a load,
+    after a failed load, and around nested blocks."""
+    import pyarrow as pa
+
+    from aryl.traces import readers
+
+    before = pa.default_memory_pool().backend_name
+    jobs = pd.DataFrame({"job_id": ["a", "b"], "submit_time_s": [0.0, 1.0],
+                         "duration_s": [5.0, 5.0], "gpus": [1, 2]})
+    path = tmp_path / "t.parquet"
+    jobs.to_parquet(path)
+    seen: list[str] = []
+    original = readers.ParquetColumns.__getitem__
+
+    def spy(self: readers.ParquetColumns, name: str) -> pd.Series:
+        seen.append(pa.default_memory_pool().backend_name)
+        return original(self, name)
+
+    monkeypatch.setattr(readers.ParquetColumns, "__getitem__", spy)
+    trace = load_trace(path)
+    assert set(seen) == {"system"}
+    assert pa.default_memory_pool().backend_name == before
+    assert trace.jobs["job_id"].tolist() == ["a", "b"]  # arrays outlive the block
+    jobs.assign(gpus=[1, 0]).to_parquet(path)
+    with pytest.raises(TraceFormatError):
+        load_trace(path)
+    assert pa.default_memory_pool().backend_name == before
+    with readers.c_heap_arrow_pool():
+        with readers.c_heap_arrow_pool():
+            assert pa.default_memory_pool().backend_name == "system"
+        assert pa.default_memory_pool().backend_name == "system"
+    assert pa.default_memory_pool().backend_name == before

@@ -58,14 +58,16 @@ than the header is an error (never shifted).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import gzip
 import io
 import json
 import logging
+import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +127,40 @@ class FormatSpec:
 
 
 # ---------------------------------------------------------------- raw reading
+
+_POOL_LOCK = threading.Lock()
+_pool_state: dict[str, Any] = {"depth": 0, "saved": None}
+
+
+@contextlib.contextmanager
+def c_heap_arrow_pool() -> Iterator[None]:
+    """Arrow's allocations in the block from the C heap (``pa.system_memory_pool``).
+
+    Reading and checking a trace allocates and frees its columns one after the
+    other.  Arrow's default pool (mimalloc) keeps freed pages resident for reuse
+    (``release_unused`` does not purge them all), so a large trace would leave
+    tens of MB of free pages in the process for the rest of its life; the C heap
+    gives a large freed buffer back at once (and ``malloc_trim`` the rest).
+    Arrays allocated here stay valid after the block (each buffer frees to its
+    own pool).  The default pool is the process's: it is set for the block and
+    restored after it (nested and concurrent blocks share one switch).
+    """
+    import pyarrow as pa
+
+    with _POOL_LOCK:
+        if _pool_state["depth"] == 0:
+            _pool_state["saved"] = pa.default_memory_pool()
+            pa.set_memory_pool(pa.system_memory_pool())
+        _pool_state["depth"] += 1
+    try:
+        yield
+    finally:
+        with _POOL_LOCK:
+            _pool_state["depth"] -= 1
+            if _pool_state["depth"] == 0:
+                pa.set_memory_pool(_pool_state["saved"])
+                _pool_state["saved"] = None
+
 
 
 def _is_parquet(path: Path) -> bool:
