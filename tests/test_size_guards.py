@@ -231,7 +231,7 @@ def test_the_bound_never_exceeds_a_replays_end(engine: str) -> None:
 
         fams = job_families(jobs, cfg, spec)
         if fams is not None:
-            fams = [fams[int(i)] for i in table.input_row]
+            fams = [fams[int(i)] for i in table.input_rows()]
         end, _ = shortest_end_s(table, cfg, spec, model, fams, make_policy(policy).elastic)
         assert res.summary["end_s"] >= end - 1e-6, (case, policy, cluster)
 
