@@ -94,7 +94,8 @@ def test_job_ids_are_one_string_column_not_python_objects() -> None:
     s = build_job_table(jobs.sort_values("submit_time_s").reset_index(drop=True),
                         gpus_per_server=8, default_alpha=0.1)
     assert s.job_id.tolist() == ["a", "b", "c"]
-    assert s.input_row.tolist() == [0, 1, 2]
+    assert s.input_row is None  # in input order: no array of n rows
+    assert s.input_rows().tolist() == [0, 1, 2]
     assert s.gpus.tolist() == [2, 1, 4]
     res = simulate(jobs, policy="fifo", config=SimConfig(n_training_servers=1,
                                                          n_inference_servers=0))
@@ -173,8 +174,9 @@ def test_job_table_of_a_loaded_trace_skips_no_value(tmp_path):
         a = build_job_table(jobs, gpus_per_server=8, default_alpha=0.1)
         b = build_job_table(jobs, gpus_per_server=8, default_alpha=0.1, validated=True)
         assert list(a.job_id) == list(b.job_id) == ["a", "c", "b"]
+        assert a.input_row is b.input_row is None  # a loaded trace is in arrival order
         for name in ("submit_time_s", "duration_s", "gpus", "gpus_per_worker", "min_workers",
-                     "max_workers", "traced_workers", "elastic", "alpha", "input_row"):
+                     "max_workers", "traced_workers", "elastic", "alpha"):
             x, y = getattr(a, name), getattr(b, name)
             assert x.dtype == y.dtype, name
             np.testing.assert_array_equal(x, y, err_msg=name)

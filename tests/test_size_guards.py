@@ -120,6 +120,42 @@ def test_the_bound_on_a_runs_end_by_hand() -> None:
     assert _bound([huge], "fifo", n_training_servers=8) == (5020.0, 0)
 
 
+def test_the_bound_by_blocks_of_rows_is_the_bound_of_one_block(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The bound is computed by blocks of rows (few temporaries on a large trace):
+    with blocks of 2 or 3 rows it is the whole table's, to the bit, and names the
+    same job, the first of two equal latest ends in two blocks; a NaN end (one
+    argmax would pick it) leaves the last arrival, as before."""
+    import numpy as np
+
+    import aryl.sim.setup as setup
+
+    rng = np.random.default_rng(4)
+    rows = [dict(job_id=f"j{i}", submit_time_s=float(i), duration_s=float(d), gpus=int(g),
+                 gpus_per_worker=1, min_workers=1 if e else int(g),
+                 max_workers=int(2 * g) if e else int(g), elastic=bool(e),
+                 alpha=float(a))
+            for i, (d, g, e, a) in enumerate(zip(rng.integers(1, 60, 40), rng.choice([1, 2, 4], 40),
+                                                 rng.random(40) < 0.5, rng.random(40),
+                                                 strict=True))]
+    rows[7]["duration_s"] = rows[31]["duration_s"] = 10_000.0  # equal: rows 7 and 31 ...
+    rows[31]["submit_time_s"] = rows[7]["submit_time_s"]  # ... end together (7 first)
+    rows.sort(key=lambda r: r["submit_time_s"])
+    ids = [r["job_id"] for r in rows]
+    assert (ids.index("j7"), ids.index("j31")) == (7, 8)  # in two blocks of 2 rows
+    for policy in ("aryl", "fifo"):
+        whole = _bound(rows, policy)
+        assert whole[1] == 7
+        for block in (2, 3):
+            monkeypatch.setattr(setup, "_BLOCK", block)
+            assert _bound(rows, policy) == whole
+        monkeypatch.setattr(setup, "_BLOCK", 1 << 20)
+    sub = np.array([0.0, 5.0, 9.0])
+    assert setup._latest_done(sub, np.array([1.0, 99.0, 1.0]), np.array([1.0, np.nan, 1.0]),
+                              np.ones(3, dtype=bool), np.inf, 9.0) == (9.0, -1)
+
+
 def test_the_bound_with_faster_types(tmp_path: Path) -> None:
     # inference T4 GPUs at 2x the V100 (loaned_gpu_speed = 2): a rigid job could
     # run there twice as fast: 1000 / 2 = 500
@@ -195,7 +231,7 @@ def test_the_bound_never_exceeds_a_replays_end(engine: str) -> None:
 
         fams = job_families(jobs, cfg, spec)
         if fams is not None:
-            fams = [fams[int(i)] for i in table.input_row]
+            fams = [fams[int(i)] for i in table.input_rows()]
         end, _ = shortest_end_s(table, cfg, spec, model, fams, make_policy(policy).elastic)
         assert res.summary["end_s"] >= end - 1e-6, (case, policy, cluster)
 

@@ -221,3 +221,121 @@ def test_shuffled_rows_give_the_same_trace(tmp_path: Path) -> None:
                           .to_csv(index=False)))
     pd.testing.assert_frame_equal(a.jobs, b.jobs)
     assert a.jobs["submit_time_s"].is_monotonic_increasing
+
+
+def _odd_parquet(tmp_path: Path) -> Path:
+    """Parquet with what a reader must handle: a stored index, names padded with
+    spaces, nulls in a count and a text column, bools, datetimes, a nested field
+    whose name prefixes another column's."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    frame = pd.DataFrame({
+        " job_id ": ["a", "b", None, "d"],
+        "submit_time_s": [0.0, 1.0, np.nan, 3.0],
+        "gpus": pd.array([1, None, 2, 4], dtype="Int64"),
+        "elastic": [True, False, True, False],
+        "when": pd.to_datetime(["2017-10-01 10:00", "2017-10-01 11:00", None,
+                                "2017-10-02 00:00"]),
+    }, index=pd.Index([10, 20, 30, 40], name="row"))
+    table = pa.Table.from_pandas(frame)
+    table = table.append_column("a", pa.array([{"b": 1}, {"b": 2}, None, {"b": 4}]))
+    table = table.append_column("a.b", pa.array(["x", "y", "z", "w"]))
+    path = tmp_path / "odd.parquet"
+    pq.write_table(table, path)
+    return path
+
+
+def test_parquet_columns_are_read_raw_columns(tmp_path: Path) -> None:
+    """Column by column (``ParquetColumns``), a Parquet file reads as ``read_raw``
+    reads it whole: the same names (stripped, the stored index left out), values and
+    dtypes, each a Series on a fresh RangeIndex."""
+    from aryl.traces.readers import ParquetColumns, read_raw
+
+    path = _odd_parquet(tmp_path)
+    whole, lines, label = read_raw(path)
+    cols = ParquetColumns(path)
+    try:
+        assert list(cols.columns) == list(whole.columns) == [
+            "job_id", "submit_time_s", "gpus", "elastic", "when", "a", "a.b"]
+        assert len(cols) == len(whole) == 4
+        for name in cols.columns:
+            pd.testing.assert_series_equal(cols[name], whole[name])
+    finally:
+        cols.close()
+    assert (lines.tolist(), label) == ([2, 3, 4, 5], "row")
+
+
+def test_parquet_trace_is_checked_one_raw_column_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading a Parquet trace reads each column once and lets it go before the
+    next one is read (the raw table is never held whole next to the checked
+    columns); only ``elastic`` is kept until the scaling rules that quote it."""
+    import gc
+    import weakref
+
+    from aryl.traces import readers
+
+    n = 50
+    jobs = pd.DataFrame({"job_id": [f"j{i}" for i in range(n)],
+                         "submit_time_s": np.arange(n, dtype=float), "duration_s": 10.0,
+                         "gpus": 2, "gpus_per_worker": 1, "min_workers": 1,
+                         "max_workers": 2, "elastic": True, "alpha": 0.1, "tenant": "vc"})
+    path = tmp_path / "t.parquet"
+    jobs.to_parquet(path)
+    read: list[tuple[str, weakref.ref]] = []
+    alive_at_read: list[list[str]] = []
+    original = readers.ParquetColumns.__getitem__
+
+    def spy(self: readers.ParquetColumns, name: str) -> pd.Series:
+        gc.collect()
+        alive_at_read.append([c for c, ref in read if ref() is not None])
+        series = original(self, name)
+        read.append((name, weakref.ref(series)))
+        return series
+
+    monkeypatch.setattr(readers.ParquetColumns, "__getitem__", spy)
+    trace = load_trace(path)
+    assert [c for c, _ in read] == list(jobs.columns)  # each once
+    for name, alive in zip([c for c, _ in read], alive_at_read, strict=True):
+        assert alive == (["elastic"] if name == "alpha" else []), name
+    pd.testing.assert_frame_equal(trace.jobs, load_trace(jobs).jobs)
+
+
+def test_a_trace_is_read_from_the_c_heap_and_the_pool_restored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """load_trace allocates from Arrow's system pool (which gives freed columns
+    back) and leaves the process's default pool as it found it: after a load,
+    after a failed load, and around nested blocks."""
+    import pyarrow as pa
+
+    from aryl.traces import readers
+
+    before = pa.default_memory_pool().backend_name
+    jobs = pd.DataFrame({"job_id": ["a", "b"], "submit_time_s": [0.0, 1.0],
+                         "duration_s": [5.0, 5.0], "gpus": [1, 2]})
+    path = tmp_path / "t.parquet"
+    jobs.to_parquet(path)
+    seen: list[str] = []
+    original = readers.ParquetColumns.__getitem__
+
+    def spy(self: readers.ParquetColumns, name: str) -> pd.Series:
+        seen.append(pa.default_memory_pool().backend_name)
+        return original(self, name)
+
+    monkeypatch.setattr(readers.ParquetColumns, "__getitem__", spy)
+    trace = load_trace(path)
+    assert set(seen) == {"system"}
+    assert pa.default_memory_pool().backend_name == before
+    assert trace.jobs["job_id"].tolist() == ["a", "b"]  # arrays outlive the block
+    jobs.assign(gpus=[1, 0]).to_parquet(path)
+    with pytest.raises(TraceFormatError):
+        load_trace(path)
+    assert pa.default_memory_pool().backend_name == before
+    with readers.c_heap_arrow_pool():
+        with readers.c_heap_arrow_pool():
+            assert pa.default_memory_pool().backend_name == "system"
+        assert pa.default_memory_pool().backend_name == "system"
+    assert pa.default_memory_pool().backend_name == before

@@ -259,28 +259,68 @@ def test_busiest_window_matches_brute_force() -> None:
     check()
 
 
-@pytest.mark.parametrize("arrow", [False, True])
-def test_duplicate_rule_matches_pandas_duplicated(arrow: bool) -> None:
-    """The factorize-based duplicate rule flags exactly the rows the object-array
-    formula flags (the first *valid* occurrence keeps the id; flagged rows take none),
-    for object and Arrow-backed id columns."""
+@pytest.mark.parametrize("collide", [False, True])
+@pytest.mark.parametrize("arrow", ["object", "str", "sliced", "chunked", "small-offsets"])
+def test_duplicate_rule_matches_pandas_duplicated(
+    arrow: str, collide: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hash-based duplicate rule flags exactly the rows the object-array formula
+    flags (the first *valid* occurrence keeps the id; flagged rows take none), for
+    object and Arrow-backed id columns (sliced, in several chunks, 32-bit offsets),
+    also when every hash collides (``collide``: only the string comparison decides)."""
     import numpy as np
     import pandas as pd
+    import pyarrow as pa
 
+    import aryl.traces.validate as validate
     from aryl.traces.validate import RowChecker
 
+    if collide:  # 3 hash values for ~600 distinct ids
+        monkeypatch.setattr(validate, "string_hashes",
+                            lambda s: np.asarray(pa.compute.utf8_length(s), np.uint64) % 3)
     rng = np.random.default_rng(5)
     n = 2000
-    ids = np.array([f"j{k}" for k in rng.integers(0, 600, n)], dtype=object)
+    ids = np.array([f"j{k}" for k in rng.integers(0, 600, n)] + ["", "j1 "], dtype=object)
+    n = len(ids)
     bad = rng.random(n) < 0.2
     ck = RowChecker(None, np.arange(n), "drop", line_label="index")
     ck.flag(bad, "missing_value", "job_id", "pre-flagged")
-    col = pd.array(ids, dtype="str") if arrow else ids
+    big = pa.array(ids.tolist(), type=pa.large_string())
+    col = {
+        "object": ids,
+        "str": pd.array(ids, dtype="str"),
+        "sliced": pd.array(pa.array(["x", *ids.tolist(), "y"], type=pa.large_string())
+                           .slice(1, n), dtype="str"),
+        "chunked": pd.arrays.ArrowStringArray(pa.chunked_array([big.slice(0, 700),
+                                                                big.slice(700)])),
+        "small-offsets": pd.arrays.ArrowStringArray(
+            pa.chunked_array([pa.array(ids.tolist(), type=pa.string())])),
+    }[arrow]
     ck.duplicate_rules(col, "job_id")
     expected = (pd.Series(ids, dtype=object).where(~bad).duplicated(keep="first").to_numpy()
                 & ~bad)
     assert ck.counts["duplicate_job_id"] == int(expected.sum()) > 0
     np.testing.assert_array_equal(ck.bad, bad | expected)
+
+
+def test_string_hashes_equal_for_equal_strings() -> None:
+    """Equal strings hash equal whatever the array's layout (offsets width, slice,
+    chunks); 200,000 distinct ids get 200,000 distinct hashes; the empty string, a
+    NUL byte and a shift of the same bytes are told apart."""
+    import numpy as np
+    import pyarrow as pa
+
+    from aryl.traces.validate import string_hashes
+
+    words = ["", "a", "\x00", "a\x00", "\x00a", "ab", "ba", "é", "x" * 300, "x" * 301]
+    h = string_hashes(pa.array(words))
+    assert len(set(h.tolist())) == len(words)
+    for layout in (pa.array(words, type=pa.large_string()),
+                   pa.array(["z", *words], type=pa.large_string()).slice(1),
+                   pa.chunked_array([pa.array(words[:4]), pa.array(words[4:])])):
+        np.testing.assert_array_equal(string_hashes(layout), h)
+    ids = pa.array([f"ps0-{i}" for i in range(200_000)])
+    assert len(np.unique(string_hashes(ids))) == 200_000
 
 
 def test_error_quotes_the_cell_as_given(tmp_path: Path) -> None:

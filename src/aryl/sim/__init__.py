@@ -132,7 +132,7 @@ def simulate(
     table = build_job_table(jobs, gpus_per_server=gps, default_alpha=cfg.default_alpha,
                             validated=fresh)
     families = job_families(jobs, cfg, spec)
-    if families is not None:
+    if families is not None and table.input_row is not None:  # None: the same order
         families = [families[int(i)] for i in table.input_row]
     # the table has every column the replay reads: a frame loaded here (from a path
     # or a preset) goes now, not at the end (one copy of the trace, not two)

@@ -69,8 +69,11 @@ class JobTable:
     submit_time_s, duration_s, alpha : ndarray of float64
     gpus, gpus_per_worker, min_workers, max_workers, traced_workers : ndarray of int64
     elastic : ndarray of bool
-    input_row : ndarray of int64
-        Row of the job in the input DataFrame.
+    input_row : ndarray of int64, or None
+        Row of the job in the input DataFrame; None when simulation order is the
+        input order (row j is job j: a trace already in arrival order, as every
+        loaded trace is), so that a large replay holds no array of n rows for it
+        through its loop.  :meth:`input_rows` gives the array either way.
     """
 
     job_id: pd.api.extensions.ExtensionArray
@@ -83,11 +86,18 @@ class JobTable:
     traced_workers: np.ndarray
     elastic: np.ndarray
     alpha: np.ndarray
-    input_row: np.ndarray
+    input_row: np.ndarray | None
 
     @property
     def n_jobs(self) -> int:
         return int(self.job_id.shape[0])
+
+    def input_rows(self) -> np.ndarray:
+        """Row of each job in the input DataFrame (int64; ``arange`` when
+        :attr:`input_row` is None)."""
+        if self.input_row is None:
+            return np.arange(self.n_jobs, dtype=np.int64)
+        return self.input_row
 
 
 def build_job_table(jobs: pd.DataFrame, *, gpus_per_server: int, default_alpha: float,
@@ -126,7 +136,8 @@ def build_job_table(jobs: pd.DataFrame, *, gpus_per_server: int, default_alpha: 
     Returns
     -------
     JobTable
-        Sorted by ``(submit_time_s, input row)``; O(n log n).
+        Sorted by ``(submit_time_s, input row)``; O(n log n), O(n) for a trace
+        already in that order (then ``input_row`` is None).
 
     Raises
     ------
@@ -177,13 +188,13 @@ def build_job_table(jobs: pd.DataFrame, *, gpus_per_server: int, default_alpha: 
     if not (np.isfinite(default_alpha) and 0.0 <= default_alpha <= 1.0):
         raise InvalidInputError(f"default_alpha: must be in [0, 1], got {default_alpha!r}")
 
-    order = np.lexsort((np.arange(n), submit)).astype(np.int64)  # submit time, then row
-    if bool(np.all(order == np.arange(n))):
-        # already in simulation order (a sorted trace): the validated columns as
-        # they are, no second copy of each
+    # submit time, then row; the times are finite (checked), so the order is the rows'
+    # own iff the times never decrease (a loaded trace: no sort, no second copy)
+    if n < 2 or bool(np.all(submit[1:] >= submit[:-1])):
         return JobTable(job_id=ids, submit_time_s=submit, duration_s=duration, gpus=gpus,
                         gpus_per_worker=gpw, min_workers=min_w, max_workers=max_w,
-                        traced_workers=traced, elastic=elastic, alpha=alpha, input_row=order)
+                        traced_workers=traced, elastic=elastic, alpha=alpha, input_row=None)
+    order = np.lexsort((np.arange(n), submit)).astype(np.int64)
     return JobTable(
         job_id=ids.take(order),
         submit_time_s=submit[order],

@@ -189,14 +189,22 @@ def shortest_end_s(
         feasible[sel] = base[sel] <= cap
     types = list(dict.fromkeys([p.gpu_type for p in spec.pools]))
     rate = np.ones(n, dtype=np.float64)
-    fam = np.asarray([None] * n if families is None else families, dtype=object)
-    par = np.asarray([f is None for f in fam.tolist()], dtype=bool)
-    if par.any():
+
+    def parametric(rows: Any) -> None:  # rate[rows] of the parametric jobs
         f_max = max(model.factor(t) for t in types)
-        a, m, r = alpha[par], top[par].astype(np.float64), ref[par].astype(np.float64)
+        a, m, r = alpha[rows], top[rows].astype(np.float64), ref[rows].astype(np.float64)
         t_m = m / (1.0 + a * (m - 1.0))
         t_r = r / (1.0 + a * (r - 1.0))
-        rate[par] = f_max * np.maximum(1.0, t_m) / t_r
+        rate[rows] = f_max * np.maximum(1.0, t_m) / t_r
+
+    if families is None:  # every job parametric: by blocks of rows, few temporaries
+        for b0 in range(0, n, _BLOCK):
+            parametric(slice(b0, b0 + _BLOCK))
+        return _latest_done(sub, dur, rate, feasible, horizon, end)
+    fam = np.asarray(families, dtype=object)
+    par = np.asarray([f is None for f in fam.tolist()], dtype=bool)
+    if par.any():
+        parametric(par)
     for f in sorted({x for x in fam.tolist() if x is not None}):
         sel = fam == f
         reps_top = int((top[sel] * g[sel]).max())
@@ -211,11 +219,31 @@ def shortest_end_s(
         num = best[top[sel] * g[sel] - 1]
         with np.errstate(divide="ignore", invalid="ignore"):
             rate[sel] = np.where(den > 0, num / den, np.inf)
-    with np.errstate(divide="ignore"):
-        done = np.where(feasible & (sub <= horizon), sub + dur / rate, -np.inf)
-    k = int(np.argmax(done))
-    if done[k] > end:
-        return min(float(done[k]), horizon), k
+    return _latest_done(sub, dur, rate, feasible, horizon, end)
+
+
+_BLOCK = 1 << 20  # rows at a time of shortest_end_s's temporaries
+
+
+def _latest_done(sub: Any, dur: Any, rate: Any, feasible: Any, horizon: float,
+                 end: float) -> tuple[float, int]:
+    """The latest ``sub + dur / rate`` of the feasible jobs submitted by the horizon
+    (by blocks of rows; the first job of the latest), against ``end``."""
+    import numpy as np
+
+    best, k = -np.inf, -1
+    for b0 in range(0, len(sub), _BLOCK):
+        b = slice(b0, b0 + _BLOCK)
+        with np.errstate(divide="ignore"):
+            done = np.where(feasible[b] & (sub[b] <= horizon), sub[b] + dur[b] / rate[b],
+                            -np.inf)
+        i = int(np.argmax(done))
+        if np.isnan(done[i]):  # one argmax would pick it, and it is not above end
+            return end, -1
+        if done[i] > best:  # strictly: the first of equal maxima, as one argmax
+            best, k = float(done[i]), b0 + i
+    if k >= 0 and best > end:
+        return min(best, horizon), k
     return end, -1
 
 

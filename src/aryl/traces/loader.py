@@ -15,7 +15,7 @@ import pandas as pd
 from aryl._io import atomic_write_dataframe, atomic_write_text
 from aryl.errors import InvalidInputError
 from aryl.traces.presets import DEFAULT_PRESET, PRESETS, preset_files
-from aryl.traces.readers import ReaderOptions, read_file
+from aryl.traces.readers import ReaderOptions, c_heap_arrow_pool, read_file
 from aryl.traces.schema import Trace, canonical_frame
 from aryl.traces.validate import check_on_invalid, check_tz, validate_jobs
 from aryl.traces.window import parse_window, window_mask
@@ -158,6 +158,20 @@ def load_trace(
         node_list=None if node_list is None else str(node_list),
         pai_job_table=None if pai_job_table is None else str(pai_job_table),
     )
+    # the columns are read and checked one after the other: from the C heap, which
+    # gives the freed ones back (c_heap_arrow_pool)
+    with c_heap_arrow_pool():
+        return _load(source, format=format, window=window, on_invalid=on_invalid, tz=tz,
+                     opts=opts, node_list=node_list, pai_job_table=pai_job_table)
+
+
+def _load(
+    source: str | os.PathLike[str] | pd.DataFrame, *, format: str | None,
+    window: str | tuple[float, float] | None, on_invalid: str, tz: str | None,
+    opts: ReaderOptions, node_list: str | os.PathLike[str] | None,
+    pai_job_table: str | os.PathLike[str] | None,
+) -> Trace:
+    """:func:`load_trace` once its arguments are checked."""
     dropped: dict[str, int] = {}
     meta: dict[str, Any] = {}
     if isinstance(source, pd.DataFrame):

@@ -58,14 +58,16 @@ than the header is an error (never shifted).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import gzip
 import io
 import json
 import logging
+import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +128,40 @@ class FormatSpec:
 
 # ---------------------------------------------------------------- raw reading
 
+_POOL_LOCK = threading.Lock()
+_pool_state: dict[str, Any] = {"depth": 0, "saved": None}
+
+
+@contextlib.contextmanager
+def c_heap_arrow_pool() -> Iterator[None]:
+    """Arrow's allocations in the block from the C heap (``pa.system_memory_pool``).
+
+    Reading and checking a trace allocates and frees its columns one after the
+    other.  Arrow's default pool (mimalloc) keeps freed pages resident for reuse
+    (``release_unused`` does not purge them all), so a large trace would leave
+    tens of MB of free pages in the process for the rest of its life; the C heap
+    gives a large freed buffer back at once (and ``malloc_trim`` the rest).
+    Arrays allocated here stay valid after the block (each buffer frees to its
+    own pool).  The default pool is the process's: it is set for the block and
+    restored after it (nested and concurrent blocks share one switch).
+    """
+    import pyarrow as pa
+
+    with _POOL_LOCK:
+        if _pool_state["depth"] == 0:
+            _pool_state["saved"] = pa.default_memory_pool()
+            pa.set_memory_pool(pa.system_memory_pool())
+        _pool_state["depth"] += 1
+    try:
+        yield
+    finally:
+        with _POOL_LOCK:
+            _pool_state["depth"] -= 1
+            if _pool_state["depth"] == 0:
+                pa.set_memory_pool(_pool_state["saved"])
+                _pool_state["saved"] = None
+
+
 
 def _is_parquet(path: Path) -> bool:
     return path.name.lower().endswith((".parquet", ".pq"))
@@ -143,6 +179,79 @@ def _read_parquet(path: Path, *, schema_only: bool = False) -> Any:
         return pq.read_table(path).to_pandas(split_blocks=True, self_destruct=True)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise TraceFormatError(f"cannot read the file as Parquet ({exc})", path=str(path)) from exc
+
+
+class ParquetColumns:
+    """The columns of a Parquet file, each read from the file when it is asked for.
+
+    What :func:`read_raw` gives for a Parquet file (the same names, stripped of
+    spaces, and the same dtypes: each column goes through ``Table.to_pandas``
+    as the whole table would), without holding the whole table: ``raw[name]``
+    reads that one column into a Series (``RangeIndex``), and nothing is cached,
+    so a column lives only as long as its caller holds it.  A reader that checks
+    one column at a time (:func:`aryl.traces.validate.check_jobs`) holds one raw
+    column at a time, not the whole file next to its checked copies.  Index
+    columns stored by pandas are left out, as ``read_raw`` drops them.
+
+    Raises
+    ------
+    TraceFormatError
+        The file is not Parquet (when opened) or a column cannot be read (when
+        asked for), or two columns have the same name once stripped.
+    """
+
+    def __init__(self, path: Path) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self.path = path
+        try:
+            self._file = pq.ParquetFile(path)
+            schema = self._file.schema_arrow
+            pandas_md = schema.pandas_metadata or {}
+            n_rows = int(self._file.metadata.num_rows)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise TraceFormatError(f"cannot read the file as Parquet ({exc})",
+                                   path=str(path)) from exc
+        index = {c for c in pandas_md.get("index_columns", []) if isinstance(c, str)}
+        self._stored: dict[str, str] = {}
+        for stored in schema.names:
+            if stored in index:
+                continue
+            name = str(stored).strip()
+            if name in self._stored:
+                self.close()
+                raise TraceFormatError("duplicate column name in the file", path=str(path),
+                                       line=1, column=name)
+            self._stored[name] = stored
+        self.columns = pd.Index(list(self._stored), dtype=object)
+        self._n_rows = n_rows
+
+    def __len__(self) -> int:
+        return self._n_rows
+
+    def __getitem__(self, name: str) -> pd.Series:
+        import pyarrow as pa
+
+        stored = self._stored[name]
+        try:
+            table = self._file.read(columns=[stored], use_pandas_metadata=False)
+            # a name may also select nested fields ("a" -> "a.b"): this column only
+            table = table.select([table.schema.get_field_index(stored)])
+            frame = table.to_pandas(split_blocks=True, self_destruct=True)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise TraceFormatError(f"cannot read the file as Parquet ({exc})",
+                                   path=str(self.path)) from exc
+        del table
+        series = frame.iloc[:, 0]
+        del frame
+        series = series.reset_index(drop=True)
+        series.name = name
+        return series
+
+    def close(self) -> None:
+        """Close the file."""
+        self._file.close()
 
 
 def _read_text(path: Path) -> str:
@@ -379,7 +488,7 @@ def _parse_philly(
     _gpu_rules(ck, out["gpus"], "num_gpus", opts)
     if "cluster" in raw.columns:
         out["tenant"] = ck.text(raw["cluster"], "cluster", required=False)
-    out["job_id"] = np.char.add("philly-", ck.lines.astype(str)).astype(object)
+    out["job_id"] = np.char.add("philly-", np.asarray(ck.lines).astype(str)).astype(object)
     return out
 
 
@@ -611,7 +720,46 @@ def read_file(
                 f"{list(spec.headerless)}, line 1 has {len(header)}", path=str(path), line=1,
             )
         names = spec.headerless
-    raw, lines, label = read_raw(path, names=names)
+    raw: Any
+    if _is_parquet(path):
+        # column by column: the checks hold one raw column at a time
+        raw = ParquetColumns(path)
+        lines: np.ndarray | range = range(2, len(raw) + 2)
+        label = "row"
+    else:
+        raw, lines, label = read_raw(path, names=names)
+    try:
+        columns, keep, dropped, ck, meta = _parse_raw(raw, lines, label, spec, path, on_invalid,
+                                                     opts)
+    finally:
+        if isinstance(raw, ParquetColumns):
+            raw.close()
+    del raw
+    every = bool(keep.all())  # nothing dropped: the columns as they are, no copy
+    kept: Columns = {}
+    for name in list(columns):
+        # one column at a time: its float64 counts go as its int64 copy is made
+        values = columns.pop(name)
+        if not every:
+            values = values[keep]
+        if DTYPES[name] == "int64":
+            values = values.astype(np.int64)
+        kept[name] = values
+        del values
+    meta["n_rows_read"] = int(ck.n_rows)
+    if fmt == "canonical":
+        stored = read_stored_meta(path)
+        if stored:
+            meta = {**stored, **meta}
+    logger.info("%s: %s format, %d rows kept of %d", path, fmt, int(keep.sum()), ck.n_rows)
+    return kept, fmt, dropped, meta
+
+
+def _parse_raw(
+    raw: Any, lines: np.ndarray | range, label: str, spec: FormatSpec, path: Path, on_invalid: str,
+    opts: ReaderOptions,
+) -> tuple[Columns, np.ndarray, dict[str, int], RowChecker, dict[str, Any]]:
+    """Check the raw columns of one file with its format's parser."""
     require_columns(raw, spec, str(path))
     if len(raw) == 0:
         raise TraceFormatError(
@@ -622,18 +770,7 @@ def read_file(
     meta: dict[str, Any] = {}
     columns = spec.parse(raw, ck, opts, meta)
     keep, dropped = ck.finish()
-    every = bool(keep.all())  # nothing dropped: the columns as they are, no copy
-    kept = {name: values if every else values[keep] for name, values in columns.items()}
-    for name, values in kept.items():
-        if DTYPES[name] == "int64":
-            kept[name] = values.astype(np.int64)
-    meta["n_rows_read"] = int(ck.n_rows)
-    if fmt == "canonical":
-        stored = read_stored_meta(path)
-        if stored:
-            meta = {**stored, **meta}
-    logger.info("%s: %s format, %d rows kept of %d", path, fmt, int(keep.sum()), ck.n_rows)
-    return kept, fmt, dropped, meta
+    return columns, keep, dropped, ck, meta
 
 
 def read_stored_meta(path: Path) -> dict[str, Any]:

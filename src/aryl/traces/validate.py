@@ -298,11 +298,11 @@ class RowChecker:
     ----------
     path : str or None
         The file (named in errors); None for a DataFrame.
-    lines : numpy.ndarray of int64, shape (n_rows,)
+    lines : numpy.ndarray of int64, shape (n_rows,), or range
         Increasing position of each row.  For CSV the 1-based file line (header
         = line 1); for Parquet the row number + 1, and ``line_label="row"``;
         for a DataFrame any increasing numbers, ``line_label="index"`` and
-        ``labels``.
+        ``labels``.  A ``range`` is kept as it is (no array of n positions).
     on_invalid : {"raise", "drop"}
         Raise on the earliest bad row, or drop bad rows and count them.
     line_label : {"line", "row", "index"}
@@ -316,7 +316,7 @@ class RowChecker:
     def __init__(
         self,
         path: str | None,
-        lines: np.ndarray,
+        lines: np.ndarray | range,
         on_invalid: str = "raise",
         *,
         line_label: str = "line",
@@ -326,7 +326,8 @@ class RowChecker:
         if line_label not in ("line", "row", "index"):  # pragma: no cover - programming error
             raise ValueError(f"unknown line_label {line_label!r}")
         self.path = path
-        self.lines = np.asarray(lines, dtype=np.int64)
+        self.lines: np.ndarray | range = (
+            lines if isinstance(lines, range) else np.asarray(lines, dtype=np.int64))
         self.on_invalid = check_on_invalid(on_invalid)
         self.line_label = line_label
         # read only to name a bad row (no per-row Python objects for a good table)
@@ -390,7 +391,10 @@ class RowChecker:
         if always_drop:
             self._always_dropped.add(kind)
         if self.on_invalid == "raise" and not always_drop:
-            idx = int(np.flatnonzero(new)[np.argmin(self.lines[new])])
+            if isinstance(self.lines, range):  # increasing: the first new row
+                idx = int(np.argmax(new))
+            else:
+                idx = int(np.flatnonzero(new)[np.argmin(self.lines[new])])
             line = int(self.lines[idx])
             if self._first is None or line < self._first[0]:
                 text = message
@@ -460,16 +464,17 @@ class RowChecker:
             text = raw.astype("str").str.strip()
             blank = (text == "").to_numpy(dtype=bool) | raw.isna().to_numpy(dtype=bool)
             values = pd.to_numeric(text.where(~blank, "nan"), errors="coerce")
-            out = np.asarray(values, dtype=np.float64)
+            out = np.array(values, dtype=np.float64)  # a copy of its own
         else:
-            out = raw.to_numpy(dtype=np.float64, na_value=np.nan)
+            # one copy of the column, ours (copy=True copies only a view of it)
+            out = raw.to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
             blank = raw.isna().to_numpy(dtype=bool)
         if required:
             self.flag(blank, "missing_value", column, "blank cell", values=None)
         self.flag(~blank & ~np.isfinite(out), "not_a_number", column,
                   "not a finite number", values=raw)
-        out = out.copy()
-        out[blank] = np.nan
+        if blank.any():
+            out[blank] = np.nan
         return out
 
     def integer(self, raw: pd.Series, column: str, *, required: bool = True) -> FloatArray:
@@ -580,19 +585,32 @@ class RowChecker:
     def duplicate_rules(self, job_id: Any, column: str) -> None:
         """Flag ``duplicate_job_id`` (every occurrence after the first valid one).
 
-        ``job_id``: an object array of str or an Arrow-backed ``str`` array (then
-        hashed by Arrow, no Python object per row).  Rows already flagged take
-        no id.  O(n) hashing.
+        ``job_id``: an object array of str or an Arrow-backed ``str`` array (no
+        Python object per row).  Rows already flagged take no id.  O(n log n):
+        the ids are hashed to 64 bits and the hashes sorted; only rows whose hash
+        is not unique have their ids compared (exactly), so a table of unique ids
+        costs about 9 bytes a row on top of it, not a hash table of its strings.
         """
-        valid = np.flatnonzero(~self.bad)
-        ids = job_id[valid] if len(valid) < len(job_id) else job_id
-        # codes number the distinct ids in order of first appearance, so a row
-        # repeats an earlier id iff its code is at most the largest code before it
-        codes, _ = pd.factorize(ids, sort=False)
-        codes = np.asarray(codes, dtype=np.int64)
-        seen = np.maximum.accumulate(np.concatenate([[-1], codes[:-1]])) if len(codes) else codes
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        valid = None if not self.bad.any() else np.flatnonzero(~self.bad)
+        arr = pa.array(job_id, type=pa.large_string()) if isinstance(job_id, np.ndarray) \
+            else pa.array(job_id)
+        chunked = arr if isinstance(arr, pa.ChunkedArray) else pa.chunked_array([arr])
+        del arr
+        rows = _repeated_hash_rows(chunked, valid)
         dup = np.zeros(len(job_id), dtype=bool)
-        dup[valid] = codes <= seen
+        if rows is not None and len(rows):
+            # exact: the ids of the rows that share a hash, in row order; codes number
+            # the distinct ids in order of first appearance, so a row repeats an
+            # earlier id iff its code is at most the largest code before it
+            taken = chunked.take(pa.array(rows)).combine_chunks()
+            codes = np.asarray(
+                pc.dictionary_encode(taken).indices.to_numpy(zero_copy_only=False),
+                dtype=np.int64)
+            seen = np.maximum.accumulate(np.concatenate([[-1], codes[:-1]]))
+            dup[rows[codes <= seen]] = True
         self.flag(dup, "duplicate_job_id", column, "job id already used by an earlier row",
                   values=job_id)
 
@@ -708,7 +726,8 @@ def check_jobs(
     if present:
         for col in ("gpus_per_worker", "min_workers", "max_workers"):
             out[col] = ck.integer(raw[col], col)
-        out["elastic"] = ck.boolean(raw["elastic"], "elastic")
+        elastic = raw["elastic"]  # (read once: a Parquet column comes from the file)
+        out["elastic"] = ck.boolean(elastic, "elastic")
         out["alpha"] = ck.number(raw["alpha"], "alpha")
         gpw, lo, hi = out["gpus_per_worker"], out["min_workers"], out["max_workers"]
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -721,9 +740,10 @@ def check_jobs(
                     "gpus is not a multiple of gpus_per_worker", values=gpw)
             ck.flag(~out["elastic"] & (hi != lo), "bad_scaling", "elastic",
                     "a rigid job (elastic false) needs min_workers == max_workers",
-                    values=raw["elastic"])
+                    values=elastic)
             ck.flag((out["alpha"] < 0) | (out["alpha"] > 1), "bad_scaling", "alpha",
                     "alpha must be in [0, 1]", values=out["alpha"])
+        del elastic
     for col in ("tenant", "gpu_type", "model"):
         if col in raw.columns:
             out[col] = ck.text(raw[col], col, required=False, as_object=False)
@@ -783,13 +803,105 @@ def validate_jobs(
         raise InvalidInputError(f"jobs: duplicate column name(s) {dup}")
     raw = jobs.reset_index(drop=True)
     n = len(raw)
-    ck = RowChecker(None, np.arange(n, dtype=np.int64), on_invalid, line_label="index",
+    ck = RowChecker(None, range(n), on_invalid, line_label="index",
                     labels=jobs.index, drop_hint=drop_hint)
     columns = check_jobs(raw, ck, gpus_per_server=gpus_per_server,
                          allow_multi_server=allow_multi_server, max_gpus=max_gpus)
     keep, dropped = ck.finish()
     return columns, keep, dropped
 
+
+
+#: Rows hashed at a time by :func:`string_hashes` (its temporaries: about 40
+#: bytes per character of a block).
+_HASH_BLOCK = 1 << 16
+_HASH_BASE = np.uint64(0x100000001B3)  # odd: powers of it never vanish mod 2**64
+_LEN_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix64(h: np.ndarray) -> np.ndarray:
+    """The splitmix64 finaliser, in place on a uint64 array (and returned)."""
+    h ^= h >> np.uint64(30)
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(27)
+    h *= np.uint64(0x94D049BB133111EB)
+    h ^= h >> np.uint64(31)
+    return h
+
+
+def string_hashes(strings: Any) -> np.ndarray:
+    """A 64-bit hash of each string of an Arrow string array (uint64, one per row).
+
+    Equal strings hash equal; two different strings share a hash with a
+    probability of about 2**-64 (callers compare the strings of equal hashes).
+    Computed from the Arrow buffers in blocks of :data:`_HASH_BLOCK` rows, so
+    the temporaries stay a few MB however long the array; a null hashes as the
+    bytes its slot spans (callers leave nulls out).  O(total length).
+    """
+    import pyarrow as pa
+
+    chunked = strings if isinstance(strings, pa.ChunkedArray) else pa.chunked_array([strings])
+    out = np.empty(len(chunked), dtype=np.uint64)
+    powers = np.ones(1, dtype=np.uint64)
+    at = 0
+    for chunk in chunked.chunks:
+        m = len(chunk)
+        if m == 0:
+            continue
+        if not (pa.types.is_large_string(chunk.type) or pa.types.is_string(chunk.type)):
+            chunk = chunk.cast(pa.large_string())
+        bufs = chunk.buffers()
+        wide = pa.types.is_large_string(chunk.type)
+        offsets = np.frombuffer(bufs[1], dtype=np.int64 if wide else np.int32)
+        offsets = offsets[chunk.offset:chunk.offset + m + 1]
+        data = (np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None
+                else np.zeros(0, dtype=np.uint8))
+        for b0 in range(0, m, _HASH_BLOCK):
+            o = offsets[b0:b0 + _HASH_BLOCK + 1].astype(np.int64)
+            lens = np.diff(o)
+            h = lens.astype(np.uint64) * _LEN_MIX
+            first, last = int(o[0]), int(o[-1])
+            if last > first:
+                longest = int(lens.max())
+                if len(powers) < longest:  # base**k mod 2**64 (numpy wraps)
+                    powers = np.cumprod(np.concatenate(
+                        [[np.uint64(1)], np.full(longest - 1, _HASH_BASE, dtype=np.uint64)]))
+                starts = o[:-1] - first
+                pos = np.arange(last - first, dtype=np.int64) - np.repeat(starts, lens)
+                term = data[first:last].astype(np.uint64)
+                term += np.uint64(1)
+                term *= powers[pos]
+                del pos
+                nonempty = np.flatnonzero(lens)
+                h[nonempty] += np.add.reduceat(term, starts[nonempty])
+            out[at + b0:at + b0 + len(lens)] = _mix64(h)
+        at += m
+    return out
+
+
+def _repeated_hash_rows(strings: Any, rows: np.ndarray | None) -> np.ndarray | None:
+    """The rows (of ``rows``, every row if None) whose string hash is shared with
+    another of them, ascending; None when every hash is distinct.
+
+    The common case (unique ids) holds one uint64 per row and its sort, in place.
+    """
+    h = string_hashes(strings)
+    if rows is not None:
+        h = h[rows]
+    h.sort()
+    if not bool((h[1:] == h[:-1]).any()):
+        return None
+    h = string_hashes(strings)  # again, in row order (rare: some ids repeat)
+    if rows is not None:
+        h = h[rows]
+    order = np.argsort(h, kind="stable")
+    h = h[order]
+    same = h[1:] == h[:-1]
+    shared = np.zeros(len(h), dtype=bool)
+    shared[1:] |= same
+    shared[:-1] |= same
+    picked = np.sort(order[shared])
+    return picked if rows is None else rows[picked]
 
 
 def _cell(values: Any, idx: int) -> Any:
