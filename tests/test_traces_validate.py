@@ -259,10 +259,11 @@ def test_busiest_window_matches_brute_force() -> None:
     check()
 
 
+@pytest.mark.parametrize("method", ["hashes", "factorize"])
 @pytest.mark.parametrize("collide", [False, True])
 @pytest.mark.parametrize("arrow", ["object", "str", "sliced", "chunked", "small-offsets"])
 def test_duplicate_rule_matches_pandas_duplicated(
-    arrow: str, collide: bool, monkeypatch: pytest.MonkeyPatch
+    arrow: str, collide: bool, method: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The hash-based duplicate rule flags exactly the rows the object-array formula
     flags (the first *valid* occurrence keeps the id; flagged rows take none), for
@@ -275,6 +276,8 @@ def test_duplicate_rule_matches_pandas_duplicated(
     import aryl.traces.validate as validate
     from aryl.traces.validate import RowChecker
 
+    # the hashes from 2**18 rows, the ids' hash table below: both paths here
+    monkeypatch.setattr(validate, "_HASH_FROM_ROWS", 0 if method == "hashes" else 2**62)
     if collide:  # 3 hash values for ~600 distinct ids
         monkeypatch.setattr(validate, "string_hashes",
                             lambda s: np.asarray(pa.compute.utf8_length(s), np.uint64) % 3)
