@@ -831,8 +831,8 @@ py::dict engine_results(M::Engine& eng) {
 
 // Useful work per pool and each job's main pool (int32, -1: none) from the
 // engine's per-job GPU-seconds by pool and done_work (float64 per job): the
-// arithmetic of M::pool_split on the CSR of Engine::pool_csr, without building
-// the CSR.  Once, after results(): the pool accounting is freed after the split.
+// arithmetic of engine.py Engine.pool_split (metrics.py's per-job loop), on the
+// engine's own accounting.  Once, after results(): the accounting is freed after.
 py::tuple engine_pool_split(M::Engine& eng, const py::handle& done_work) {
     if (!eng.results_taken)
         throw py::value_error("pool_split: the results have not been taken");
@@ -885,25 +885,6 @@ void widen_in_place(py::array_t<i64, py::array::c_style> a) {
     }
 }
 
-using CF64 = py::array_t<double, py::array::c_style | py::array::forcecast>;
-using CI64 = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
-
-py::tuple pool_split(const CI64& ptr, const CI64& pool, const CF64& value, i64 n_pools,
-                     const CF64& dw) {
-    const i64 n = dw.shape(0);
-    if (dw.ndim() != 1 || ptr.ndim() != 1 || ptr.shape(0) != n + 1 || pool.shape(0) != value.shape(0))
-        throw py::value_error("pool_split: ptr (n + 1,), pool and value (p,), done_work (n,)");
-    for (i64 j = 0; j < n; ++j)
-        if (ptr.data()[j] > ptr.data()[j + 1] || ptr.data()[j + 1] > pool.shape(0))
-            throw py::value_error("pool_split: ptr must be non-decreasing within the entries");
-    for (py::ssize_t q = 0; q < pool.shape(0); ++q)
-        if (pool.data()[q] < 0 || pool.data()[q] >= n_pools)
-            throw py::index_error("pool_split: pool index out of range");
-    std::vector<double> useful;
-    std::vector<i64> main_idx;
-    M::pool_split(ptr.data(), pool.data(), value.data(), n, n_pools, dw.data(), useful, main_idx);
-    return py::make_tuple(useful, move_to_numpy(std::move(main_idx)));
-}
 
 // ------------------------------------------------- one pass on a ClusterState
 // Fast readers of CPython lists (the state's columns).
@@ -1236,9 +1217,6 @@ PYBIND11_MODULE(_sched, m) {
     m.def("new_engine", &new_engine, py::arg("spec"));
     m.def("widen_in_place", &widen_in_place, py::arg("a"),
           "Widen an int64 array whose first half holds int32 values, in place.");
-    m.def("pool_split", &pool_split, py::arg("ptr"), py::arg("pool"), py::arg("value"),
-          py::arg("n_pools"), py::arg("done_work"),
-          "Useful work per pool and main pool per job (metrics.py's per-job loop).");
     py::class_<StateCache>(m, "StateCache", "Scratch of the compiled pass for one ClusterState.")
         .def(py::init<>());
     m.def("schedule_state", &schedule_state, py::arg("state"), py::arg("cache"), py::arg("prep"),

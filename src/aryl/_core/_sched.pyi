@@ -74,13 +74,6 @@ class CallbackPass:
 
 def new_engine(spec: dict[str, Any]) -> Engine: ...  # keys: aryl/sim/native.py NativeEngine
 def widen_in_place(a: npt.NDArray[np.int64]) -> None: ...  # first half int32 -> int64
-def pool_split(
-    ptr: npt.ArrayLike,  # const int64_t* (n + 1,) CSR offsets per job
-    pool: npt.ArrayLike,  # const int64_t* (p,) pool index, order of first use
-    value: npt.ArrayLike,  # const double* (p,) GPU-seconds there
-    n_pools: int,  # int64_t
-    done_work: npt.ArrayLike,  # const double* (n,) useful work per job
-) -> tuple[list[float], _I64]: ...  # useful work per pool, main pool per job (-1: none)
 def schedule_state(
     state: Any,  # aryl.scheduling.ClusterState, read through the CPython API
     prep: dict[str, Any],  # config, speeds, server_type, gpu_types, family

@@ -732,30 +732,7 @@ public:
         st.family.release();
         drop(heap);
     }
-    // The per-job GPU-seconds per pool as CSR: job j's pools are
-    // pool[ptr[j] .. ptr[j + 1]) in order of first use, with their GPU-seconds.
-    void pool_csr(std::vector<i64>& ptr, std::vector<i64>& pool, std::vector<double>& value) const {
-        ptr.assign(pool_acc.size() + 1, 0);
-        pool.clear();
-        value.clear();
-        size_t n_entries = 0;  // (sized once: no growth by doubling)
-        for (const PoolAcc& d : pool_acc)
-            if (d.pool >= 0)
-                n_entries += 1 + (d.more >= 0 ? pool_more[static_cast<size_t>(d.more)].size() : 0);
-        pool.reserve(n_entries);
-        value.reserve(n_entries);
-        std::vector<std::pair<i64, double>> d;
-        for (size_t j = 0; j < pool_acc.size(); ++j) {
-            pools_of(j, d);
-            for (const auto& e : d) {
-                pool.push_back(e.first);
-                value.push_back(e.second);
-            }
-            ptr[j + 1] = static_cast<i64>(pool.size());
-        }
-    }
-
-    // free the per-job pool accounting (after pool_csr read it)
+    // free the per-job pool accounting (after _sched.cpp engine_pool_split read it)
     void release_pools() {
         std::vector<PoolAcc>().swap(pool_acc);
         std::vector<std::vector<std::pair<i64, double>>>().swap(pool_more);
@@ -903,38 +880,6 @@ public:
             fail("GPU-seconds of jobs " + py_repr(total) + " != busy integral " + py_repr(busy_int));
     }
 };
-
-// engine.py Engine.pool_split (metrics.py's per-job loop): useful work per pool
-// and each job's main pool (-1: none), from the CSR of Engine::pool_csr and
-// done_work (float64 per job).
-inline void pool_split(const i64* ptr, const i64* pool, const double* value, i64 n_jobs,
-                       i64 n_pools, const double* done_work, std::vector<double>& useful_pool,
-                       std::vector<i64>& main_idx) {
-    useful_pool.assign(static_cast<size_t>(n_pools), 0.0);
-    main_idx.assign(static_cast<size_t>(n_jobs), -1);
-    std::vector<std::pair<i64, double>> sorted_d;
-    for (i64 j = 0; j < n_jobs; ++j) {
-        const i64 a = ptr[j], b = ptr[j + 1];
-        if (a == b) continue;
-        double tot = 0.0;
-        for (i64 q = a; q < b; ++q) tot += value[q];
-        // max(sorted(d), key=d.get): the first of the largest in ascending pool order
-        sorted_d.clear();
-        for (i64 q = a; q < b; ++q) sorted_d.emplace_back(pool[q], value[q]);
-        std::sort(sorted_d.begin(), sorted_d.end());
-        i64 best = -1;
-        double best_v = 0.0;
-        for (const auto& e : sorted_d)
-            if (best < 0 || e.second > best_v) {
-                best = e.first;
-                best_v = e.second;
-            }
-        main_idx[static_cast<size_t>(j)] = best;
-        if (tot > 0)
-            for (i64 q = a; q < b; ++q)
-                useful_pool[static_cast<size_t>(pool[q])] += done_work[j] * (value[q] / tot);
-    }
-}
 
 }  // namespace sim
 }  // namespace aryl
