@@ -38,3 +38,12 @@ def quantize(
     values: NDArray[np.float64],  # const double[::1]
     out: NDArray[np.int64],  # int64_t[::1], out: the quantised values
 ) -> int: ...  # -1, or the index of the first +-inf value
+
+def solve_values_unit_steps(
+    values: NDArray[np.float64],  # const double[:, ::1], NaN = absent, finite
+    weights: NDArray[np.int64],  # const int64_t[:, ::1], GPUs, >= 1 where not NaN
+    capacity: int,  # int64_t
+    choice: NDArray[np.int64],  # int64_t[::1], out: option per job, -1 = none
+    tops: NDArray[np.int64] | None = ...,  # columns >= tops[i] of row i are not read
+    steps_g: NDArray[np.int64] | None = ...,  # promise: weights[i, k] == (k + 1) * steps_g[i]
+) -> bool: ...  # True: choice is solve_values' answer; False: the shortcut refused

@@ -5,10 +5,12 @@
 Private: use :func:`aryl.elastic.solve_mckp`, which checks shapes and dtypes and
 calls :func:`solve_values` (the kernel quantises the values and checks the entries
 itself).  :func:`solve_quantized` takes values already quantised, :func:`quantize`
-exposes the kernel's quantisation to the tests.  The algorithm, its tie rule and
-its floating-point margin are documented in ``mckp.hpp``.
+exposes the kernel's quantisation to the tests, :func:`solve_values_unit_steps` the
+step shortcut (the native Aryl pass calls it before the solver).  The algorithm,
+its tie rule and its floating-point margin are documented in ``mckp.hpp``.
 """
 
+from libc.math cimport INFINITY
 from libc.stdint cimport int64_t
 
 
@@ -21,6 +23,9 @@ cdef extern from "mckp.hpp" namespace "aryl::mckp" nogil:
         int64_t max_table_bytes, int64_t* choice, int64_t* stats, int dp_mode) except +
     int c_quantize "aryl::mckp::quantize" (
         const double* v, int64_t n_entries, int64_t* q, int64_t* bad_index)
+    bint c_solve_values_unit_steps "aryl::mckp::solve_values_unit_steps" (
+        const double* v, const int64_t* wt, int64_t n, int64_t K, int64_t C, double vmax,
+        const int64_t* tops, const int64_t* steps_g, int64_t* choice) except +
     int N_STATS_C "aryl::mckp::N_STATS"
 
 
@@ -128,3 +133,69 @@ def quantize(const double[::1] values, int64_t[::1] out):
     with nogil:
         c_quantize(&values[0], values.shape[0], &out[0], &bad)
     return bad
+
+
+def solve_values_unit_steps(
+    const double[:, ::1] values,
+    const int64_t[:, ::1] weights,
+    int64_t capacity,
+    int64_t[::1] choice,
+    tops=None,
+    steps_g=None,
+):
+    """The step shortcut of ``mckp.hpp``: True if it answered (``choice`` written), else False.
+
+    For instances whose option ``k`` weighs ``(k + 1) * g`` (one ``g`` for every job
+    with a usable option) and whose LP relaxation over the jobs' upper hulls is
+    integral and unique; then ``choice`` is exactly what :func:`solve_values` returns.
+    Otherwise returns False (``choice`` unspecified).  ``values`` and ``weights`` as
+    for :func:`solve_values`; a value of +-inf, or a non-NaN value whose weight is
+    below 1, raises ValueError (the solver's errors are not the shortcut's business).
+    ``tops`` (int64, ``n_jobs``, optional): columns ``>= tops[i]`` of row ``i`` are
+    not read (the caller knows they are NaN).  ``steps_g`` (int64, ``n_jobs``,
+    optional): the caller's promise that ``weights[i, k] == (k + 1) * steps_g[i]``
+    wherever ``values[i, k]`` is not NaN; the weights are then not read.
+    """
+    cdef int64_t n = values.shape[0]
+    cdef int64_t k = values.shape[1]
+    cdef int64_t i, j
+    cdef double x, vmax = 0.0
+    cdef bint ok
+    cdef const int64_t[::1] tops_v
+    cdef const int64_t[::1] g_v
+    cdef const int64_t* tops_p = NULL
+    cdef const int64_t* g_p = NULL
+    if weights.shape[0] != n or weights.shape[1] != k or choice.shape[0] != n:
+        raise ValueError("solve_values_unit_steps: shape mismatch")
+    if tops is not None:
+        tops_v = tops
+        if tops_v.shape[0] != n:
+            raise ValueError("solve_values_unit_steps: tops shape mismatch")
+        if n:
+            tops_p = &tops_v[0]
+    if steps_g is not None:
+        g_v = steps_g
+        if g_v.shape[0] != n:
+            raise ValueError("solve_values_unit_steps: steps_g shape mismatch")
+        if n:
+            g_p = &g_v[0]
+    if n == 0:
+        return True
+    for i in range(n):
+        for j in range(k):
+            x = values[i, j]
+            if x != x:
+                continue
+            if x == INFINITY or x == -INFINITY:
+                raise ValueError(f"solve_values_unit_steps: values[{i}, {j}] is inf")
+            if weights[i, j] < 1:
+                raise ValueError(f"solve_values_unit_steps: weights[{i}, {j}] < 1")
+            if x > vmax:
+                vmax = x
+    if not vmax > 0.0 or k == 0:  # nothing to choose (as solve_values)
+        choice[:] = -1
+        return True
+    with nogil:
+        ok = c_solve_values_unit_steps(&values[0, 0], &weights[0, 0], n, k, capacity, vmax,
+                                       tops_p, g_p, &choice[0])
+    return ok

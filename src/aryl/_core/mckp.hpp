@@ -67,12 +67,20 @@
 // across calls (no shared state between threads; released after a call when it
 // exceeds kKeepBytes).  The sparse DP's state lists and the dense table are per
 // call and bounded by max_table_bytes.
+//
+// Shortcut for step-weighted instances (solve_values_unit_steps): when option k of
+// every class weighs (k + 1) * g (one g for all classes, as Aryl's extra-worker
+// tables do) and the LP relaxation over the classes' upper hulls is integral and
+// unique, the greedy over the hull segments is the unique optimum and so the
+// solver's answer, found in O(options) plus a selection, without steps 1-4.  It
+// refuses (and the caller runs the solver) otherwise; see its comment for the proof.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -281,6 +289,11 @@ struct Workspace {
   // the sparse DP: stored states, one stage's candidates and their sorted runs
   std::vector<State> states, cand;
   std::vector<size_t> runs, merged;
+  // solve_values_unit_steps: the step efficiencies per class, their copy for the
+  // selection, the steps per class, each class's g, one class's hull
+  std::vector<double> step_eff, step_sel;
+  std::vector<int64_t> step_n, step_g, step_top, hull_s, hull_q, step_cls;
+  std::vector<uint32_t> step_hist;
 
   size_t bytes() const {
     return (iw.capacity() + iq.capacity() + ik.capacity() + off.capacity() + hw.capacity() +
@@ -295,7 +308,10 @@ struct Workspace {
            fill_lvl.capacity() * sizeof(size_t) + fill_all.capacity() +
            (best_rc.capacity() + gap2.capacity() + rem.capacity()) * 8 +
            alts.capacity() * sizeof(Item) + (states.capacity() + cand.capacity()) * sizeof(State) +
-           (runs.capacity() + merged.capacity()) * sizeof(size_t);
+           (runs.capacity() + merged.capacity()) * sizeof(size_t) +
+           (step_eff.capacity() + step_sel.capacity() + step_n.capacity() + step_g.capacity() +
+            step_top.capacity() + hull_s.capacity() + hull_q.capacity() + step_cls.capacity()) * 8 +
+           step_hist.capacity() * 4;
   }
 };
 
@@ -991,6 +1007,310 @@ inline int solve_values_prechecked(const double* v, const int64_t* wt, int64_t n
   detail::FloatSource src{v};
   src.set_max(vmax);
   return detail::solve_entry(src, wt, n, K, C, max_table_bytes, choice, stats, dp_mode);
+}
+
+// ------------------------------------------------------------------ the step shortcut
+namespace detail {
+
+// solve_values_unit_steps: one class from scratch.  The upper hull of the origin and
+// the points (k + 1, q_k) of the options k < lim with q_k > 0 that are more valuable
+// than every lighter option (the others are dominated), collinear points dropped:
+// its slopes decrease strictly and are > 0.  Writes each hull segment's efficiency
+// dq / ds (one rounding) ds times to eff, once per step of g, and returns the steps
+// written: k + 1 for the hull's last point, option k (0 when nothing is usable).
+// hs, hq: lim + 1 scratch.  Exact in int64: q <= 2**40, steps <= lim <= 2**22.
+template <typename Src>
+inline int64_t hull_steps(const Src& src, size_t row, int64_t lim, int64_t* hs, int64_t* hq,
+                          double* eff) {
+  hs[0] = hq[0] = 0;
+  int64_t nh = 1, best = 0;
+  for (int64_t k = 0; k < lim; ++k) {
+    const int64_t q = src.value(row + static_cast<size_t>(k));
+    if (q <= best) continue;
+    best = q;
+    const int64_t s = k + 1;
+    // pop the last point b while it is on or below the chord from the one before it
+    // to (s, q): slope(b, new) >= slope(before, b)
+    while (nh >= 2 &&
+           (q - hq[nh - 1]) * (hs[nh - 1] - hs[nh - 2]) >= (hq[nh - 1] - hq[nh - 2]) * (s - hs[nh - 1]))
+      --nh;
+    hs[nh] = s;
+    hq[nh] = q;
+    ++nh;
+  }
+  int64_t at = 0;
+  for (int64_t t = 1; t < nh; ++t) {
+    const int64_t ds = hs[t] - hs[t - 1];
+    const double e = static_cast<double>(hq[t] - hq[t - 1]) / static_cast<double>(ds);
+    for (int64_t j = 0; j < ds; ++j) eff[at++] = e;
+  }
+  return at;
+}
+
+// Step efficiencies are doubles in [2**-22, 2**40] (dq >= 1 over ds <= 2**22 steps,
+// dq <= 2**40), and their bit patterns are monotone in them.  The selection's
+// histogram buckets are quarter binades, taken on the bit pattern minus one (which
+// the fast loop has at hand): bucket b holds (step_bucket_low(b),
+// step_bucket_low(b + 1)], b = 0 .. kStepBuckets - 1 (2**-22 is in bucket 0, 2**40
+// in the last).
+constexpr int kStepBucketShift = 50;
+constexpr uint64_t kStepBucket0 = (uint64_t(1001) << 2) - 1;
+constexpr size_t kStepBuckets = (size_t(1063 - 1001) << 2) + 1;
+
+inline size_t step_bucket_of_key(uint64_t key) {
+  return static_cast<size_t>(((key - 1) >> kStepBucketShift) - kStepBucket0);
+}
+inline size_t step_bucket(double e) { return step_bucket_of_key(key_of(e)); }
+inline double step_bucket_low(size_t b) {
+  return eff_of((static_cast<uint64_t>(b) + kStepBucket0) << kStepBucketShift);
+}
+
+// solve_values_unit_steps, a class that is not the usual one (see unit_steps_impl):
+// drops the k steps the fast loop already counted in hist, writes the class's steps
+// by hull_steps to e and counts them.  Returns the steps.  Out of line: it is rare,
+// and inlined it would crowd the fast loop's registers.
+template <typename Src>
+#if defined(_MSC_VER)
+__declspec(noinline)
+#else
+__attribute__((noinline))
+#endif
+int64_t other_class_steps(const Src& src, size_t row, int64_t lim, int64_t k, int64_t* hs,
+                          int64_t* hq, double* e, uint32_t* hist) {
+  for (int64_t t = 0; t < k; ++t) --hist[step_bucket(e[t])];
+  const int64_t steps = hull_steps(src, row, lim, hs, hq, e);
+  for (int64_t t = 0; t < steps; ++t) ++hist[step_bucket(e[t])];
+  return steps;
+}
+
+// solve_values_unit_steps over the float values of src (kTwoSteps: src.two_steps);
+// tops[i]: row i's columns to read; g_of[i]: class i's g (< 1: no option with q > 0,
+// when !g_known).  Writes choice also when it refuses.
+template <bool kTwoSteps>
+inline bool unit_steps_impl(const FloatSource& src, int64_t n, int64_t K, int64_t C,
+                            const int64_t* tops, const int64_t* g_of, bool g_known,
+                            int64_t* choice) {
+  Workspace& ws = workspace();
+  const size_t nn = static_cast<size_t>(n);
+  const size_t NK = nn * static_cast<size_t>(K);
+  // per class, its steps' efficiencies and a 0 after them (the scan's sentinel)
+  double* const eff = grow(ws.step_eff, NK + nn);
+  int64_t* const steps_of = grow(ws.step_n, nn);
+  int64_t* const hs = grow(ws.hull_s, static_cast<size_t>(K) + 1);
+  int64_t* const hq = grow(ws.hull_q, static_cast<size_t>(K) + 1);
+  uint32_t* const hist = grow(ws.step_hist, kStepBuckets);  // steps per bucket
+  std::memset(hist, 0, kStepBuckets * sizeof(uint32_t));
+  constexpr double kMagic = 4503599627370496.0;  // 2**52, as FloatSource::value
+  const uint64_t kInfBits = key_of(std::numeric_limits<double>::infinity());
+  const double* const v = src.v;
+  const double scale1 = src.scale1, scale2 = src.scale2;
+  int64_t g = 0;                    // the classes' common g (0: no usable option yet)
+  int64_t g_row = 0, kcap_row = 0;  // the last class's g, and C / g_row
+  double* e = eff;                  // where the next class's steps go
+  const double* x = v;              // row i
+  for (int64_t i = 0; i < n; ++i, x += K) {
+    int64_t steps = 0;
+    const int64_t top = std::min(tops[i], K);
+    const int64_t gi = g_of[i];
+    if (top > 0 && gi >= 1) {
+      if (gi != g_row) {
+        g_row = gi;
+        kcap_row = C / gi;
+      }
+      const int64_t lim = std::min(top, kcap_row);  // options k with (k + 1) * gi <= C
+      // The usual class: increments d_k = q_k - q_k-1 (q_-1 = 0) positive and
+      // non-increasing for all k < lim.  Its hull passes through all its points, so
+      // its steps' efficiencies are the increments.  FloatSource::value of x > 0 is
+      // (s + 2**52) - 2**52 for s = x * scale: t = s + 2**52 is q + 2**52 exactly,
+      // and d_k = t_k - t_k-1 (t_-1 = 2**52) exactly, for q_k, q_k-1 <= 2**40.  A
+      // value x <= 0 or NaN makes some d_k <= 0 or NaN; any other class (such a
+      // value, a bump, a fall) goes to other_class_steps.  The test 0 < d_k <= d_k-1
+      // (and not NaN) is one unsigned comparison of bit patterns, which order doubles
+      // >= +0 like their values: minus one wraps +0 to the top and leaves negatives
+      // (sign bit) and NaN above any finite or infinite d_k-1.
+      double t_prev = kMagic;
+      uint64_t dprev = kInfBits;
+      auto t_of = [&](int64_t j) {
+        double sc = x[j] * scale1;
+        if (kTwoSteps) sc *= scale2;
+        return sc + kMagic;
+      };
+      int64_t k = 0;
+      for (; k + 1 < lim; k += 2) {  // two at a time: no copies between iterations
+        const double t0 = t_of(k), t1 = t_of(k + 1);
+        const uint64_t d0 = key_of(t0 - t_prev), d1 = key_of(t1 - t0);
+        if (d0 - 1 >= dprev || d1 - 1 >= d0) break;
+        std::memcpy(e + k, &d0, sizeof d0);
+        std::memcpy(e + k + 1, &d1, sizeof d1);
+        ++hist[step_bucket_of_key(d0)];
+        ++hist[step_bucket_of_key(d1)];
+        t_prev = t1;
+        dprev = d1;
+      }
+      if (k + 1 == lim) {
+        const uint64_t d = key_of(t_of(k) - t_prev);
+        if (d - 1 < dprev) {
+          std::memcpy(e + k, &d, sizeof d);
+          ++hist[step_bucket_of_key(d)];
+          ++k;
+        }
+      }
+      if (k < lim)
+        k = other_class_steps(src, static_cast<size_t>(x - v), lim, k, hs, hq, e, hist);
+      steps = k;
+      if (gi != g && steps > 0) {
+        if (g != 0) return false;  // a second g
+        g = gi;
+      }
+    } else if (top > 0 && g_known) {
+      return false;  // a broken promise (g < 1): leave it to the solver
+    }
+    e[steps] = 0.0;
+    steps_of[i] = steps;
+    e += steps + 1;
+  }
+  if (g == 0) {  // nothing usable
+    for (int64_t i = 0; i < n; ++i) choice[i] = -1;
+    return true;
+  }
+  const size_t S = static_cast<size_t>(e - eff) - nn;
+  const size_t m = static_cast<size_t>(C / g);  // >= 1: some option fits
+  if (S <= m) {  // everything fits
+    for (int64_t i = 0; i < n; ++i) choice[i] = steps_of[i] - 1;
+    return true;
+  }
+  // The cut: the m-th largest efficiency thr must exceed the (m+1)-th, below.  The
+  // bucket bc holding the m-th: fewer than m steps in the buckets above it, at
+  // least m with it.  A class's steps above bc are a prefix of its run, those in
+  // bc the next ones: each class takes the former, and the few latter (with their
+  // class) are collected to select thr among them.
+  size_t bc = kStepBuckets - 1;
+  size_t n_above = 0;
+  while (n_above + hist[bc] < m) n_above += hist[bc--];
+  const double lo = step_bucket_low(bc), hi = step_bucket_low(bc + 1);
+  const size_t n_bc = hist[bc];
+  double* const sel = grow(ws.step_sel, 2 * n_bc);  // bc's steps, then a copy to select on
+  int64_t* const sel_cls = grow(ws.step_cls, n_bc);
+  size_t n_sel = 0;
+  double below = 0.0;  // the largest step under bc (0 if none)
+  const double* p = eff;
+  for (int64_t i = 0; i < n; ++i) {  // a class's run ends with 0 < lo
+    const double* const start = p;
+    while (*p > hi) ++p;
+    choice[i] = (p - start) - 1;  // steps of g taken: the option one less
+    for (; *p > lo; ++p) {
+      sel[n_sel] = *p;
+      sel_cls[n_sel++] = i;
+    }
+    below = std::max(below, *p);
+    p = start + steps_of[i] + 1;
+  }
+  // thr is the r-th largest in bc; the (r+1)-th, if bc has it, is below
+  const size_t r = m - n_above;  // 1 <= r <= n_sel
+  double* const cp = sel + n_sel;
+  std::copy(sel, sel + n_sel, cp);
+  std::nth_element(cp, cp + (r - 1), cp + n_sel, std::greater<double>());
+  const double thr = cp[r - 1];
+  if (r < n_sel) below = *std::max_element(cp + r, cp + n_sel);
+  if (!(thr > below)) return false;
+  for (size_t j = 0; j < n_sel; ++j)
+    if (sel[j] >= thr) ++choice[sel_cls[j]];
+  return true;
+}
+
+}  // namespace detail
+
+// The step shortcut.  For an instance whose option k of every class weighs
+// (k + 1) * g, with one g >= 1 for all classes, returns true and writes to choice
+// exactly what solve_values would, when it can prove that answer directly;
+// otherwise returns false, choice unspecified (the caller runs the solver).
+//
+// Usable options are those with quantised value q > 0 and weight <= C, i.e.
+// k < C / g; every feasible choice weighs a multiple of g, so at most m = C / g
+// steps of g.  Per class take the upper hull H_i of the origin and the usable
+// points (k + 1, q_ik) in units of g (hull_steps); its segments' efficiencies
+// dq / ds decrease strictly along the class and are > 0.  Write each segment ds
+// times, once per step: S steps in all.
+//  - S <= m: every class takes its hull's last point, its lightest most valuable
+//    option, and that fits: maximal value, and any other choice of maximal value
+//    has a heavier option in some class: rule (2) picks this one.
+//  - S > m: let thr be the m-th largest step efficiency and below the (m+1)-th.
+//    If thr > below, every class takes its steps >= thr; as no segment's steps
+//    are split by a strict cut, that ends on a hull point of each class, and the
+//    choice x* weighs exactly m * g.  Take lambda strictly between the exact
+//    efficiencies of the taken and the other steps (rounding dq / ds is monotone,
+//    so thr > below as doubles separates them exactly too), lambda > 0.  For
+//    every feasible x:  value(x) = sum_i (q_i(x_i) - lambda w_i(x_i)) + lambda w(x)
+//    <= sum_i max_k (q_ik - lambda w_ik) + lambda m g = value(x*), as x*_i
+//    maximises q - lambda w over class i (hull slopes above lambda up to it,
+//    below after it) and w(x) <= m g.  Equality needs every x_i to be a maximiser,
+//    and x*_i is the only one: lambda equals no slope of H_i, so H_i(w) - lambda w
+//    is strictly larger at x*_i than at any other weight, options below the hull
+//    or dominated lie lower still, and no two options of a class weigh the same.
+//    So x* is the unique optimum, and the solver returns it whatever its tie rule.
+//    Otherwise (thr == below: a segment split by the cut or a tie at it) refuse.
+// Refused too: option weights not of that form for some class with an option of
+// q > 0 (checked here unless steps_g is given), two classes with usable options
+// and different g, K > 2**22 or n * K >= 2**32 (see the code).
+//
+// v, wt: row-major n x K, as for solve_values_prechecked (every value finite or
+// NaN, every weight of a non-NaN value >= 1, vmax > 0 the largest value).
+// tops (optional, n): columns >= tops[i] of row i are NaN and not read.
+// steps_g (optional, n): the caller's promise that wt[i * K + k] == (k + 1) *
+// steps_g[i] (>= 1) for every non-NaN value of row i; wt is then not read (may be
+// null).  Without it the weights are checked: each class's g is w / (k + 1) of its
+// first option with q > 0, and every option with q > 0 must weigh (k + 1) * g.
+// Cost: O(n + options read), about a dozen instructions per option of a usual
+// (concave) class, with steps_g the weights unread; a hull per other class.  The
+// cut is found without sorting: a histogram of the steps by quarter binade, made
+// as they are written, gives the bucket holding the m-th, one pass over each
+// class's leading steps takes those above it and collects the few in it, and an
+// nth_element among these finds thr.  No allocation once the thread's workspace
+// has grown (released after a call, as the solver's, when it exceeds kKeepBytes).
+inline bool solve_values_unit_steps(const double* v, const int64_t* wt, int64_t n, int64_t K,
+                                    int64_t C, double vmax, const int64_t* tops,
+                                    const int64_t* steps_g, int64_t* choice) {
+  if (n <= 0) return true;
+  if (K <= 0 || C < 1) {  // nothing fits: every usable option weighs >= 1
+    for (int64_t i = 0; i < n; ++i) choice[i] = -1;
+    return true;
+  }
+  // the hull's int64 products; the histogram's 32-bit counters
+  if (K > (int64_t(1) << 22) || static_cast<uint64_t>(n) * static_cast<uint64_t>(K) >= (uint64_t(1) << 32))
+    return false;
+  detail::FloatSource src{v};
+  src.set_max(vmax);
+  detail::Workspace& ws = detail::workspace();
+  const size_t nn = static_cast<size_t>(n);
+  if (tops == nullptr) {
+    int64_t* all = detail::grow(ws.step_top, nn);
+    std::fill(all, all + nn, K);
+    tops = all;
+  }
+  const int64_t* g_of = steps_g;
+  if (g_of == nullptr) {
+    int64_t* gs = detail::grow(ws.step_g, nn);
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t row = static_cast<size_t>(i) * static_cast<size_t>(K);
+      const int64_t top = std::min(tops[i], K);
+      int64_t gi = 0;
+      for (int64_t k = 0; k < top; ++k) {
+        if (src.value(row + static_cast<size_t>(k)) <= 0) continue;
+        const int64_t w = wt[row + static_cast<size_t>(k)];
+        if (w % (k + 1) != 0 || (gi != 0 && w / (k + 1) != gi)) return false;
+        gi = w / (k + 1);
+      }
+      gs[i] = gi;
+    }
+    g_of = gs;
+  }
+  const bool ok =
+      src.two_steps
+          ? detail::unit_steps_impl<true>(src, n, K, C, tops, g_of, steps_g != nullptr, choice)
+          : detail::unit_steps_impl<false>(src, n, K, C, tops, g_of, steps_g != nullptr, choice);
+  if (nn * static_cast<size_t>(K) > detail::kKeepBytes / 32 && ws.bytes() > detail::kKeepBytes)
+    ws = detail::Workspace();
+  return ok;
 }
 
 }  // namespace mckp

@@ -296,7 +296,15 @@ inline bool solve_extras(const Table& t, i64 capacity, Solver solver, bool uncon
   i64 stats[mckp::N_STATS];
   // the table's own values, scanned by build_table: the solver need not scan them again
   const bool prechecked = values == &t.v && t.checked && t.vmax > 0.0;
+  // build_table's rows: weights (k + 1) * row_g[i], NaN past row_top[i]; the step
+  // shortcut answers most instances as the solver would, and refuses the others
+  const bool rows = t.row_g.size() == static_cast<size_t>(n) && t.rows_K == K;
+  const bool stepped =
+      prechecked && mckp::solve_values_unit_steps(values->data(), t.w.data(), n, K, capacity, t.vmax,
+                                                  rows ? t.row_top.data() : nullptr,
+                                                  rows ? t.row_g.data() : nullptr, out.data());
   const int status =
+      stepped ? mckp::STATUS_OK :
       prechecked ? mckp::solve_values_prechecked(values->data(), t.w.data(), n, K, capacity,
                                                  t.vmax, kMaxTableBytes, out.data(), stats, 0)
                  : mckp::solve_values(values->data(), t.w.data(), n, K, capacity, kMaxTableBytes,

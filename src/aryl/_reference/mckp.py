@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 #: uses the same value (it imports it from here: imports point one way).
 MAX_TABLE_BYTES: int = 100_000_000
 
-__all__ = ["MAX_TABLE_BYTES", "solve_quantized"]
+__all__ = ["MAX_TABLE_BYTES", "solve_quantized", "solve_unit_steps"]
 
 NEG = np.int64(-(2**62))  # "impossible"; far below any reachable sum (< 2**62 / 2)
 
@@ -103,4 +103,110 @@ def solve_quantized(
                 c -= w
                 break
         # otherwise no option: f[i + 1, c] == f[i, c]
+    return choice
+
+
+def _hull_steps(q_row: NDArray[np.int64]) -> list[float]:
+    """Step efficiencies of one job along the upper hull of its options.
+
+    The points are the origin and ``(k + 1, q[k])`` (weight in steps of ``g``) of
+    the options with ``q[k] > 0`` that are more valuable than every lighter option;
+    a point on or below the chord of its neighbours is dropped.  Each hull segment
+    of ``ds`` steps and value gain ``dq`` gives ``ds`` steps of efficiency
+    ``dq / ds`` (a float: one rounding, as the kernel's).  Their number is ``k + 1``
+    for the hull's last point, option ``k``.
+    """
+    hull = [(0, 0)]
+    best = 0
+    for k, qk in enumerate(int(x) for x in q_row):
+        if qk <= best:
+            continue  # absent, or dominated by a lighter option
+        best = qk
+        while len(hull) >= 2:
+            (aw, aq), (bw, bq) = hull[-2], hull[-1]
+            if (qk - bq) * (bw - aw) >= (bq - aq) * (k + 1 - bw):
+                hull.pop()  # the last point is on or below the chord
+            else:
+                break
+        hull.append((k + 1, qk))
+    steps: list[float] = []
+    for (aw, aq), (bw, bq) in zip(hull, hull[1:]):
+        steps += [(bq - aq) / (bw - aw)] * (bw - aw)
+    return steps
+
+
+def solve_unit_steps(
+    q: NDArray[np.int64],
+    weights: NDArray[np.int64],
+    capacity: int,
+    *,
+    tops: NDArray[np.int64] | None = None,
+    steps_g: NDArray[np.int64] | None = None,
+) -> NDArray[np.int64] | None:
+    """The step shortcut (twin of ``mckp::solve_values_unit_steps``), over quantised values.
+
+    Applies when option ``k`` of every job with a usable option (``q > 0``, weight
+    ``<= capacity``) weighs ``(k + 1) * g`` for one ``g``, and the capacity cuts the
+    jobs' hull steps cleanly: with ``m = capacity // g``, either all steps fit, or
+    the ``m``-th largest step efficiency is strictly above the ``(m + 1)``-th.  Then
+    each job takes its steps at or above that threshold (its option is their number
+    minus one), which is the unique optimum and so :func:`solve_quantized`'s answer
+    (the proof is in ``mckp.hpp``).  Returns None when it does not apply.
+
+    ``tops`` (optional): only columns ``< tops[i]`` of row ``i`` are read.
+    ``steps_g`` (optional): the caller's promise that row ``i`` weighs
+    ``(k + 1) * steps_g[i]`` (the weights are then not read; a row with columns
+    to read and ``steps_g[i] < 1`` breaks it: None).  Without it each job's ``g``
+    is ``w // (k + 1)`` of its first option with ``q > 0``, and every option with
+    ``q > 0`` must weigh ``(k + 1) * g`` (else None).
+    """
+    n_jobs, n_options = q.shape
+    choice = np.full(n_jobs, -1, dtype=np.int64)
+    if n_jobs == 0 or n_options == 0 or capacity < 1:
+        return choice
+    if n_options > 2**22 or n_jobs * n_options >= 2**32:
+        return None
+    top = [n_options if tops is None else min(int(tops[i]), n_options) for i in range(n_jobs)]
+    if steps_g is not None:
+        g_of = [int(x) for x in steps_g]
+    else:
+        g_of = []
+        for i in range(n_jobs):
+            gi = 0
+            for k in range(top[i]):
+                if q[i, k] <= 0:
+                    continue
+                w = int(weights[i, k])
+                if w % (k + 1) != 0 or (gi != 0 and w // (k + 1) != gi):
+                    return None  # not (k + 1) * g
+                gi = w // (k + 1)
+            g_of.append(gi)
+
+    g = 0  # the common g of the jobs with usable options
+    steps_of: list[list[float]] = []
+    for i in range(n_jobs):
+        if top[i] <= 0 or g_of[i] < 1:
+            if top[i] > 0 and steps_g is not None:
+                return None  # a broken promise
+            steps_of.append([])
+            continue
+        lim = min(top[i], capacity // g_of[i])  # the options of weight <= capacity
+        steps = _hull_steps(q[i, :lim])
+        if steps and g_of[i] != g:
+            if g != 0:
+                return None  # a second g
+            g = g_of[i]
+        steps_of.append(steps)
+    if g == 0:
+        return choice  # nothing usable
+    m = capacity // g
+    ranked = sorted((e for steps in steps_of for e in steps), reverse=True)
+    if len(ranked) <= m:  # everything fits
+        thr = 0.0
+    else:
+        thr, below = ranked[m - 1], ranked[m]
+        if not thr > below:
+            return None  # a tie at the cut, or a hull segment split by it
+    for i, steps in enumerate(steps_of):
+        choice[i] = sum(1 for e in steps if e >= thr) - 1
     return choice
