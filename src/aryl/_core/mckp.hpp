@@ -1196,14 +1196,22 @@ inline bool unit_steps_impl(const FloatSource& src, int64_t n, int64_t K, int64_
   const double* p = eff;
   for (int64_t i = 0; i < n; ++i) {  // a class's run ends with 0 < lo
     const double* const start = p;
-    while (*p > hi) ++p;
-    choice[i] = (p - start) - 1;  // steps of g taken: the option one less
-    for (; *p > lo; ++p) {
-      sel[n_sel] = *p;
-      sel_cls[n_sel++] = i;
+    const int64_t c = steps_of[i];
+    if (start[0] <= lo) {  // takes nothing (an empty class included)
+      choice[i] = -1;
+      below = std::max(below, start[0]);
+    } else if (start[c - 1] > hi) {  // takes all (c >= 1 here)
+      choice[i] = c - 1;
+    } else {
+      while (*p > hi) ++p;
+      choice[i] = (p - start) - 1;  // steps of g taken: the option one less
+      for (; *p > lo; ++p) {
+        sel[n_sel] = *p;
+        sel_cls[n_sel++] = i;
+      }
+      below = std::max(below, *p);
     }
-    below = std::max(below, *p);
-    p = start + steps_of[i] + 1;
+    p = start + c + 1;
   }
   // thr is the r-th largest in bc; the (r+1)-th, if bc has it, is below
   const size_t r = m - n_above;  // 1 <= r <= n_sel
