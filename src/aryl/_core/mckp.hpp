@@ -289,10 +289,11 @@ struct Workspace {
   // the sparse DP: stored states, one stage's candidates and their sorted runs
   std::vector<State> states, cand;
   std::vector<size_t> runs, merged;
-  // solve_values_unit_steps: the step efficiencies per class, their copy for the
-  // selection, the steps per class, each class's g, one class's hull
+  // solve_values_unit_steps: the step efficiencies per class, those in the cut's
+  // bucket (and a copy to select on) with their classes, the steps per class, the
+  // classes' g and tops when the caller gives none, one class's hull, the histogram
   std::vector<double> step_eff, step_sel;
-  std::vector<int64_t> step_n, step_g, step_top, hull_s, hull_q, step_cls;
+  std::vector<int64_t> step_cls, step_n, step_g, step_top, hull_s, hull_q;
   std::vector<uint32_t> step_hist;
 
   size_t bytes() const {
