@@ -181,6 +181,7 @@ struct PassWorkspace {
     std::vector<i64> free_offered;
     std::vector<i64> servers, preempted, on;
     ReclaimRequestArrays req;
+    std::vector<int32_t> loan_pos;  // settle: per server, its position in `loaned`, -1 = none
     std::vector<std::vector<i64>> after;  // per loaned position: jobs after the plan
     std::vector<uint8_t> has_after;
     std::vector<i64> for_base, affected;
@@ -223,19 +224,49 @@ inline void reclaim_step(const State& st, const Policy& pol, i64 n, Plan& plan,
 }
 
 // api.py _settle: borrow the offered servers the plan uses; return loans left empty.
+// `loaned` holds the servers on loan (status LOANED) and the offered ones (IDLE,
+// so without jobs: jobs run on training and loaned servers only): "not offered"
+// is "status LOANED".  When no entry of the plan
+// is on an inference server (index >= n_training, as every loaned or offered one
+// is), no job joins or leaves a loaned server: no offered server is borrowed and
+// the loaned ones without jobs go back.  Otherwise only the loaned servers the
+// plan touches get a list of their jobs after it (ws.after, by position in
+// `loaned`; a server's position is ws.loan_pos[s], filled here, -1 again after).
 inline void settle(const State& st, const Policy& pol, Plan& plan, const std::vector<i64>& loaned,
                    const std::vector<i64>& offered, PassWorkspace& ws) {
-    const size_t nl = loaned.size();
-    ws.after.resize(std::max(ws.after.size(), nl));
-    ws.has_after.assign(nl, 0);
-    auto pos_of = [&loaned](i64 s) -> i64 {
-        const auto it = std::lower_bound(loaned.begin(), loaned.end(), s);
-        return (it != loaned.end() && *it == s) ? static_cast<i64>(it - loaned.begin()) : -1;
+    const i64 nt = st.n_training();
+    auto on_inference = [nt](const Placement& p) {
+        for (const auto& e : p)
+            if (e.first >= nt) return true;
+        return false;
     };
-    auto jobs_after = [&](i64 q) -> std::vector<i64>& {
+    bool touched = false;
+    for (const auto& p : plan.preemptions)
+        if (!touched) touched = on_inference(st.placement[static_cast<size_t>(p.first)]);
+    for (const auto& r : plan.resizes)
+        if (!touched)
+            touched = on_inference(st.placement[static_cast<size_t>(r.job)]) || on_inference(r.place);
+    for (const auto& s : plan.starts)
+        if (!touched) touched = on_inference(s.place);
+    if (!touched) {
+        for (i64 s : loaned) {
+            const auto su = static_cast<size_t>(s);
+            if (st.server_status[su] == LOANED && st.jobs_on[su].empty())
+                plan.returned_servers.emplace_back(s, IDLE_LOAN);
+        }
+        return;
+    }
+    const size_t nl = loaned.size();
+    std::vector<int32_t>& pos = ws.loan_pos;
+    if (pos.size() != st.server_gpus.size()) pos.assign(st.server_gpus.size(), -1);
+    if (ws.after.size() < nl) ws.after.resize(nl);
+    std::vector<uint8_t>& has_after = ws.has_after;  // per position: ws.after built
+    has_after.assign(nl, 0);
+    for (size_t q = 0; q < nl; ++q) pos[static_cast<size_t>(loaned[q])] = static_cast<int32_t>(q);
+    auto jobs_after = [&](int32_t q) -> std::vector<i64>& {
         auto& v = ws.after[static_cast<size_t>(q)];
-        if (!ws.has_after[static_cast<size_t>(q)]) {
-            ws.has_after[static_cast<size_t>(q)] = 1;
+        if (!has_after[static_cast<size_t>(q)]) {
+            has_after[static_cast<size_t>(q)] = 1;
             v.clear();
             for (const auto& e : st.jobs_on[static_cast<size_t>(loaned[static_cast<size_t>(q)])])
                 v.push_back(e.first);
@@ -251,17 +282,17 @@ inline void settle(const State& st, const Policy& pol, Plan& plan, const std::ve
     };
     for (const auto& p : plan.preemptions)
         for (const auto& e : st.placement[static_cast<size_t>(p.first)]) {
-            const i64 q = pos_of(e.first);
+            const int32_t q = pos[static_cast<size_t>(e.first)];
             if (q >= 0) discard(jobs_after(q), p.first);
         }
     for (const auto& r : plan.resizes)
         for (const auto& e : st.placement[static_cast<size_t>(r.job)]) {
-            const i64 q = pos_of(e.first);
+            const int32_t q = pos[static_cast<size_t>(e.first)];
             if (q >= 0) discard(jobs_after(q), r.job);
         }
     for (const auto& r : plan.resizes)
         for (const auto& e : r.place) {
-            const i64 q = pos_of(e.first);
+            const int32_t q = pos[static_cast<size_t>(e.first)];
             if (q >= 0) add(jobs_after(q), r.job);
         }
     std::vector<i64>& for_base = ws.for_base;
@@ -270,7 +301,7 @@ inline void settle(const State& st, const Policy& pol, Plan& plan, const std::ve
     for (const auto& s : plan.starts) {
         bool any = false;
         for (const auto& e : s.place) {
-            const i64 q = pos_of(e.first);
+            const int32_t q = pos[static_cast<size_t>(e.first)];
             if (q >= 0) {
                 add(jobs_after(q), s.job);
                 any = true;
@@ -279,30 +310,24 @@ inline void settle(const State& st, const Policy& pol, Plan& plan, const std::ve
         if (any) {
             split_placement(s.place, pol.base_workers(st, s.job), &base, nullptr);
             for (const auto& e : base)
-                if (pos_of(e.first) >= 0) for_base.push_back(e.first);
+                if (pos[static_cast<size_t>(e.first)] >= 0) for_base.push_back(e.first);
         }
     }
-    auto busy = [&](i64 s) -> bool {
-        const i64 q = pos_of(s);
-        if (q >= 0 && ws.has_after[static_cast<size_t>(q)])
-            return !ws.after[static_cast<size_t>(q)].empty();
-        return !st.jobs_on[static_cast<size_t>(s)].empty();
+    // busy(s) of a loaned server by its position q
+    auto busy_at = [&](size_t q) -> bool {
+        return has_after[q] ? !ws.after[q].empty()
+                            : !st.jobs_on[static_cast<size_t>(loaned[q])].empty();
     };
-    for (i64 s : offered)
-        if (busy(s)) {
+    for (i64 s : offered)  // (every offered server is in `loaned`)
+        if (busy_at(static_cast<size_t>(pos[static_cast<size_t>(s)]))) {
             const bool fb = std::find(for_base.begin(), for_base.end(), s) != for_base.end();
             plan.borrowed_servers.emplace_back(s, fb ? LOAN_FOR_BASE : LOAN_FOR_EXTRA);
         }
-    // loaned is ascending and offered an ascending subset of it: walk both, and test
-    // each server by its position (busy(s) without the search for it)
-    size_t o = 0;
     for (size_t q = 0; q < nl; ++q) {
         const i64 s = loaned[q];
-        while (o < offered.size() && offered[o] < s) ++o;
-        if (o < offered.size() && offered[o] == s) continue;
-        const bool busy_q = ws.has_after[q] ? !ws.after[q].empty()
-                                            : !st.jobs_on[static_cast<size_t>(s)].empty();
-        if (!busy_q) plan.returned_servers.emplace_back(s, IDLE_LOAN);
+        pos[static_cast<size_t>(s)] = -1;
+        if (st.server_status[static_cast<size_t>(s)] == LOANED && !busy_at(q))
+            plan.returned_servers.emplace_back(s, IDLE_LOAN);
     }
 }
 
