@@ -96,36 +96,63 @@ inline void jobs_in_start_order(const State& st, i64 s, std::vector<i64>& out) {
     });
 }
 
-// kernels.py reclaim_request
+// Scratch of reclaim_request / plan_reclaim / reclaim_step, kept between reclaims.
+struct ReclaimScratch {
+    std::vector<int32_t> job_pos;  // per job: its index in the request's job list, -1 = none
+    std::vector<std::pair<i64, i64>> on;  // one server's (run_seq, job), sorted
+    std::vector<i64> pl_index, allowed;   // the greedy's placement server positions, all 1
+};
+
+// kernels.py reclaim_request: the loaned servers, the jobs on them (start order)
+// and their placements, as the struct of arrays of aryl.reclaiming.ReclaimRequest
+// (server ids = server indexes, job ids = job indexes).  Each job's index in the
+// job list (first appearance) is kept in sc.job_pos while the request is built
+// (reset before returning), and sc.pl_index gets each placement's server position.
 inline void reclaim_request(const State& st, i64 n, bool elastic_policy,
-                            ReclaimRequestArrays& req) {
-    req = ReclaimRequestArrays();
-    const std::vector<i64> loaned = st.loaned_servers();
-    std::vector<std::vector<i64>> on(loaned.size());
-    std::vector<i64> job_list;
-    for (size_t q = 0; q < loaned.size(); ++q) {
-        jobs_in_start_order(st, loaned[q], on[q]);
-        for (i64 j : on[q])
-            if (std::find(job_list.begin(), job_list.end(), j) == job_list.end())
-                job_list.push_back(j);
-    }
-    for (size_t q = 0; q < loaned.size(); ++q) {
-        const i64 s = loaned[q];
-        for (i64 j : on[q]) {
-            const auto pos = std::find(job_list.begin(), job_list.end(), j) - job_list.begin();
-            req.placement_job.push_back(static_cast<i64>(pos));
+                            ReclaimRequestArrays& req, ReclaimScratch& sc) {
+    req.server_id.clear();
+    req.server_gpus.clear();
+    req.placement_job.clear();
+    req.placement_server.clear();
+    req.placement_workers.clear();
+    req.job_id.clear();
+    req.job_workers.clear();
+    req.job_gpus_per_worker.clear();
+    req.job_min_workers.clear();
+    req.job_elastic.clear();
+    req.job_preemptible.clear();
+    sc.pl_index.clear();
+    if (sc.job_pos.size() < static_cast<size_t>(st.n_jobs()))
+        sc.job_pos.resize(static_cast<size_t>(st.n_jobs()), -1);
+    for (i64 s = st.n_training(); s < st.n_servers(); ++s) {
+        const auto su = static_cast<size_t>(s);
+        if (st.server_status[su] != LOANED) continue;
+        const i64 q = static_cast<i64>(req.server_id.size());
+        req.server_id.push_back(s);
+        req.server_gpus.push_back(st.server_gpus[su]);
+        // jobs_in_start_order: run_seq is unique among running jobs, so sorting the
+        // (run_seq, job) pairs gives the same order as sorting by rank
+        const Placement& on = st.jobs_on[su];
+        sc.on.clear();
+        for (const auto& e : on) sc.on.emplace_back(st.run_seq[static_cast<size_t>(e.first)], e.first);
+        std::sort(sc.on.begin(), sc.on.end());
+        for (const auto& x : sc.on) {
+            const i64 j = x.second;
+            int32_t& pos = sc.job_pos[static_cast<size_t>(j)];
+            if (pos < 0) {
+                pos = static_cast<int32_t>(req.job_id.size());
+                req.job_id.push_back(j);
+            }
+            req.placement_job.push_back(pos);
             req.placement_server.push_back(s);
-            req.placement_workers.push_back(place_get(st.jobs_on[static_cast<size_t>(s)], j));
+            req.placement_workers.push_back(place_get(on, j));
+            sc.pl_index.push_back(q);
         }
     }
-    for (i64 s : loaned) {
-        req.server_id.push_back(s);
-        req.server_gpus.push_back(st.server_gpus[static_cast<size_t>(s)]);
-    }
-    for (i64 j : job_list) {
+    for (i64 j : req.job_id) {
         const auto u = static_cast<size_t>(j);
+        sc.job_pos[u] = -1;
         const bool el = elastic_policy && st.elastic[u];
-        req.job_id.push_back(j);
         req.job_workers.push_back(st.workers[u]);
         req.job_gpus_per_worker.push_back(st.gpus_per_worker[u]);
         req.job_min_workers.push_back(el ? st.min_workers[u] : st.workers[u]);
@@ -138,8 +165,8 @@ inline void reclaim_request(const State& st, i64 n, bool elastic_policy,
 // kernels.py plan_reclaim: (servers in the order taken, preempted job indexes)
 inline void plan_reclaim(const State& st, i64 n, bool elastic_policy, const ReclaimHook& hook,
                          std::vector<i64>& servers, std::vector<i64>& preempted,
-                         ReclaimRequestArrays& req) {
-    reclaim_request(st, n, elastic_policy, req);
+                         ReclaimRequestArrays& req, ReclaimScratch& sc) {
+    reclaim_request(st, n, elastic_policy, req, sc);
     servers.clear();
     preempted.clear();
     if (st.config.reclaim_policy != RECLAIM_ARYL) {
@@ -148,21 +175,17 @@ inline void plan_reclaim(const State& st, i64 n, bool elastic_policy, const Recl
         hook(req, st.config.reclaim_policy, st.config.seed, servers, preempted);
         return;
     }
-    // the server *positions* of the request, as aryl.reclaiming passes them
+    // the server *positions* of the request (sc.pl_index), as aryl.reclaiming passes them
     const i64 m = static_cast<i64>(req.server_id.size());
-    std::vector<i64> pl_index(req.placement_server.size());
-    for (size_t q = 0; q < pl_index.size(); ++q)
-        pl_index[q] = std::lower_bound(req.server_id.begin(), req.server_id.end(),
-                                       req.placement_server[q]) - req.server_id.begin();
-    std::vector<i64> allowed(static_cast<size_t>(m), 1);
+    sc.allowed.assign(static_cast<size_t>(m), 1);
     reclaim::Input in;
     in.n_servers = m;
     in.server_id = req.server_id.data();
     in.server_gpus = req.server_gpus.data();
-    in.server_allowed = allowed.data();
-    in.n_placements = static_cast<i64>(pl_index.size());
+    in.server_allowed = sc.allowed.data();
+    in.n_placements = static_cast<i64>(sc.pl_index.size());
     in.placement_job = req.placement_job.data();
-    in.placement_server = pl_index.data();
+    in.placement_server = sc.pl_index.data();
     in.placement_workers = req.placement_workers.data();
     in.n_jobs = static_cast<i64>(req.job_id.size());
     in.job_workers = req.job_workers.data();
@@ -181,6 +204,7 @@ struct PassWorkspace {
     std::vector<i64> free_offered;
     std::vector<i64> servers, preempted, on;
     ReclaimRequestArrays req;
+    ReclaimScratch rsc;
     std::vector<int32_t> loan_pos;  // settle: per server, its position in `loaned`, -1 = none
     std::vector<std::vector<i64>> after;  // per loaned position: jobs after the plan
     std::vector<uint8_t> has_after;
@@ -195,7 +219,7 @@ struct PassWorkspace {
 // api.py _reclaim: return n loaned servers; jobs there shrink or are preempted.
 inline void reclaim_step(const State& st, const Policy& pol, i64 n, Plan& plan,
                          const ReclaimHook& hook, PassWorkspace& ws) {
-    plan_reclaim(st, n, pol.elastic, hook, ws.servers, ws.preempted, ws.req);
+    plan_reclaim(st, n, pol.elastic, hook, ws.servers, ws.preempted, ws.req, ws.rsc);
     plan.reclaim_shortfall = n - static_cast<i64>(ws.servers.size());
     std::vector<i64>& affected = ws.affected;
     affected.clear();
@@ -382,7 +406,7 @@ void schedule(State& st, const Policy& pol, Plan& plan, Obs* obs, const ReclaimH
         if (n > 0) {
             if (ws.record_requests) {
                 ReclaimRequestArrays r;
-                reclaim_request(st, n, pol.elastic, r);
+                reclaim_request(st, n, pol.elastic, r, ws.rsc);
                 ws.requests.push_back(std::move(r));
             }
             reclaim_step(st, pol, n, plan, hook, ws);
