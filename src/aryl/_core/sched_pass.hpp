@@ -212,6 +212,7 @@ struct PassWorkspace {
     Placement base;
     PassContext ctx;           // this pass's context (its vectors keep their capacity)
     std::vector<i64> offered;  // idle inference servers offered to this pass
+    std::vector<i64> held;     // servers on loan before this pass (when some are offered)
     bool record_requests = false;
     std::vector<ReclaimRequestArrays> requests;  // the reclaim log (if recorded)
 };
@@ -449,22 +450,30 @@ void schedule(State& st, const Policy& pol, Plan& plan, Obs* obs, const ReclaimH
         }
     }
     PassContext& ctx = ws.ctx;
+    // st.loaned_servers(): the n_loaned LOANED servers (inference servers, ascending);
+    // with offered servers, sorted(loaned + offered) is the merge of the two lists
     std::vector<i64>& loaned = ctx.loaned;
-    loaned.clear();
-    if (st.n_loaned)
-        for (i64 s = st.n_training(); s < st.n_servers(); ++s)
-            if (st.server_status[static_cast<size_t>(s)] == LOANED) loaned.push_back(s);
+    std::vector<i64>& held = offered.empty() ? loaned : ws.held;
+    held.resize(static_cast<size_t>(st.n_loaned));
+    size_t n_held = 0;
+    for (i64 s = st.n_training(); n_held < held.size() && s < st.n_servers(); ++s)
+        if (st.server_status[static_cast<size_t>(s)] == LOANED) held[n_held++] = s;
+    if (n_held != held.size()) throw std::logic_error("schedule: n_loaned drifted");
+    // training GPUs + GPUs of every loaned server (st.loaned_gpus) + of every offered one
+    i64 capacity = st.training_gpus + st.loaned_gpus;
     if (!offered.empty()) {
         ws.free_offered = st.free;
-        for (i64 s : offered) ws.free_offered[static_cast<size_t>(s)] = st.server_gpus[static_cast<size_t>(s)];
-        loaned.insert(loaned.end(), offered.begin(), offered.end());
-        std::sort(loaned.begin(), loaned.end());
+        for (i64 s : offered) {
+            const i64 gpus = st.server_gpus[static_cast<size_t>(s)];
+            ws.free_offered[static_cast<size_t>(s)] = gpus;
+            capacity += gpus;
+        }
+        loaned.resize(held.size() + offered.size());
+        std::merge(held.begin(), held.end(), offered.begin(), offered.end(), loaned.begin());
         ctx.free = &ws.free_offered;
     } else {
         ctx.free = &st.free;
     }
-    i64 capacity = st.training_gpus;
-    for (i64 s : loaned) capacity += st.server_gpus[static_cast<size_t>(s)];
     ctx.capacity_gpus = capacity;
     const bool keep_all = pol.loans && !pol.return_idle_loans;
     ctx.offered.clear();
