@@ -732,7 +732,10 @@ class ArylPass : public SjfPass {
     const i64 w = pol.base_workers(st, j);
     const i64 g = st.gpus_per_worker[static_cast<size_t>(j)];
     std::vector<i64>& real = free;
-    if (bf_place(real, groups, w, g, out)) {
+    // one GPU a worker: the groups' slots are their free GPUs, real_left (the
+    // capacity - busy of capacity_view, less every take since; the other servers
+    // have none free), so bf_place need not count them
+    if (bf_place(real, groups, w, g, out, g == 1 ? real_left : -1)) {
       real_left -= w * g;
       if (has_scratch)
         for (const auto& e : out) scratch[static_cast<size_t>(e.first)] -= e.second * g;
