@@ -655,14 +655,11 @@ class ArylPass : public SjfPass {
     const std::vector<i64>& offered = loaned_in.empty() ? kNone : ctx.offered;
     const std::vector<i64>* held_p = &loaned_in;
     if (!offered.empty()) {
-      // loaned minus offered (both ascending): one walk
+      // loaned minus offered: the offered servers are idle until the plan borrows
+      // them, the others on loan (status LOANED)
       held.clear();
-      size_t o = 0;
-      for (i64 s : loaned_in) {
-        while (o < offered.size() && offered[o] < s) ++o;
-        if (o < offered.size() && offered[o] == s) continue;
-        held.push_back(s);
-      }
+      for (i64 s : loaned_in)
+        if (st.server_status[static_cast<size_t>(s)] == LOANED) held.push_back(s);
       held_p = &held;
     }
     const Span tr(st.training_servers), hd(*held_p), of(offered);

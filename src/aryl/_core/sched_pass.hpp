@@ -450,15 +450,17 @@ void schedule(State& st, const Policy& pol, Plan& plan, Obs* obs, const ReclaimH
         }
     }
     PassContext& ctx = ws.ctx;
-    // st.loaned_servers(): the n_loaned LOANED servers (inference servers, ascending);
-    // with offered servers, sorted(loaned + offered) is the merge of the two lists
+    // st.loaned_servers(): the n_loaned LOANED servers (inference servers, ascending),
+    // found from the top (set_serving gives the lowest non-loaned inference servers
+    // to serving: loans sit high); with offered servers, sorted(loaned + offered)
+    // is the merge of the two lists
     std::vector<i64>& loaned = ctx.loaned;
     std::vector<i64>& held = offered.empty() ? loaned : ws.held;
     held.resize(static_cast<size_t>(st.n_loaned));
-    size_t n_held = 0;
-    for (i64 s = st.n_training(); n_held < held.size() && s < st.n_servers(); ++s)
-        if (st.server_status[static_cast<size_t>(s)] == LOANED) held[n_held++] = s;
-    if (n_held != held.size()) throw std::logic_error("schedule: n_loaned drifted");
+    size_t n_left = held.size();
+    for (i64 s = st.n_servers() - 1; n_left > 0 && s >= st.n_training(); --s)
+        if (st.server_status[static_cast<size_t>(s)] == LOANED) held[--n_left] = s;
+    if (n_left != 0) throw std::logic_error("schedule: n_loaned drifted");
     // training GPUs + GPUs of every loaned server (st.loaned_gpus) + of every offered one
     i64 capacity = st.training_gpus + st.loaned_gpus;
     if (!offered.empty()) {
