@@ -1000,14 +1000,15 @@ class ArylPass : public SjfPass {
         std::vector<i64>& sc = build_scratch();
         std::vector<i64>& cand = ws.cand_all;
         std::vector<const Placement*>& old = ws.old_all;
-        cand.clear();
-        old.clear();
         // an elastic running job is in ex_job exactly when it runs above its base
         // (State::track_extras): look its extras up only then
+        cand.resize(static_cast<size_t>(st.elastic_running.size()));
+        old.resize(cand.size());
+        size_t i = 0;
         for (i64 j : st.elastic_running) {
           const auto u = static_cast<size_t>(j);
-          cand.push_back(j);
-          old.push_back(st.workers[u] > st.min_workers[u] ? &st.ex_job[u] : nullptr);
+          cand[i] = j;
+          old[i++] = st.workers[u] > st.min_workers[u] ? &st.ex_job[u] : nullptr;
         }
         // not displaced: the scratch is exactly real + every current extra
         elastic_phase(d, sc, cand, old, false, disp ? nullptr : &free, nullptr, -1, nullptr);
