@@ -565,8 +565,9 @@ inline void fill_extras(const Table& values, std::vector<i64>& k,
 }  // namespace aryl_pass
 
 // ====================================================================== the pass
-// Scratch vectors of the pass, kept from one pass to the next (one per thread), so a
-// pass allocates nothing once they have grown: the replay runs thousands of passes.
+// Scratch vectors of the pass, kept from one pass to the next (by the caller of
+// decide_aryl), so a pass allocates nothing once they have grown: the replay runs
+// thousands of passes.
 struct ArylWorkspace {
   // ArylPass members (Python: attributes of the pass object)
   std::vector<i64> real, scratch, held, loan_set;
@@ -594,11 +595,6 @@ struct ArylWorkspace {
   std::vector<i64> started;
 };
 
-inline ArylWorkspace& aryl_workspace() {
-  thread_local ArylWorkspace ws;
-  return ws;
-}
-
 // aryl.py ArylPass: one pass of the aryl family over a state (scratch data lives
 // here).  Phase 1 is sched_simple.hpp's SjfPass::base_phase with the hooks below;
 // SjfPass::free is Python's ``self.real`` (the truly free GPUs; capacity_view fills
@@ -608,8 +604,7 @@ class ArylPass : public SjfPass {
   using Groups = aryl_pass::Groups;
   using Span = aryl_pass::Span;
 
-  ArylPass(const Policy& pol_, const State& st_, const PassContext& ctx_,
-           ArylWorkspace& ws_ = aryl_workspace())
+  ArylPass(const Policy& pol_, const State& st_, const PassContext& ctx_, ArylWorkspace& ws_)
       : SjfPass(pol_, st_, ctx_),
         ws(ws_),
         el_any(pol_.elastic && !st_.elastic_running.empty()),
@@ -1223,8 +1218,11 @@ class ArylPass : public SjfPass {
 };
 
 // aryl.py ArylPolicy.decide (every policy of the family; `pol` tells which).
-inline void decide_aryl(const Policy& pol, const State& st, const PassContext& ctx, Plan& plan) {
-  ArylPass(pol, st, ctx).run(plan);
+// `ws`: the caller's scratch, kept from one pass to the next (sched_pass.hpp's
+// PassWorkspace holds one).
+inline void decide_aryl(const Policy& pol, const State& st, const PassContext& ctx, Plan& plan,
+                        ArylWorkspace& ws) {
+  ArylPass(pol, st, ctx, ws).run(plan);
 }
 
 }  // namespace sched

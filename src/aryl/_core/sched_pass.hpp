@@ -41,35 +41,6 @@ constexpr bool ARYL_NATIVE = ARYL_SCHED_HAS_ARYL != 0;
 // Can the native pass decide for this policy?
 inline bool policy_native(int kind) { return kind < P_ARYL || kind == P_CALLBACK || ARYL_NATIVE; }
 
-// The policy's decide step, by kind (registry.py + each class's decide).
-inline void decide(const Policy& pol, const State& st, const PassContext& ctx, Plan& plan) {
-    switch (pol.kind) {
-        case P_FIFO:
-            decide_fifo(pol, st, ctx, plan);
-            return;
-        case P_FIFO_BACKFILL:
-            decide_fifo_backfill(pol, st, ctx, plan);
-            return;
-        case P_SJF:
-            decide_sjf(pol, st, ctx, plan);
-            return;
-        case P_TIRESIAS:
-            decide_tiresias(pol, st, ctx, plan);
-            return;
-        case P_CALLBACK:  // a Python policy (the binding's callback, sched_callback.hpp checks)
-            pol.callback(pol, st, ctx, plan);
-            return;
-        default:
-#if ARYL_SCHED_HAS_ARYL
-            decide_aryl(pol, st, ctx, plan);
-            return;
-#else
-            throw std::logic_error(std::string("policy '") + policy_name(pol.kind) +
-                                   "' has no native pass in this build (use engine='python')");
-#endif
-    }
-}
-
 // kernels.py reclaim_request: the loaned servers, the jobs on them (start order)
 // and their placements, as the struct of arrays of aryl.reclaiming.ReclaimRequest
 // (server ids = server indexes, job ids = job indexes).
@@ -215,7 +186,41 @@ struct PassWorkspace {
     std::vector<i64> held;     // servers on loan before this pass (when some are offered)
     bool record_requests = false;
     std::vector<ReclaimRequestArrays> requests;  // the reclaim log (if recorded)
+#if ARYL_SCHED_HAS_ARYL
+    ArylWorkspace aryl;  // the aryl family's pass scratch
+#endif
 };
+
+// The policy's decide step, by kind (registry.py + each class's decide).
+inline void decide(const Policy& pol, const State& st, const PassContext& ctx, Plan& plan,
+                   PassWorkspace& ws) {
+    switch (pol.kind) {
+        case P_FIFO:
+            decide_fifo(pol, st, ctx, plan);
+            return;
+        case P_FIFO_BACKFILL:
+            decide_fifo_backfill(pol, st, ctx, plan);
+            return;
+        case P_SJF:
+            decide_sjf(pol, st, ctx, plan);
+            return;
+        case P_TIRESIAS:
+            decide_tiresias(pol, st, ctx, plan);
+            return;
+        case P_CALLBACK:  // a Python policy (the binding's callback, sched_callback.hpp checks)
+            pol.callback(pol, st, ctx, plan);
+            return;
+        default:
+#if ARYL_SCHED_HAS_ARYL
+            decide_aryl(pol, st, ctx, plan, ws.aryl);
+            return;
+#else
+            (void)ws;
+            throw std::logic_error(std::string("policy '") + policy_name(pol.kind) +
+                                   "' has no native pass in this build (use engine='python')");
+#endif
+    }
+}
 
 // api.py _reclaim: return n loaned servers; jobs there shrink or are preempted.
 inline void reclaim_step(const State& st, const Policy& pol, i64 n, Plan& plan,
@@ -486,7 +491,7 @@ void schedule(State& st, const Policy& pol, Plan& plan, Obs* obs, const ReclaimH
         ctx.offered.assign(offered.begin(), offered.end());
     }
     // 3. the policy
-    decide(pol, st, ctx, plan);
+    decide(pol, st, ctx, plan, ws);
     // 4. settle loans
     if (pol.loans && pol.return_idle_loans && !loaned.empty())
         settle(st, pol, plan, loaned, offered, ws);
