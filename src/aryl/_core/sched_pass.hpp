@@ -461,11 +461,15 @@ void schedule(State& st, const Policy& pol, Plan& plan, Obs* obs, const ReclaimH
     // is the merge of the two lists
     std::vector<i64>& loaned = ctx.loaned;
     std::vector<i64>& held = offered.empty() ? loaned : ws.held;
-    held.resize(static_cast<size_t>(st.n_loaned));
-    size_t n_left = held.size();
-    for (i64 s = st.n_servers() - 1; n_left > 0 && s >= st.n_training(); --s)
-        if (st.server_status[static_cast<size_t>(s)] == LOANED) held[--n_left] = s;
-    if (n_left != 0) throw std::logic_error("schedule: n_loaned drifted");
+    if (st.n_loaned) {
+        held.resize(static_cast<size_t>(st.n_loaned));
+        size_t n_left = held.size();
+        for (i64 s = st.n_servers() - 1; n_left > 0 && s >= st.n_training(); --s)
+            if (st.server_status[static_cast<size_t>(s)] == LOANED) held[--n_left] = s;
+        if (n_left != 0) throw std::logic_error("schedule: n_loaned drifted");
+    } else {
+        held.clear();
+    }
     // training GPUs + GPUs of every loaned server (st.loaned_gpus) + of every offered one
     i64 capacity = st.training_gpus + st.loaned_gpus;
     if (!offered.empty()) {
