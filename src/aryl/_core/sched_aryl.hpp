@@ -623,12 +623,9 @@ class ArylPass : public SjfPass {
     free.swap(ws.real);  // SjfPass::free (Python's self.real) on the kept buffer
     started.swap(ws.started);
     started.clear();
-    loan_set.clear();
-    groups.clear();
-    groups_extra.clear();
-    groups_t.clear();
-    groups_extra_t.clear();
     fin_built.clear();
+    // (the groups, held and loan_set are the last pass's until set_groups, which
+    // every use of them follows, builds them: groups_built is false)
   }
   ~ArylPass() override {
     ws.real.swap(free);
