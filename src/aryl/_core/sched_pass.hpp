@@ -256,12 +256,12 @@ inline void reclaim_step(const State& st, const Policy& pol, i64 n, Plan& plan,
 // api.py _settle: borrow the offered servers the plan uses; return loans left empty.
 // `loaned` holds the servers on loan (status LOANED) and the offered ones (IDLE,
 // so without jobs: jobs run on training and loaned servers only): "not offered"
-// is "status LOANED".  When no entry of the plan
-// is on an inference server (index >= n_training, as every loaned or offered one
-// is), no job joins or leaves a loaned server: no offered server is borrowed and
-// the loaned ones without jobs go back.  Otherwise only the loaned servers the
-// plan touches get a list of their jobs after it (ws.after, by position in
-// `loaned`; a server's position is ws.loan_pos[s], filled here, -1 again after).
+// is "status LOANED".  When no entry of the plan is on an inference server (index
+// >= n_training, as every loaned or offered one is), no job joins or leaves a
+// loaned server: no offered server is borrowed and the loaned ones without jobs
+// go back.  Otherwise only the loaned servers the plan touches get a list of their
+// jobs after it (ws.after, by position in `loaned`; a server's position is
+// ws.loan_pos[s], filled here, -1 again after).
 inline void settle(const State& st, const Policy& pol, Plan& plan, const std::vector<i64>& loaned,
                    const std::vector<i64>& offered, PassWorkspace& ws) {
     const i64 nt = st.n_training();
@@ -455,10 +455,9 @@ void schedule(State& st, const Policy& pol, Plan& plan, Obs* obs, const ReclaimH
         }
     }
     PassContext& ctx = ws.ctx;
-    // st.loaned_servers(): the n_loaned LOANED servers (inference servers, ascending),
-    // found from the top (set_serving gives the lowest non-loaned inference servers
-    // to serving: loans sit high); with offered servers, sorted(loaned + offered)
-    // is the merge of the two lists
+    // st.loaned_servers(): the n_loaned LOANED servers (inference servers), written
+    // from the highest index down into a list of that size (ascending); with offered
+    // servers, sorted(loaned + offered) is the merge of the two lists
     std::vector<i64>& loaned = ctx.loaned;
     std::vector<i64>& held = offered.empty() ? loaned : ws.held;
     if (st.n_loaned) {
