@@ -573,11 +573,12 @@ inline void fill_extras(const Table& values, std::vector<i64>& k,
 }  // namespace aryl_pass
 
 // ====================================================================== the pass
-// Scratch vectors of the pass, kept from one pass to the next (one per thread), so a
-// pass allocates nothing once they have grown: the replay runs thousands of passes.
+// Scratch vectors of the pass, kept from one pass to the next (by the caller of
+// decide_aryl), so a pass allocates nothing once they have grown: the replay runs
+// thousands of passes.
 struct ArylWorkspace {
   // ArylPass members (Python: attributes of the pass object)
-  std::vector<i64> real, scratch, loaned, held, loan_set;
+  std::vector<i64> real, scratch, held, loan_set;
   aryl_pass::Groups groups, groups_extra;
   std::vector<std::vector<i64>> held_t, off_t;
   std::vector<aryl_pass::Groups> groups_t, groups_extra_t;
@@ -598,12 +599,9 @@ struct ArylWorkspace {
   aryl_pass::Placed placed;
   aryl_pass::PlaceScratch psc;
   Placement newp;
+  // SjfPass::started of the pass (kept for its capacity)
+  std::vector<i64> started;
 };
-
-inline ArylWorkspace& aryl_workspace() {
-  thread_local ArylWorkspace ws;
-  return ws;
-}
 
 // aryl.py ArylPass: one pass of the aryl family over a state (scratch data lives
 // here).  Phase 1 is sched_simple.hpp's SjfPass::base_phase with the hooks below;
@@ -614,14 +612,12 @@ class ArylPass : public SjfPass {
   using Groups = aryl_pass::Groups;
   using Span = aryl_pass::Span;
 
-  ArylPass(const Policy& pol_, const State& st_, const PassContext& ctx_,
-           ArylWorkspace& ws_ = aryl_workspace())
+  ArylPass(const Policy& pol_, const State& st_, const PassContext& ctx_, ArylWorkspace& ws_)
       : SjfPass(pol_, st_, ctx_),
         ws(ws_),
         el_any(pol_.elastic && !st_.elastic_running.empty()),
         typed(st_.multi_type() && !st_.config.mix_gpu_types),
         scratch(ws_.scratch),
-        loaned(ws_.loaned),
         held(ws_.held),
         loan_set(ws_.loan_set),
         groups(ws_.groups),
@@ -633,29 +629,37 @@ class ArylPass : public SjfPass {
         fin_built(ws_.fin_built),
         finishes(ws_.finishes) {
     free.swap(ws.real);  // SjfPass::free (Python's self.real) on the kept buffer
-    loaned.clear();
-    loan_set.clear();
-    groups.clear();
-    groups_extra.clear();
-    groups_t.clear();
-    groups_extra_t.clear();
+    started.swap(ws.started);
+    started.clear();
     fin_built.clear();
+    // (the groups, held and loan_set are the last pass's until set_groups, which
+    // every use of them follows, builds them: groups_built is false)
   }
-  ~ArylPass() override { ws.real.swap(free); }
+  ~ArylPass() override {
+    ws.real.swap(free);
+    ws.started.swap(started);
+  }
   ArylPass(const ArylPass&) = delete;
   ArylPass& operator=(const ArylPass&) = delete;
 
   // ArylPass.set_groups: base workers on training, then servers already on loan,
   // then servers merely offered; extras on loaned, then training, then offered.
+  // A pass calls it with ctx.loaned only (capacity_view, run), so the groups are
+  // built once per pass: a second call with the same list finds them built
+  // (groups_built; elastic_typed, which changes groups_extra, clears it).
   void set_groups(const std::vector<i64>& loaned_in) {
-    if (&loaned_in != &loaned) loaned = loaned_in;
+    if (groups_built && loaned == &loaned_in) return;
+    loaned = &loaned_in;
+    groups_built = true;
     static const std::vector<i64> kNone;
-    const std::vector<i64>& offered = loaned.empty() ? kNone : ctx.offered;
-    const std::vector<i64>* held_p = &loaned;
+    const std::vector<i64>& offered = loaned_in.empty() ? kNone : ctx.offered;
+    const std::vector<i64>* held_p = &loaned_in;
     if (!offered.empty()) {
+      // loaned minus offered: the offered servers are idle until the plan borrows
+      // them, the others on loan (status LOANED)
       held.clear();
-      for (i64 s : loaned)
-        if (!std::binary_search(offered.begin(), offered.end(), s)) held.push_back(s);
+      for (i64 s : loaned_in)
+        if (st.server_status[static_cast<size_t>(s)] == LOANED) held.push_back(s);
       held_p = &held;
     }
     const Span tr(st.training_servers), hd(*held_p), of(offered);
@@ -666,7 +670,7 @@ class ArylPass : public SjfPass {
     for (const Span& grp : {hd, tr, of})
       if (!grp.empty()) groups_extra.push_back(grp);
     if (typed) {
-      loan_set = loaned;  // ascending (ctx.loaned is)
+      loan_set = loaned_in;  // ascending (ctx.loaned is)
       const size_t nt = static_cast<size_t>(st.n_types());
       held_t.resize(nt);
       off_t.resize(nt);
@@ -725,7 +729,10 @@ class ArylPass : public SjfPass {
     const i64 w = pol.base_workers(st, j);
     const i64 g = st.gpus_per_worker[static_cast<size_t>(j)];
     std::vector<i64>& real = free;
-    if (bf_place(real, groups, w, g, out)) {
+    // one GPU a worker: the groups' slots are their free GPUs, real_left (the
+    // capacity - busy of capacity_view, less every take since; the other servers
+    // have none free), so bf_place need not count them
+    if (bf_place(real, groups, w, g, out, g == 1 ? real_left : -1)) {
       real_left -= w * g;
       if (has_scratch)
         for (const auto& e : out) scratch[static_cast<size_t>(e.first)] -= e.second * g;
@@ -889,6 +896,7 @@ class ArylPass : public SjfPass {
         old.push_back(e.empty() ? nullptr : &e);
       }
       groups_extra = groups_extra_t[t];
+      groups_built = false;  // groups_extra is one type's now
       new_t.clear();
       for (const auto& x : new_types)
         if (x.second == static_cast<i64>(t)) new_t.push_back(x.first);
@@ -915,7 +923,7 @@ class ArylPass : public SjfPass {
     }
     const std::vector<i64>* real_p = ctx.free;
     if (phase1) {
-      loaned_p = &loaned;
+      loaned_p = loaned;
       real_p = &free;
     }
     const i64 n_loaned_now = static_cast<i64>(loaned_p->size());
@@ -992,12 +1000,15 @@ class ArylPass : public SjfPass {
         std::vector<i64>& sc = build_scratch();
         std::vector<i64>& cand = ws.cand_all;
         std::vector<const Placement*>& old = ws.old_all;
-        cand.clear();
-        old.clear();
-        for (i64 j : st.elastic_running) cand.push_back(j);
-        for (i64 j : cand) {
-          const Placement& e = st.ex_job[static_cast<size_t>(j)];
-          old.push_back(e.empty() ? nullptr : &e);
+        // an elastic running job is in ex_job exactly when it runs above its base
+        // (State::track_extras): look its extras up only then
+        cand.resize(static_cast<size_t>(st.elastic_running.size()));
+        old.resize(cand.size());
+        size_t i = 0;
+        for (i64 j : st.elastic_running) {
+          const auto u = static_cast<size_t>(j);
+          cand[i] = j;
+          old[i++] = st.workers[u] > st.min_workers[u] ? &st.ex_job[u] : nullptr;
         }
         // not displaced: the scratch is exactly real + every current extra
         elastic_phase(d, sc, cand, old, false, disp ? nullptr : &free, nullptr, -1, nullptr);
@@ -1201,7 +1212,9 @@ class ArylPass : public SjfPass {
   bool displaced = false;
   // the pass's lists (in the workspace)
   std::vector<i64>& scratch;
-  std::vector<i64>&loaned, &held, &loan_set;
+  const std::vector<i64>* loaned = nullptr;  // Python's self.loaned (set_groups' list)
+  bool groups_built = false;                 // set_groups ran for `loaned` this pass
+  std::vector<i64>&held, &loan_set;
   Groups &groups, &groups_extra;
   std::vector<std::vector<i64>>&held_t, &off_t;
   std::vector<Groups>&groups_t, &groups_extra_t;
@@ -1210,8 +1223,11 @@ class ArylPass : public SjfPass {
 };
 
 // aryl.py ArylPolicy.decide (every policy of the family; `pol` tells which).
-inline void decide_aryl(const Policy& pol, const State& st, const PassContext& ctx, Plan& plan) {
-  ArylPass(pol, st, ctx).run(plan);
+// `ws`: the caller's scratch, kept from one pass to the next (sched_pass.hpp's
+// PassWorkspace holds one).
+inline void decide_aryl(const Policy& pol, const State& st, const PassContext& ctx, Plan& plan,
+                        ArylWorkspace& ws) {
+  ArylPass(pol, st, ctx, ws).run(plan);
 }
 
 }  // namespace sched

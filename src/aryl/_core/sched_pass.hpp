@@ -41,35 +41,6 @@ constexpr bool ARYL_NATIVE = ARYL_SCHED_HAS_ARYL != 0;
 // Can the native pass decide for this policy?
 inline bool policy_native(int kind) { return kind < P_ARYL || kind == P_CALLBACK || ARYL_NATIVE; }
 
-// The policy's decide step, by kind (registry.py + each class's decide).
-inline void decide(const Policy& pol, const State& st, const PassContext& ctx, Plan& plan) {
-    switch (pol.kind) {
-        case P_FIFO:
-            decide_fifo(pol, st, ctx, plan);
-            return;
-        case P_FIFO_BACKFILL:
-            decide_fifo_backfill(pol, st, ctx, plan);
-            return;
-        case P_SJF:
-            decide_sjf(pol, st, ctx, plan);
-            return;
-        case P_TIRESIAS:
-            decide_tiresias(pol, st, ctx, plan);
-            return;
-        case P_CALLBACK:  // a Python policy (the binding's callback, sched_callback.hpp checks)
-            pol.callback(pol, st, ctx, plan);
-            return;
-        default:
-#if ARYL_SCHED_HAS_ARYL
-            decide_aryl(pol, st, ctx, plan);
-            return;
-#else
-            throw std::logic_error(std::string("policy '") + policy_name(pol.kind) +
-                                   "' has no native pass in this build (use engine='python')");
-#endif
-    }
-}
-
 // kernels.py reclaim_request: the loaned servers, the jobs on them (start order)
 // and their placements, as the struct of arrays of aryl.reclaiming.ReclaimRequest
 // (server ids = server indexes, job ids = job indexes).
@@ -96,36 +67,63 @@ inline void jobs_in_start_order(const State& st, i64 s, std::vector<i64>& out) {
     });
 }
 
-// kernels.py reclaim_request
+// Scratch of reclaim_request / plan_reclaim / reclaim_step, kept between reclaims.
+struct ReclaimScratch {
+    std::vector<int32_t> job_pos;  // per job: its index in the request's job list, -1 = none
+    std::vector<std::pair<i64, i64>> on;  // one server's (run_seq, job), sorted
+    std::vector<i64> pl_index, allowed;   // the greedy's placement server positions, all 1
+};
+
+// kernels.py reclaim_request: the loaned servers, the jobs on them (start order)
+// and their placements, as the struct of arrays of aryl.reclaiming.ReclaimRequest
+// (server ids = server indexes, job ids = job indexes).  Each job's index in the
+// job list (first appearance) is kept in sc.job_pos while the request is built
+// (reset before returning), and sc.pl_index gets each placement's server position.
 inline void reclaim_request(const State& st, i64 n, bool elastic_policy,
-                            ReclaimRequestArrays& req) {
-    req = ReclaimRequestArrays();
-    const std::vector<i64> loaned = st.loaned_servers();
-    std::vector<std::vector<i64>> on(loaned.size());
-    std::vector<i64> job_list;
-    for (size_t q = 0; q < loaned.size(); ++q) {
-        jobs_in_start_order(st, loaned[q], on[q]);
-        for (i64 j : on[q])
-            if (std::find(job_list.begin(), job_list.end(), j) == job_list.end())
-                job_list.push_back(j);
-    }
-    for (size_t q = 0; q < loaned.size(); ++q) {
-        const i64 s = loaned[q];
-        for (i64 j : on[q]) {
-            const auto pos = std::find(job_list.begin(), job_list.end(), j) - job_list.begin();
-            req.placement_job.push_back(static_cast<i64>(pos));
+                            ReclaimRequestArrays& req, ReclaimScratch& sc) {
+    req.server_id.clear();
+    req.server_gpus.clear();
+    req.placement_job.clear();
+    req.placement_server.clear();
+    req.placement_workers.clear();
+    req.job_id.clear();
+    req.job_workers.clear();
+    req.job_gpus_per_worker.clear();
+    req.job_min_workers.clear();
+    req.job_elastic.clear();
+    req.job_preemptible.clear();
+    sc.pl_index.clear();
+    if (sc.job_pos.size() < static_cast<size_t>(st.n_jobs()))
+        sc.job_pos.resize(static_cast<size_t>(st.n_jobs()), -1);
+    for (i64 s = st.n_training(); s < st.n_servers(); ++s) {
+        const auto su = static_cast<size_t>(s);
+        if (st.server_status[su] != LOANED) continue;
+        const i64 q = static_cast<i64>(req.server_id.size());
+        req.server_id.push_back(s);
+        req.server_gpus.push_back(st.server_gpus[su]);
+        // jobs_in_start_order: run_seq is unique among running jobs, so sorting the
+        // (run_seq, job) pairs gives the same order as sorting by rank
+        const Placement& on = st.jobs_on[su];
+        sc.on.clear();
+        for (const auto& e : on) sc.on.emplace_back(st.run_seq[static_cast<size_t>(e.first)], e.first);
+        std::sort(sc.on.begin(), sc.on.end());
+        for (const auto& x : sc.on) {
+            const i64 j = x.second;
+            int32_t& pos = sc.job_pos[static_cast<size_t>(j)];
+            if (pos < 0) {
+                pos = static_cast<int32_t>(req.job_id.size());
+                req.job_id.push_back(j);
+            }
+            req.placement_job.push_back(pos);
             req.placement_server.push_back(s);
-            req.placement_workers.push_back(place_get(st.jobs_on[static_cast<size_t>(s)], j));
+            req.placement_workers.push_back(place_get(on, j));
+            sc.pl_index.push_back(q);
         }
     }
-    for (i64 s : loaned) {
-        req.server_id.push_back(s);
-        req.server_gpus.push_back(st.server_gpus[static_cast<size_t>(s)]);
-    }
-    for (i64 j : job_list) {
+    for (i64 j : req.job_id) {
         const auto u = static_cast<size_t>(j);
+        sc.job_pos[u] = -1;
         const bool el = elastic_policy && st.elastic[u];
-        req.job_id.push_back(j);
         req.job_workers.push_back(st.workers[u]);
         req.job_gpus_per_worker.push_back(st.gpus_per_worker[u]);
         req.job_min_workers.push_back(el ? st.min_workers[u] : st.workers[u]);
@@ -138,8 +136,8 @@ inline void reclaim_request(const State& st, i64 n, bool elastic_policy,
 // kernels.py plan_reclaim: (servers in the order taken, preempted job indexes)
 inline void plan_reclaim(const State& st, i64 n, bool elastic_policy, const ReclaimHook& hook,
                          std::vector<i64>& servers, std::vector<i64>& preempted,
-                         ReclaimRequestArrays& req) {
-    reclaim_request(st, n, elastic_policy, req);
+                         ReclaimRequestArrays& req, ReclaimScratch& sc) {
+    reclaim_request(st, n, elastic_policy, req, sc);
     servers.clear();
     preempted.clear();
     if (st.config.reclaim_policy != RECLAIM_ARYL) {
@@ -148,21 +146,17 @@ inline void plan_reclaim(const State& st, i64 n, bool elastic_policy, const Recl
         hook(req, st.config.reclaim_policy, st.config.seed, servers, preempted);
         return;
     }
-    // the server *positions* of the request, as aryl.reclaiming passes them
+    // the server *positions* of the request (sc.pl_index), as aryl.reclaiming passes them
     const i64 m = static_cast<i64>(req.server_id.size());
-    std::vector<i64> pl_index(req.placement_server.size());
-    for (size_t q = 0; q < pl_index.size(); ++q)
-        pl_index[q] = std::lower_bound(req.server_id.begin(), req.server_id.end(),
-                                       req.placement_server[q]) - req.server_id.begin();
-    std::vector<i64> allowed(static_cast<size_t>(m), 1);
+    sc.allowed.assign(static_cast<size_t>(m), 1);
     reclaim::Input in;
     in.n_servers = m;
     in.server_id = req.server_id.data();
     in.server_gpus = req.server_gpus.data();
-    in.server_allowed = allowed.data();
-    in.n_placements = static_cast<i64>(pl_index.size());
+    in.server_allowed = sc.allowed.data();
+    in.n_placements = static_cast<i64>(sc.pl_index.size());
     in.placement_job = req.placement_job.data();
-    in.placement_server = pl_index.data();
+    in.placement_server = sc.pl_index.data();
     in.placement_workers = req.placement_workers.data();
     in.n_jobs = static_cast<i64>(req.job_id.size());
     in.job_workers = req.job_workers.data();
@@ -181,20 +175,57 @@ struct PassWorkspace {
     std::vector<i64> free_offered;
     std::vector<i64> servers, preempted, on;
     ReclaimRequestArrays req;
+    ReclaimScratch rsc;
+    std::vector<int32_t> loan_pos;  // settle: per server, its position in `loaned`, -1 = none
     std::vector<std::vector<i64>> after;  // per loaned position: jobs after the plan
     std::vector<uint8_t> has_after;
     std::vector<i64> for_base, affected;
     Placement base;
     PassContext ctx;           // this pass's context (its vectors keep their capacity)
     std::vector<i64> offered;  // idle inference servers offered to this pass
+    std::vector<i64> held;     // servers on loan before this pass (when some are offered)
     bool record_requests = false;
     std::vector<ReclaimRequestArrays> requests;  // the reclaim log (if recorded)
+#if ARYL_SCHED_HAS_ARYL
+    ArylWorkspace aryl;  // the aryl family's pass scratch
+#endif
 };
+
+// The policy's decide step, by kind (registry.py + each class's decide).
+inline void decide(const Policy& pol, const State& st, const PassContext& ctx, Plan& plan,
+                   PassWorkspace& ws) {
+    switch (pol.kind) {
+        case P_FIFO:
+            decide_fifo(pol, st, ctx, plan);
+            return;
+        case P_FIFO_BACKFILL:
+            decide_fifo_backfill(pol, st, ctx, plan);
+            return;
+        case P_SJF:
+            decide_sjf(pol, st, ctx, plan);
+            return;
+        case P_TIRESIAS:
+            decide_tiresias(pol, st, ctx, plan);
+            return;
+        case P_CALLBACK:  // a Python policy (the binding's callback, sched_callback.hpp checks)
+            pol.callback(pol, st, ctx, plan);
+            return;
+        default:
+#if ARYL_SCHED_HAS_ARYL
+            decide_aryl(pol, st, ctx, plan, ws.aryl);
+            return;
+#else
+            (void)ws;
+            throw std::logic_error(std::string("policy '") + policy_name(pol.kind) +
+                                   "' has no native pass in this build (use engine='python')");
+#endif
+    }
+}
 
 // api.py _reclaim: return n loaned servers; jobs there shrink or are preempted.
 inline void reclaim_step(const State& st, const Policy& pol, i64 n, Plan& plan,
                          const ReclaimHook& hook, PassWorkspace& ws) {
-    plan_reclaim(st, n, pol.elastic, hook, ws.servers, ws.preempted, ws.req);
+    plan_reclaim(st, n, pol.elastic, hook, ws.servers, ws.preempted, ws.req, ws.rsc);
     plan.reclaim_shortfall = n - static_cast<i64>(ws.servers.size());
     std::vector<i64>& affected = ws.affected;
     affected.clear();
@@ -223,19 +254,49 @@ inline void reclaim_step(const State& st, const Policy& pol, i64 n, Plan& plan,
 }
 
 // api.py _settle: borrow the offered servers the plan uses; return loans left empty.
+// `loaned` holds the servers on loan (status LOANED) and the offered ones (IDLE,
+// so without jobs: jobs run on training and loaned servers only): "not offered"
+// is "status LOANED".  When no entry of the plan is on an inference server (index
+// >= n_training, as every loaned or offered one is), no job joins or leaves a
+// loaned server: no offered server is borrowed and the loaned ones without jobs
+// go back.  Otherwise only the loaned servers the plan touches get a list of their
+// jobs after it (ws.after, by position in `loaned`; a server's position is
+// ws.loan_pos[s], filled here, -1 again after).
 inline void settle(const State& st, const Policy& pol, Plan& plan, const std::vector<i64>& loaned,
                    const std::vector<i64>& offered, PassWorkspace& ws) {
-    const size_t nl = loaned.size();
-    ws.after.resize(std::max(ws.after.size(), nl));
-    ws.has_after.assign(nl, 0);
-    auto pos_of = [&loaned](i64 s) -> i64 {
-        const auto it = std::lower_bound(loaned.begin(), loaned.end(), s);
-        return (it != loaned.end() && *it == s) ? static_cast<i64>(it - loaned.begin()) : -1;
+    const i64 nt = st.n_training();
+    auto on_inference = [nt](const Placement& p) {
+        for (const auto& e : p)
+            if (e.first >= nt) return true;
+        return false;
     };
-    auto jobs_after = [&](i64 q) -> std::vector<i64>& {
+    bool touched = false;
+    for (const auto& p : plan.preemptions)
+        if (!touched) touched = on_inference(st.placement[static_cast<size_t>(p.first)]);
+    for (const auto& r : plan.resizes)
+        if (!touched)
+            touched = on_inference(st.placement[static_cast<size_t>(r.job)]) || on_inference(r.place);
+    for (const auto& s : plan.starts)
+        if (!touched) touched = on_inference(s.place);
+    if (!touched) {
+        for (i64 s : loaned) {
+            const auto su = static_cast<size_t>(s);
+            if (st.server_status[su] == LOANED && st.jobs_on[su].empty())
+                plan.returned_servers.emplace_back(s, IDLE_LOAN);
+        }
+        return;
+    }
+    const size_t nl = loaned.size();
+    std::vector<int32_t>& pos = ws.loan_pos;
+    if (pos.size() != st.server_gpus.size()) pos.assign(st.server_gpus.size(), -1);
+    if (ws.after.size() < nl) ws.after.resize(nl);
+    std::vector<uint8_t>& has_after = ws.has_after;  // per position: ws.after built
+    has_after.assign(nl, 0);
+    for (size_t q = 0; q < nl; ++q) pos[static_cast<size_t>(loaned[q])] = static_cast<int32_t>(q);
+    auto jobs_after = [&](int32_t q) -> std::vector<i64>& {
         auto& v = ws.after[static_cast<size_t>(q)];
-        if (!ws.has_after[static_cast<size_t>(q)]) {
-            ws.has_after[static_cast<size_t>(q)] = 1;
+        if (!has_after[static_cast<size_t>(q)]) {
+            has_after[static_cast<size_t>(q)] = 1;
             v.clear();
             for (const auto& e : st.jobs_on[static_cast<size_t>(loaned[static_cast<size_t>(q)])])
                 v.push_back(e.first);
@@ -251,17 +312,17 @@ inline void settle(const State& st, const Policy& pol, Plan& plan, const std::ve
     };
     for (const auto& p : plan.preemptions)
         for (const auto& e : st.placement[static_cast<size_t>(p.first)]) {
-            const i64 q = pos_of(e.first);
+            const int32_t q = pos[static_cast<size_t>(e.first)];
             if (q >= 0) discard(jobs_after(q), p.first);
         }
     for (const auto& r : plan.resizes)
         for (const auto& e : st.placement[static_cast<size_t>(r.job)]) {
-            const i64 q = pos_of(e.first);
+            const int32_t q = pos[static_cast<size_t>(e.first)];
             if (q >= 0) discard(jobs_after(q), r.job);
         }
     for (const auto& r : plan.resizes)
         for (const auto& e : r.place) {
-            const i64 q = pos_of(e.first);
+            const int32_t q = pos[static_cast<size_t>(e.first)];
             if (q >= 0) add(jobs_after(q), r.job);
         }
     std::vector<i64>& for_base = ws.for_base;
@@ -270,7 +331,7 @@ inline void settle(const State& st, const Policy& pol, Plan& plan, const std::ve
     for (const auto& s : plan.starts) {
         bool any = false;
         for (const auto& e : s.place) {
-            const i64 q = pos_of(e.first);
+            const int32_t q = pos[static_cast<size_t>(e.first)];
             if (q >= 0) {
                 add(jobs_after(q), s.job);
                 any = true;
@@ -279,30 +340,24 @@ inline void settle(const State& st, const Policy& pol, Plan& plan, const std::ve
         if (any) {
             split_placement(s.place, pol.base_workers(st, s.job), &base, nullptr);
             for (const auto& e : base)
-                if (pos_of(e.first) >= 0) for_base.push_back(e.first);
+                if (pos[static_cast<size_t>(e.first)] >= 0) for_base.push_back(e.first);
         }
     }
-    auto busy = [&](i64 s) -> bool {
-        const i64 q = pos_of(s);
-        if (q >= 0 && ws.has_after[static_cast<size_t>(q)])
-            return !ws.after[static_cast<size_t>(q)].empty();
-        return !st.jobs_on[static_cast<size_t>(s)].empty();
+    // busy(s) of a loaned server by its position q
+    auto busy_at = [&](size_t q) -> bool {
+        return has_after[q] ? !ws.after[q].empty()
+                            : !st.jobs_on[static_cast<size_t>(loaned[q])].empty();
     };
-    for (i64 s : offered)
-        if (busy(s)) {
+    for (i64 s : offered)  // (every offered server is in `loaned`)
+        if (busy_at(static_cast<size_t>(pos[static_cast<size_t>(s)]))) {
             const bool fb = std::find(for_base.begin(), for_base.end(), s) != for_base.end();
             plan.borrowed_servers.emplace_back(s, fb ? LOAN_FOR_BASE : LOAN_FOR_EXTRA);
         }
-    // loaned is ascending and offered an ascending subset of it: walk both, and test
-    // each server by its position (busy(s) without the search for it)
-    size_t o = 0;
     for (size_t q = 0; q < nl; ++q) {
         const i64 s = loaned[q];
-        while (o < offered.size() && offered[o] < s) ++o;
-        if (o < offered.size() && offered[o] == s) continue;
-        const bool busy_q = ws.has_after[q] ? !ws.after[q].empty()
-                                            : !st.jobs_on[static_cast<size_t>(s)].empty();
-        if (!busy_q) plan.returned_servers.emplace_back(s, IDLE_LOAN);
+        pos[static_cast<size_t>(s)] = -1;
+        if (st.server_status[static_cast<size_t>(s)] == LOANED && !busy_at(q))
+            plan.returned_servers.emplace_back(s, IDLE_LOAN);
     }
 }
 
@@ -357,7 +412,7 @@ void schedule(State& st, const Policy& pol, Plan& plan, Obs* obs, const ReclaimH
         if (n > 0) {
             if (ws.record_requests) {
                 ReclaimRequestArrays r;
-                reclaim_request(st, n, pol.elastic, r);
+                reclaim_request(st, n, pol.elastic, r, ws.rsc);
                 ws.requests.push_back(std::move(r));
             }
             reclaim_step(st, pol, n, plan, hook, ws);
@@ -400,22 +455,35 @@ void schedule(State& st, const Policy& pol, Plan& plan, Obs* obs, const ReclaimH
         }
     }
     PassContext& ctx = ws.ctx;
+    // st.loaned_servers(): the n_loaned LOANED servers (inference servers), written
+    // from the highest index down into a list of that size (ascending); with offered
+    // servers, sorted(loaned + offered) is the merge of the two lists
     std::vector<i64>& loaned = ctx.loaned;
-    loaned.clear();
-    if (st.n_loaned)
-        for (i64 s = st.n_training(); s < st.n_servers(); ++s)
-            if (st.server_status[static_cast<size_t>(s)] == LOANED) loaned.push_back(s);
+    std::vector<i64>& held = offered.empty() ? loaned : ws.held;
+    if (st.n_loaned) {
+        held.resize(static_cast<size_t>(st.n_loaned));
+        size_t n_left = held.size();
+        for (i64 s = st.n_servers() - 1; n_left > 0 && s >= st.n_training(); --s)
+            if (st.server_status[static_cast<size_t>(s)] == LOANED) held[--n_left] = s;
+        if (n_left != 0) throw std::logic_error("schedule: n_loaned drifted");
+    } else {
+        held.clear();
+    }
+    // training GPUs + GPUs of every loaned server (st.loaned_gpus) + of every offered one
+    i64 capacity = st.training_gpus + st.loaned_gpus;
     if (!offered.empty()) {
         ws.free_offered = st.free;
-        for (i64 s : offered) ws.free_offered[static_cast<size_t>(s)] = st.server_gpus[static_cast<size_t>(s)];
-        loaned.insert(loaned.end(), offered.begin(), offered.end());
-        std::sort(loaned.begin(), loaned.end());
+        for (i64 s : offered) {
+            const i64 gpus = st.server_gpus[static_cast<size_t>(s)];
+            ws.free_offered[static_cast<size_t>(s)] = gpus;
+            capacity += gpus;
+        }
+        loaned.resize(held.size() + offered.size());
+        std::merge(held.begin(), held.end(), offered.begin(), offered.end(), loaned.begin());
         ctx.free = &ws.free_offered;
     } else {
         ctx.free = &st.free;
     }
-    i64 capacity = st.training_gpus;
-    for (i64 s : loaned) capacity += st.server_gpus[static_cast<size_t>(s)];
     ctx.capacity_gpus = capacity;
     const bool keep_all = pol.loans && !pol.return_idle_loans;
     ctx.offered.clear();
@@ -426,7 +494,7 @@ void schedule(State& st, const Policy& pol, Plan& plan, Obs* obs, const ReclaimH
         ctx.offered.assign(offered.begin(), offered.end());
     }
     // 3. the policy
-    decide(pol, st, ctx, plan);
+    decide(pol, st, ctx, plan, ws);
     // 4. settle loans
     if (pol.loans && pol.return_idle_loans && !loaned.empty())
         settle(st, pol, plan, loaned, offered, ws);

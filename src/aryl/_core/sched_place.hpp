@@ -112,19 +112,23 @@ inline bool gang_place(const std::vector<i64>& free, const Servers& servers, i64
 
 // placement.py bf_place: best-fit placement of `workers` workers of g GPUs over
 // ordered server groups; takes the GPUs from `free`.  Returns false (free
-// untouched) when they do not fit.  O(n_servers log n_servers).
+// untouched) when they do not fit.  O(n_servers log n_servers).  `slots` >= 0:
+// the caller knows the groups' whole slots (sum of free // g), not counted here.
 template <class Groups>
 inline bool bf_place(std::vector<i64>& free, const Groups& groups, i64 workers, i64 g,
-                     Placement& out) {
+                     Placement& out, i64 slots = -1) {
     out.clear();
     // enough whole slots? (only the comparison matters: stop counting once it holds)
-    i64 avail = 0;
-    for (const auto& grp : groups) {
-        for (i64 s : grp) {
-            avail += floordiv(free[static_cast<size_t>(s)], g);
+    i64 avail = slots;
+    if (avail < 0) {
+        avail = 0;
+        for (const auto& grp : groups) {
+            for (i64 s : grp) {
+                avail += floordiv(free[static_cast<size_t>(s)], g);
+                if (avail >= workers) break;
+            }
             if (avail >= workers) break;
         }
-        if (avail >= workers) break;
     }
     if (avail < workers) return false;
     i64 left = workers;

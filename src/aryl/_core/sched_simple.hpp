@@ -50,7 +50,7 @@ public:
         i64 avail = capacity_view(free);
         const double now = st.now_s;
         bool blocked = false;
-        Placement p;
+        Placement p;  // (each start takes it over: place() fills it again)
         // 1. starving jobs, oldest first; the first that does not fit blocks.
         for (const auto& e : st.sorted_queue(Q_WAIT_ORIGIN)) {
             const double o = e.first;
@@ -65,7 +65,7 @@ public:
             take(free, p, j);
             avail -= need;
             started.push_back(j);
-            plan.starts.push_back(JobMove{j, p, STARVATION_GUARD});
+            plan.starts.push_back(JobMove{j, std::move(p), STARVATION_GUARD});
         }
         if (blocked) return avail;
         std::sort(started.begin(), started.end());
@@ -97,7 +97,7 @@ public:
             take(free, p, j);
             avail -= w * g;
             started.push_back(j);
-            plan.starts.push_back(JobMove{j, p, first ? SJF_ORDER : BACKFILL});
+            plan.starts.push_back(JobMove{j, std::move(p), first ? SJF_ORDER : BACKFILL});
         }
         return avail;
     }
