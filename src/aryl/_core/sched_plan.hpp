@@ -159,7 +159,23 @@ void apply_rest(State& st, const Plan& plan, Obs* obs, bool validate, bool recla
         st.preempt(p.first, now);
         if (obs) obs->job_preempted(p.first, p.second);
     }
-    if (!plan.resizes.empty()) {
+    if (!validate) {
+        // Each resize in one step (State::resize): the state of plan.py's two loops
+        // (unplace every resized job, then place each).  Integer counts add up the
+        // same in any order; a per-server job list and `below` end with the resized
+        // jobs in resize order either way (each is removed, then appended); a plan
+        // names a job at most once (the passes and plan_decision see to it).  Only
+        // the checks need every resized job's GPUs back first, and the observer's
+        // hooks of job j (the engine's accounting) read and write job j's values only.
+        for (const auto& r : plan.resizes) {
+            if (!st.running.contains(r.job))
+                throw InvalidInput("resize of job index " + std::to_string(r.job) +
+                                   ", not running");
+            if (obs) obs->before_job_change(r.job);
+            const i64 old = st.resize(r.job, r.place, now);
+            if (obs) obs->job_resized(r.job, old, r.reason);
+        }
+    } else if (!plan.resizes.empty()) {
         std::vector<i64> olds;
         olds.reserve(plan.resizes.size());
         for (const auto& r : plan.resizes) {

@@ -21,8 +21,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <deque>
 #include <limits>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -115,8 +115,8 @@ inline bool place_equal(const Placement& a, const Placement& b) {
 inline void split_placement(const Placement& place, i64 base, Placement* b, Placement* e) {
     // ascending server order (a placement usually is already: no copy then)
     const Placement* src = &place;
-    thread_local Placement sorted_p;
     if (b == &place || e == &place || !std::is_sorted(place.begin(), place.end())) {
+        thread_local Placement sorted_p;
         sorted_p.assign(place.begin(), place.end());
         std::sort(sorted_p.begin(), sorted_p.end());
         src = &sorted_p;
@@ -138,7 +138,7 @@ inline void split_placement(const Placement& place, i64 base, Placement* b, Plac
 // ---------------------------------------------------------------- slot pool
 // Values recycled through a free list and addressed by int32 slots: the store
 // behind the per-job tables below (one int32 slot per job into a pool that only
-// the jobs holding a value fill).  `Store` is std::vector, or std::deque where
+// the jobs holding a value fill).  `Store` is std::vector, or ChunkedStore where
 // references to the other slots must stay valid across acquire().
 template <class T, class Store = std::vector<T>>
 class SlotPool {
@@ -172,13 +172,49 @@ private:
     std::vector<int32_t> free_;
 };
 
+// Values in chunks of 64 (a Store of SlotPool): references stay valid as it grows
+// (as in a std::deque), and an index is a shift and a mask.
+template <class T>
+class ChunkedStore {
+public:
+    ChunkedStore() = default;
+    ChunkedStore(const ChunkedStore& o) { *this = o; }
+    ChunkedStore& operator=(const ChunkedStore& o) {
+        if (this == &o) return *this;
+        clear();
+        for (size_t i = 0; i < o.n_; ++i) {
+            emplace_back();
+            (*this)[i] = o[i];
+        }
+        return *this;
+    }
+    ChunkedStore(ChunkedStore&&) noexcept = default;
+    ChunkedStore& operator=(ChunkedStore&&) noexcept = default;
+    size_t size() const { return n_; }
+    void emplace_back() {
+        if (n_ == chunks_.size() * kChunk) chunks_.emplace_back(new T[kChunk]);
+        ++n_;
+    }
+    T& operator[](size_t i) { return chunks_[i >> kShift][i & (kChunk - 1)]; }
+    const T& operator[](size_t i) const { return chunks_[i >> kShift][i & (kChunk - 1)]; }
+    void clear() {
+        chunks_.clear();
+        n_ = 0;
+    }
+
+private:
+    static constexpr size_t kShift = 6, kChunk = size_t(1) << kShift;
+    std::vector<std::unique_ptr<T[]>> chunks_;
+    size_t n_ = 0;
+};
+
 // ---------------------------------------------------------- placement table
 // Per-job placements (or extra parts) where most jobs have none: one int32
 // slot per job (-1 = empty) into a pool of Placements that only the placed
 // jobs hold, recycled when a job's entry is cleared (4 B a job instead of an
 // empty std::vector's 24).  Reads return the empty Placement for a job
-// without a slot; mut() gives a job a slot (a std::deque: references to the
-// other slots stay valid); an entry left empty by a writer reads the same as
+// without a slot; mut() gives a job a slot (a ChunkedStore: references to
+// the other slots stay valid); an entry left empty by a writer reads the same as
 // one without a slot.
 class PlacementTable {
 public:
@@ -190,7 +226,7 @@ public:
     size_t size() const { return slot_.size(); }
     const Placement& operator[](size_t j) const {
         const int32_t s = slot_[j];
-        return s < 0 ? empty() : pool_[s];
+        return s < 0 ? kEmpty : pool_[s];
     }
     Placement& mut(size_t j) {
         int32_t& s = slot_[j];
@@ -213,12 +249,10 @@ public:
     }
 
 private:
-    static const Placement& empty() {
-        static const Placement e;
-        return e;
-    }
+    // (a class member, not a function's static: no initialization guard to test)
+    static inline const Placement kEmpty{};
     std::vector<int32_t> slot_;
-    SlotPool<Placement, std::deque<Placement>> pool_;
+    SlotPool<Placement, ChunkedStore<Placement>> pool_;
 };
 
 // ---------------------------------------------------------------- ordered set
@@ -967,10 +1001,10 @@ struct State {
     }
 
     // ------------------------------------------------------------ mutators
-    // state.py _place
-    i64 place_job(i64 j, const Placement& place) {
-        const auto u = static_cast<size_t>(j);
-        const i64 g = gpus_per_worker[u];
+    // The loops over the entries of job j's placement in state.py _place / _unplace:
+    // GPUs free and busy per server, pool and loan, and the per-server job lists.
+    // Return the workers of `place`.
+    i64 take_entries(i64 j, const Placement& place, i64 g) {
         const i64 nt = n_training();
         i64 w = 0;
         for (const auto& e : place) {
@@ -983,17 +1017,9 @@ struct State {
             if (s >= nt) busy_loaned += k * g;
         }
         busy += w * g;
-        placement.set(u, place);
-        workers.set(u, w);
-        track_extras(j);
         return w;
     }
-    // state.py _unplace
-    void unplace_job(i64 j) {
-        const auto u = static_cast<size_t>(j);
-        const Placement& place = placement[u];
-        if (place.empty()) return;
-        const i64 g = gpus_per_worker[u];
+    void give_entries(i64 j, const Placement& place, i64 g) {
         const i64 nt = n_training();
         for (const auto& e : place) {
             const i64 s = e.first, k = e.second;
@@ -1008,6 +1034,23 @@ struct State {
             busy_by_pool[static_cast<size_t>(server_pool_idx[su])] -= k * g;
             if (s >= nt) busy_loaned -= k * g;
         }
+    }
+    // state.py _place
+    i64 place_job(i64 j, const Placement& place) {
+        const auto u = static_cast<size_t>(j);
+        const i64 w = take_entries(j, place, gpus_per_worker[u]);
+        placement.set(u, place);
+        workers.set(u, w);
+        track_extras(j);
+        return w;
+    }
+    // state.py _unplace
+    void unplace_job(i64 j) {
+        const auto u = static_cast<size_t>(j);
+        const Placement& place = placement[u];
+        if (place.empty()) return;
+        const i64 g = gpus_per_worker[u];
+        give_entries(j, place, g);
         busy -= workers[u] * g;
         placement.clear(u);  // the slot goes back to the pool
         workers.set(u, 0);
@@ -1023,20 +1066,22 @@ struct State {
                 for (const auto& e : old) ex_srv[static_cast<size_t>(e.first)] -= e.second * g;
                 --n_ex_job;
             }
-            ex_job.clear(u);
         }
         const Placement& place = placement[u];
         if (place.empty() || !elastic[u]) {
+            ex_job.clear(u);
             below.remove(j);
             return;
         }
         const i64 w = workers[u], mn = min_workers[u];
         if (w > mn) {
-            Placement& old = ex_job.mut(u);
-            split_placement(place, mn, nullptr, &old);
-            for (const auto& e : old) ex_srv[static_cast<size_t>(e.first)] += e.second * g;
-            if (!old.empty()) ++n_ex_job;
+            Placement& ex = ex_job.mut(u);  // (split_placement clears it first)
+            split_placement(place, mn, nullptr, &ex);
+            for (const auto& e : ex) ex_srv[static_cast<size_t>(e.first)] += e.second * g;
+            if (!ex.empty()) ++n_ex_job;
             else ex_job.clear(u);
+        } else {
+            ex_job.clear(u);
         }
         if (w < max_workers[u] && max_workers[u] > mn) below.add(j);
         else below.remove(j);
@@ -1096,6 +1141,33 @@ struct State {
         R.checkpoint_remaining_s = remaining_s[u];
         R.next_checkpoint_s = lt + config.checkpoint_interval_s;
         return w;
+    }
+    // unplace_for_resize(j) then place_resized(j, place) in one step, for running job
+    // j: the same state, with the job's placement slot rewritten in place.  The one
+    // call of _track_extras (after `below` lost j, as _unplace's call leaves it) drops
+    // the old extras and adds the new ones.  Returns the old worker count.
+    i64 resize(i64 j, const Placement& place, double now) {
+        const auto u = static_cast<size_t>(j);
+        advance(j, now);
+        close_attained(j, now);
+        const i64 w_old = workers[u];
+        const i64 g = gpus_per_worker[u];
+        Placement& cur = placement.mut(u);
+        give_entries(j, cur, g);
+        busy -= w_old * g;
+        below.remove(j);
+        const i64 w = take_entries(j, place, g);
+        if (place.empty()) placement.clear(u);
+        else cur = place;
+        workers.set(u, w);
+        track_extras(j);
+        JobRecord& R = rec(j);
+        R.speed = speed_at(j, w, place);
+        const double lt = py_max(R.progress_at_s, now + config.rescale_pause_s);
+        R.progress_at_s = lt;
+        R.checkpoint_remaining_s = remaining_s[u];
+        R.next_checkpoint_s = lt + config.checkpoint_interval_s;
+        return w_old;
     }
     // state.py preempt
     void preempt(i64 j, double now) {
