@@ -359,6 +359,8 @@ struct ExtrasInput {
 
 // place_extras' result: new extras per candidate position (empty = none), the
 // running positions that may change, {position: workers placed} of the short jobs.
+// new_extra holds at least one entry per candidate (entries past the candidates
+// are left over from larger calls: they keep their buffers, and nothing reads them).
 struct Placed {
   std::vector<Placement> new_extra;
   std::vector<i64> touched;
@@ -443,9 +445,41 @@ inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
 
 // Scratch of place_extras (reused across calls).
 struct PlaceScratch {
-  std::vector<i64> order_a, order, k_l, tmp;
+  std::vector<i64> order_a, order, k_l;
+  std::vector<std::pair<uint64_t, i64>> keyed;  // (packed sort key, position)
   Placement got;
 };
+
+// place_extras' order_a: ``positions`` sorted by worker size descending, extra GPUs
+// (k * g) descending, job index ascending (numpy lexsort((ci, -(k * g), -g))).  The
+// key is a strict total order (candidates are distinct jobs).  When every key fits
+// in 64 bits (g < 2**7, k * g < 2**26, job < 2**31: the usual case) the positions
+// are sorted by one packed integer, in the same order.
+inline void sort_order_a(std::vector<i64>& positions, const std::vector<i64>& cand,
+                         const std::vector<i64>& g, const std::vector<i64>& k,
+                         std::vector<std::pair<uint64_t, i64>>& keyed) {
+  constexpr i64 kMaxG = (i64(1) << 7) - 1, kMaxKg = (i64(1) << 26) - 1;
+  keyed.clear();
+  for (i64 i : positions) {
+    const auto u = static_cast<size_t>(i);
+    const i64 gi = g[u], kg = k[u] * gi, j = cand[u];
+    if (gi < 0 || gi > kMaxG || kg < 0 || kg > kMaxKg || j < 0 || j > INT32_MAX) {
+      std::sort(positions.begin(), positions.end(), [&](i64 a, i64 b) {
+        const size_t x = static_cast<size_t>(a), y = static_cast<size_t>(b);
+        if (g[x] != g[y]) return g[x] > g[y];
+        const i64 kx = k[x] * g[x], ky = k[y] * g[y];
+        if (kx != ky) return kx > ky;
+        return cand[x] < cand[y];
+      });
+      return;
+    }
+    const uint64_t key = (static_cast<uint64_t>(kMaxG - gi) << 57) |
+                         (static_cast<uint64_t>(kMaxKg - kg) << 31) | static_cast<uint64_t>(j);
+    keyed.emplace_back(key, i);
+  }
+  std::sort(keyed.begin(), keyed.end());
+  for (size_t q = 0; q < keyed.size(); ++q) positions[q] = keyed[q].second;
+}
 
 // ArylPass.place_extras: place k[i] extra workers of every candidate; takes them from
 // ``free``.  Kept extras first, then best-fit decreasing (worker size, extra GPUs
@@ -465,16 +499,10 @@ inline void place_extras(std::vector<i64>& free, const ExtrasInput& in,
   sc.order_a.clear();
   for (size_t i = 0; i < n; ++i)
     if (exact ? k[i] > ext[i] : k[i] > 0) sc.order_a.push_back(static_cast<i64>(i));
-  std::sort(sc.order_a.begin(), sc.order_a.end(), [&](i64 a, i64 b) {
-    const size_t x = static_cast<size_t>(a), y = static_cast<size_t>(b);
-    if (g[x] != g[y]) return g[x] > g[y];
-    const i64 kx = k[x] * g[x], ky = k[y] * g[y];
-    if (kx != ky) return kx > ky;
-    return cand[x] < cand[y];
-  });
+  sort_order_a(sc.order_a, cand, g, k, sc.keyed);
   sc.k_l = k;
-  out.new_extra.resize(n);
-  for (auto& p : out.new_extra) p.clear();
+  if (out.new_extra.size() < n) out.new_extra.resize(n);  // (never shrunk: buffers kept)
+  for (size_t i = 0; i < n; ++i) out.new_extra[i].clear();
   out.shorts.clear();
   if (exact) {
     sc.order.swap(sc.order_a);
