@@ -110,29 +110,71 @@ inline bool place_equal(const Placement& a, const Placement& b) {
     return true;
 }
 
+namespace detail {
+// The index of the lowest set bit of x != 0 (a de Bruijn multiplication: portable).
+inline int lowest_bit(uint64_t x) {
+    static constexpr int8_t kIndex[64] = {
+        0,  1,  48, 2,  57, 49, 28, 3,  61, 58, 50, 42, 38, 29, 17, 4,  62, 55, 59, 36, 53, 51,
+        43, 22, 45, 39, 33, 30, 24, 18, 12, 5,  63, 47, 56, 27, 60, 41, 37, 16, 54, 35, 52, 21,
+        44, 32, 23, 11, 46, 26, 40, 15, 34, 20, 31, 10, 25, 14, 19, 9,  13, 8,  7,  6};
+    return kIndex[((x & (~x + 1)) * 0x03f79d71b4cb0a89ULL) >> 58];
+}
+}  // namespace detail
+
 // state.py split_placement: the first `base` workers in ascending server index are
 // the base part, the rest the extra part (both in ascending server order).
 inline void split_placement(const Placement& place, i64 base, Placement* b, Placement* e) {
-    // ascending server order (a placement usually is already: no copy then)
-    const Placement* src = &place;
-    if (b == &place || e == &place || !std::is_sorted(place.begin(), place.end())) {
-        thread_local Placement sorted_p;
-        sorted_p.assign(place.begin(), place.end());
-        std::sort(sorted_p.begin(), sorted_p.end());
-        src = &sorted_p;
-    }
-    if (b) b->clear();
-    if (e) e->clear();
-    i64 left = base;
-    for (const auto& en : *src) {
-        const i64 s = en.first, k = en.second;
+    auto walk = [&](i64 s, i64 k, i64& left) {
         const i64 take = k < left ? k : left;
         if (take) {
             if (b) b->emplace_back(s, take);
             left -= take;
         }
         if (k - take && e) e->emplace_back(s, k - take);
+    };
+    const size_t n = place.size();
+    i64 left = base;
+    if (b != &place && e != &place && std::is_sorted(place.begin(), place.end())) {
+        if (b) b->clear();
+        if (e) e->clear();
+        for (const auto& en : place) walk(en.first, en.second, left);
+        return;
     }
+    // Not in ascending order: when the servers are distinct and within 64 indexes of
+    // the lowest (the usual case), one bit per server orders them (no sort)
+    if (n > 0 && n <= 64) {
+        i64 lo = place[0].first, hi = lo;
+        for (const auto& en : place) {
+            lo = en.first < lo ? en.first : lo;
+            hi = en.first > hi ? en.first : hi;
+        }
+        if (hi - lo < 64) {
+            uint64_t mask = 0;
+            bool distinct = true;
+            i64 k_at[64];  // workers by server - lo (only the servers in mask are read)
+            for (const auto& en : place) {
+                const uint64_t bit = uint64_t(1) << (en.first - lo);
+                distinct = distinct && !(mask & bit);
+                mask |= bit;
+                k_at[en.first - lo] = en.second;
+            }
+            if (distinct) {  // (place is read: b or e may be it)
+                if (b) b->clear();
+                if (e) e->clear();
+                for (; mask; mask &= mask - 1) {
+                    const int q = detail::lowest_bit(mask);
+                    walk(lo + q, k_at[q], left);
+                }
+                return;
+            }
+        }
+    }
+    thread_local Placement sorted_p;
+    sorted_p.assign(place.begin(), place.end());
+    std::sort(sorted_p.begin(), sorted_p.end());
+    if (b) b->clear();
+    if (e) e->clear();
+    for (const auto& en : sorted_p) walk(en.first, en.second, left);
 }
 
 // ---------------------------------------------------------------- slot pool
