@@ -617,7 +617,6 @@ struct ArylWorkspace {
   aryl_pass::Table table;
   aryl_pass::Placed placed;
   aryl_pass::PlaceScratch psc;
-  Placement newp;
 };
 
 inline ArylWorkspace& aryl_workspace() {
@@ -1170,7 +1169,6 @@ class ArylPass : public SjfPass {
     }
     // the running jobs that may change, in candidate order (the order of the resizes)
     static const Placement kEmpty;
-    Placement& newp = ws.newp;
     for (i64 i : placed.touched) {
       const auto iu = static_cast<size_t>(i);
       const i64 j = cand[iu];
@@ -1178,13 +1176,14 @@ class ArylPass : public SjfPass {
       const Placement& ex = placed.new_extra[iu];
       const Placement& was = old[iu] != nullptr ? *old[iu] : kEmpty;
       if (place_equal(ex, was)) continue;
+      Placement newp = d.take_place();
       split_placement(st.placement[u], st.min_workers[u], &newp, nullptr);
       for (const auto& e : ex) place_add(newp, e.first, e.second);
       const i64 w_new = place_workers(newp);
       const i64 wk = st.workers[u];
       const int reason = w_new > wk ? pol.scale_out_reason
                                     : (w_new < wk ? pol.scale_in_reason : MCKP_MOVE);
-      d.resizes.push_back(JobMove{j, newp, reason});
+      d.resizes.push_back(JobMove{j, std::move(newp), reason});
     }
     return true;
   }

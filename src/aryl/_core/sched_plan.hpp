@@ -68,6 +68,9 @@ struct Plan {
     i64 memo_left = -1, memo_loaned = -1;               // elastic_memo
     i64 n_extra_repairs = 0;
     double next_wakeup_s = kInf;  // when a timed rule could change a decision (plan.py)
+    // the placement buffers of the resizes of the last plan (clear() keeps them):
+    // take_place() hands one out for a new resize (no allocation once grown)
+    std::vector<Placement> spare;
 
     void clear(double now) {
         now_s = now;
@@ -76,12 +79,23 @@ struct Plan {
         reclaim_shortfall = 0;
         borrowed_servers.clear();
         preemptions.clear();
+        for (auto& r : resizes) {
+            r.place.clear();
+            spare.push_back(std::move(r.place));
+        }
         resizes.clear();
         starts.clear();
         returned_servers.clear();
         memo_left = memo_loaned = -1;
         n_extra_repairs = 0;
         next_wakeup_s = kInf;
+    }
+    // an empty placement for a new move: a kept buffer when there is one
+    Placement take_place() {
+        if (spare.empty()) return Placement();
+        Placement p = std::move(spare.back());
+        spare.pop_back();
+        return p;
     }
     bool any() const {
         return !reclaim_actions.empty() || !reclaimed_servers.empty() ||
