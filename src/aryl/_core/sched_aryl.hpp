@@ -359,102 +359,29 @@ struct ExtrasInput {
 
 // place_extras' result: new extras per candidate position (empty = none), the
 // running positions that may change, {position: workers placed} of the short jobs.
-// new_extra holds at least one entry per candidate (entries past the candidates
-// are left over from larger calls: they keep their buffers, and nothing reads them).
+// new_extra holds at least one entry per candidate; `written` lists the entries the
+// last call wrote (every other one is empty: the next call clears only those).
 struct Placed {
   std::vector<Placement> new_extra;
   std::vector<i64> touched;
   std::vector<std::pair<i64, i64>> shorts;
+  std::vector<i64> written;
 };
 
-// ArylPass.keep: each job in ``order`` keeps up to k_l[i] of its extras where it is
-// (walking them backwards: loaned servers, the highest ids, first).
-inline void keep(std::vector<i64>& free, const ExtrasInput& in,
-                 const std::vector<i64>& order, std::vector<i64>& k_l,
-                 std::vector<Placement>& new_extra) {
-  for (i64 i : order) {
-    const size_t iu = static_cast<size_t>(i);
-    i64 want = k_l[iu];
-    Placement& kept = new_extra[iu];
-    kept.clear();
-    const Placement* old = (*in.old)[iu];
-    if (old != nullptr && !old->empty()) {
-      const i64 gi = (*in.g)[iu];
-      for (auto it = old->rbegin(); it != old->rend(); ++it) {
-        const i64 s = it->first;
-        i64 t = it->second;
-        if (t > want) t = want;
-        const i64 room = floordiv(free[static_cast<size_t>(s)], gi);
-        if (t > room) t = room;
-        if (t > 0) {
-          kept.emplace_back(s, t);
-          free[static_cast<size_t>(s)] -= t * gi;
-          want -= t;
-          if (!want) break;
-        }
-      }
-      k_l[iu] = want;
-    }
-  }
-}
-
-// ArylPass.keep_exact: the keep pass when free = free_wo_extras + every extra in
-// ``old``; ``order`` holds the growing positions (k > ext) in order_a order (order_a
-// filtered: place_extras sorts only those), ``touched`` gets the running positions
-// whose count changes.
-inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
-                       const std::vector<i64>& k, std::vector<i64>& k_l,
-                       std::vector<Placement>& new_extra, const std::vector<i64>& order,
-                       std::vector<i64>& touched) {
-  free = *in.free_wo_extras;
-  const std::vector<i64>& ext = *in.ext;
-  const size_t n = k.size();
-  for (size_t i = 0; i < n; ++i) {
-    if (!(k[i] < ext[i])) continue;  // shrinking: same walk as keep
-    i64 want = k_l[i];
-    const i64 gi = (*in.g)[i];
-    const Placement& old = *(*in.old)[i];
-    Placement& kept = new_extra[i];
-    kept.clear();
-    for (auto it = old.rbegin(); it != old.rend(); ++it) {
-      i64 t = it->second;
-      if (t > want) t = want;
-      if (t > 0) {
-        kept.emplace_back(it->first, t);
-        want -= t;
-        if (!want) break;
-      }
-    }
-    for (const auto& e : old) {
-      const i64 back = e.second - place_get(kept, e.first);
-      if (back) free[static_cast<size_t>(e.first)] += back * gi;
-    }
-  }
-  for (i64 i : order) {  // growing: keep every extra (in keep's visiting order)
-    const size_t iu = static_cast<size_t>(i);
-    const Placement* had = (*in.old)[iu];
-    Placement& kept = new_extra[iu];
-    kept.clear();
-    if (had != nullptr) kept.assign(had->rbegin(), had->rend());
-    k_l[iu] -= ext[iu];
-  }
-  touched.clear();
-  for (i64 i = 0; i < in.n_run; ++i)
-    if (k[static_cast<size_t>(i)] != ext[static_cast<size_t>(i)]) touched.push_back(i);
-}
-
-// Scratch of place_extras (reused across calls).
+// Scratch of place_extras (reused across calls): the positions to visit in order
+// and the workers each still has to place (aligned with order).
 struct PlaceScratch {
-  std::vector<i64> order_a, order, k_l;
+  std::vector<i64> order, want;
   std::vector<std::pair<uint64_t, i64>> keyed;  // (packed sort key, position)
   Placement got;
 };
 
 // place_extras' order_a: ``positions`` sorted by worker size descending, extra GPUs
 // (k * g) descending, job index ascending (numpy lexsort((ci, -(k * g), -g))).  The
-// key is a strict total order (candidates are distinct jobs).  When every key fits
-// in 64 bits (g < 2**7, k * g < 2**26, job < 2**31: the usual case) the positions
-// are sorted by one packed integer, in the same order.
+// key is a strict total order (candidates are distinct jobs), so sorting a subset
+// gives order_a's sequence filtered to it.  When every key fits in 64 bits
+// (g < 2**7, k * g < 2**26, job < 2**31: the usual case) the positions are sorted
+// by one packed integer, in the same order.
 inline void sort_order_a(std::vector<i64>& positions, const std::vector<i64>& cand,
                          const std::vector<i64>& g, const std::vector<i64>& k,
                          std::vector<std::pair<uint64_t, i64>>& keyed) {
@@ -481,45 +408,121 @@ inline void sort_order_a(std::vector<i64>& positions, const std::vector<i64>& ca
   for (size_t q = 0; q < keyed.size(); ++q) positions[q] = keyed[q].second;
 }
 
+// ArylPass.keep: each job in ``order`` keeps up to want[q] of its extras where it is
+// (walking them backwards: loaned servers, the highest ids, first); want[q] becomes
+// the workers still to place.
+inline void keep(std::vector<i64>& free, const ExtrasInput& in, const std::vector<i64>& order,
+                 std::vector<i64>& want, std::vector<Placement>& new_extra) {
+  for (size_t q = 0; q < order.size(); ++q) {
+    const size_t iu = static_cast<size_t>(order[q]);
+    const Placement* old = (*in.old)[iu];
+    if (old == nullptr || old->empty()) continue;
+    Placement& kept = new_extra[iu];
+    i64 w = want[q];
+    const i64 gi = (*in.g)[iu];
+    for (auto it = old->rbegin(); it != old->rend(); ++it) {
+      const i64 s = it->first;
+      i64 t = it->second;
+      if (t > w) t = w;
+      const i64 room = floordiv(free[static_cast<size_t>(s)], gi);
+      if (t > room) t = room;
+      if (t > 0) {
+        kept.emplace_back(s, t);
+        free[static_cast<size_t>(s)] -= t * gi;
+        w -= t;
+        if (!w) break;
+      }
+    }
+    want[q] = w;
+  }
+}
+
+// ArylPass.keep_exact: the keep pass when free = free_wo_extras + every extra in
+// ``old``.  One walk over the positions: the running ones whose count changes go to
+// ``touched`` (ascending), the shrinking ones (k < ext) keep their extras as keep
+// would (walking them backwards) and give the rest back to free, the growing ones
+// (k > ext) go to ``order`` (then sorted as order_a) and keep every extra (want:
+// k - ext still to place).  Every other position keeps exactly its extras: no entry.
+inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
+                       const std::vector<i64>& k, Placed& out, PlaceScratch& sc) {
+  free = *in.free_wo_extras;
+  const std::vector<i64>& ext = *in.ext;
+  const size_t n = k.size();
+  const size_t n_run = static_cast<size_t>(in.n_run);
+  for (size_t i = 0; i < n; ++i) {
+    const i64 ki = k[i], ei = ext[i];
+    if (ki == ei) continue;
+    if (i < n_run) out.touched.push_back(static_cast<i64>(i));
+    if (ki > ei) {
+      sc.order.push_back(static_cast<i64>(i));
+      continue;
+    }
+    i64 want = ki;  // shrinking: same walk as keep
+    const i64 gi = (*in.g)[i];
+    const Placement& old = *(*in.old)[i];
+    Placement& kept = out.new_extra[i];
+    out.written.push_back(static_cast<i64>(i));
+    for (auto it = old.rbegin(); it != old.rend(); ++it) {
+      i64 t = it->second;
+      if (t > want) t = want;
+      if (t > 0) {
+        kept.emplace_back(it->first, t);
+        want -= t;
+        if (!want) break;
+      }
+    }
+    for (const auto& e : old) {
+      const i64 back = e.second - place_get(kept, e.first);
+      if (back) free[static_cast<size_t>(e.first)] += back * gi;
+    }
+  }
+  sort_order_a(sc.order, *in.cand, *in.g, k, sc.keyed);
+  for (i64 i : sc.order) {  // growing: keep every extra (in keep's visiting order)
+    const size_t iu = static_cast<size_t>(i);
+    const Placement* had = (*in.old)[iu];
+    if (had != nullptr) out.new_extra[iu].assign(had->rbegin(), had->rend());
+    sc.want.push_back(k[iu] - ext[iu]);
+  }
+}
+
 // ArylPass.place_extras: place k[i] extra workers of every candidate; takes them from
 // ``free``.  Kept extras first, then best-fit decreasing (worker size, extra GPUs
 // descending, job index ascending) over groups_extra; one worker at a time when a
 // job's workers do not fit together.
 inline void place_extras(std::vector<i64>& free, const ExtrasInput& in,
                          const std::vector<i64>& k, Placed& out, PlaceScratch& sc) {
-  const std::vector<i64>& cand = *in.cand;
   const std::vector<i64>& g = *in.g;
   const std::vector<i64>& ext = *in.ext;
   const size_t n = k.size();
-  // order_a = pos[np.lexsort((ci[pos], -(kp * gp), -gp))].  keep_exact visits only
-  // its growing positions (k > ext), in order_a's order: the key is a strict total
-  // order (candidates are distinct jobs), so sorting only those gives the same
-  // sequence as sorting all and filtering.
-  const bool exact = in.free_wo_extras != nullptr;
-  sc.order_a.clear();
-  for (size_t i = 0; i < n; ++i)
-    if (exact ? k[i] > ext[i] : k[i] > 0) sc.order_a.push_back(static_cast<i64>(i));
-  sort_order_a(sc.order_a, cand, g, k, sc.keyed);
-  sc.k_l = k;
   if (out.new_extra.size() < n) out.new_extra.resize(n);  // (never shrunk: buffers kept)
-  for (size_t i = 0; i < n; ++i) out.new_extra[i].clear();
+  for (i64 i : out.written) out.new_extra[static_cast<size_t>(i)].clear();
+  out.written.clear();
+  out.touched.clear();
   out.shorts.clear();
-  if (exact) {
-    sc.order.swap(sc.order_a);
-    keep_exact(free, in, k, sc.k_l, out.new_extra, sc.order, out.touched);
+  sc.order.clear();
+  sc.want.clear();
+  if (in.free_wo_extras != nullptr) {
+    keep_exact(free, in, k, out, sc);
   } else {
-    sc.order = sc.order_a;
-    keep(free, in, sc.order, sc.k_l, out.new_extra);
-    out.touched.clear();
+    // order_a = pos[np.lexsort((ci[pos], -(kp * gp), -gp))] over pos = k > 0
+    for (size_t i = 0; i < n; ++i)
+      if (k[i] > 0) sc.order.push_back(static_cast<i64>(i));
+    sort_order_a(sc.order, *in.cand, g, k, sc.keyed);
+    for (i64 i : sc.order) sc.want.push_back(k[static_cast<size_t>(i)]);
+    keep(free, in, sc.order, sc.want, out.new_extra);
+    // A running job can change only if it is given extras or has some now
+    // (workers above base: exactly the jobs in ``extras_now``)
     for (i64 i = 0; i < in.n_run; ++i)
       if (k[static_cast<size_t>(i)] > 0 || ext[static_cast<size_t>(i)] > 0)
         out.touched.push_back(i);
   }
+  out.written.insert(out.written.end(), sc.order.begin(), sc.order.end());
   const Groups& groups_extra = *in.groups_extra;
-  for (i64 i : sc.order) {
-    const size_t iu = static_cast<size_t>(i);
-    const i64 want = sc.k_l[iu];
+  for (size_t q = 0; q < sc.order.size(); ++q) {
+    const i64 want = sc.want[q];
     if (!want) continue;
+    const i64 i = sc.order[q];
+    const size_t iu = static_cast<size_t>(i);
     const i64 gi = g[iu];
     Placement& got = sc.got;
     if (!bf_place(free, groups_extra, want, gi, got)) {
