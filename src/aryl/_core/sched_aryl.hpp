@@ -374,6 +374,9 @@ struct PlaceScratch {
   std::vector<i64> order, want;
   std::vector<std::pair<uint64_t, i64>> keyed;  // (packed sort key, position)
   Placement got;
+  std::vector<i64> demand;  // keep: GPUs per server of the extras that could be kept
+  std::vector<i64> left;    // keep: workers still to place, by position
+  std::vector<char> late;   // keep: positions that keep in order_a order
 };
 
 // place_extras' order_a: ``positions`` sorted by worker size descending, extra GPUs
@@ -408,32 +411,74 @@ inline void sort_order_a(std::vector<i64>& positions, const std::vector<i64>& ca
   for (size_t q = 0; q < keyed.size(); ++q) positions[q] = keyed[q].second;
 }
 
-// ArylPass.keep: each job in ``order`` keeps up to want[q] of its extras where it is
-// (walking them backwards: loaned servers, the highest ids, first); want[q] becomes
-// the workers still to place.
-inline void keep(std::vector<i64>& free, const ExtrasInput& in, const std::vector<i64>& order,
-                 std::vector<i64>& want, std::vector<Placement>& new_extra) {
-  for (size_t q = 0; q < order.size(); ++q) {
-    const size_t iu = static_cast<size_t>(order[q]);
-    const Placement* old = (*in.old)[iu];
-    if (old == nullptr || old->empty()) continue;
-    Placement& kept = new_extra[iu];
-    i64 w = want[q];
-    const i64 gi = (*in.g)[iu];
-    for (auto it = old->rbegin(); it != old->rend(); ++it) {
-      const i64 s = it->first;
-      i64 t = it->second;
-      if (t > w) t = w;
-      const i64 room = floordiv(free[static_cast<size_t>(s)], gi);
-      if (t > room) t = room;
-      if (t > 0) {
-        kept.emplace_back(s, t);
-        free[static_cast<size_t>(s)] -= t * gi;
-        w -= t;
-        if (!w) break;
-      }
+// ArylPass.keep for one job: it keeps up to `want` of its extras `old` where they
+// are (walking them backwards: loaned servers, the highest ids, first), taken from
+// free; returns the workers still to place.
+inline i64 keep_one(std::vector<i64>& free, const Placement& old, i64 gi, i64 want,
+                    Placement& kept) {
+  for (auto it = old.rbegin(); it != old.rend(); ++it) {
+    const i64 s = it->first;
+    i64 t = it->second;
+    if (t > want) t = want;
+    const i64 room = floordiv(free[static_cast<size_t>(s)], gi);
+    if (t > room) t = room;
+    if (t > 0) {
+      kept.emplace_back(s, t);
+      free[static_cast<size_t>(s)] -= t * gi;
+      want -= t;
+      if (!want) break;
     }
-    want[q] = w;
+  }
+  return want;
+}
+
+// ArylPass.keep over order_a (the jobs given extras, k > 0, sorted as order_a),
+// then the order of the best-fit loop: ``order`` gets the jobs left with workers to
+// place, in order_a order, and ``want`` their workers.  Every job given extras gets
+// an entry (``written``).  Keep depends on the order only at the servers where the
+// extras these jobs have do not all fit (free < their GPUs there): a job with no
+// extra on such a server keeps min(k, its extras) wherever it comes (each of its
+// servers has room for every extra there), and takes nothing where the others
+// compete.  So those jobs keep first, in position order, and only the others and
+// the jobs left with workers to place are sorted (order_a filtered to them: the key
+// is a strict total order).
+inline void keep(std::vector<i64>& free, const ExtrasInput& in, const std::vector<i64>& k,
+                 Placed& out, PlaceScratch& sc) {
+  const std::vector<i64>& g = *in.g;
+  const std::vector<const Placement*>& old = *in.old;
+  const size_t n = k.size();
+  std::vector<i64>& demand = sc.demand;  // then 1 where the extras compete, else 0
+  demand.assign(free.size(), 0);
+  for (size_t i = 0; i < n; ++i)
+    if (k[i] > 0 && old[i] != nullptr)
+      for (const auto& e : *old[i]) demand[static_cast<size_t>(e.first)] += e.second * g[i];
+  for (size_t s = 0; s < demand.size(); ++s) demand[s] = demand[s] > free[s];
+  if (sc.left.size() < n) {
+    sc.left.resize(n);
+    sc.late.resize(n);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (k[i] <= 0) continue;
+    out.written.push_back(static_cast<i64>(i));
+    bool late = false;
+    if (old[i] != nullptr)
+      for (const auto& e : *old[i]) {
+        if (demand[static_cast<size_t>(e.first)]) {
+          late = true;
+          break;
+        }
+      }
+    sc.late[i] = late;
+    sc.left[i] = k[i];
+    if (!late && old[i] != nullptr)
+      sc.left[i] = keep_one(free, *old[i], g[i], k[i], out.new_extra[i]);
+    if (late || sc.left[i] > 0) sc.order.push_back(static_cast<i64>(i));
+  }
+  sort_order_a(sc.order, *in.cand, g, k, sc.keyed);
+  for (i64 i : sc.order) {
+    const auto iu = static_cast<size_t>(i);
+    if (sc.late[iu]) sc.left[iu] = keep_one(free, *old[iu], g[iu], k[iu], out.new_extra[iu]);
+    sc.want.push_back(sc.left[iu]);
   }
 }
 
@@ -482,6 +527,7 @@ inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
     const Placement* had = (*in.old)[iu];
     if (had != nullptr) out.new_extra[iu].assign(had->rbegin(), had->rend());
     sc.want.push_back(k[iu] - ext[iu]);
+    out.written.push_back(i);
   }
 }
 
@@ -504,19 +550,13 @@ inline void place_extras(std::vector<i64>& free, const ExtrasInput& in,
   if (in.free_wo_extras != nullptr) {
     keep_exact(free, in, k, out, sc);
   } else {
-    // order_a = pos[np.lexsort((ci[pos], -(kp * gp), -gp))] over pos = k > 0
-    for (size_t i = 0; i < n; ++i)
-      if (k[i] > 0) sc.order.push_back(static_cast<i64>(i));
-    sort_order_a(sc.order, *in.cand, g, k, sc.keyed);
-    for (i64 i : sc.order) sc.want.push_back(k[static_cast<size_t>(i)]);
-    keep(free, in, sc.order, sc.want, out.new_extra);
+    keep(free, in, k, out, sc);
     // A running job can change only if it is given extras or has some now
     // (workers above base: exactly the jobs in ``extras_now``)
     for (i64 i = 0; i < in.n_run; ++i)
       if (k[static_cast<size_t>(i)] > 0 || ext[static_cast<size_t>(i)] > 0)
         out.touched.push_back(i);
   }
-  out.written.insert(out.written.end(), sc.order.begin(), sc.order.end());
   const Groups& groups_extra = *in.groups_extra;
   for (size_t q = 0; q < sc.order.size(); ++q) {
     const i64 want = sc.want[q];
