@@ -544,7 +544,9 @@ public:
     }
     void erase(const QueueEntry& e) {
         to_tree();
-        set_.erase(e);
+        // (find + erase at the node: one descent, where erase(key) walks an equal_range)
+        const auto it = set_.find(e);
+        if (it != set_.end()) set_.erase(it);
     }
     bool operator==(const QueueIndex& o) const {
         if (size() != o.size()) return false;
