@@ -439,9 +439,10 @@ inline i64 keep_one(std::vector<i64>& free, const Placement& old, i64 gi, i64 wa
 // extras these jobs have do not all fit (free < their GPUs there): a job with no
 // extra on such a server keeps min(k, its extras) wherever it comes (each of its
 // servers has room for every extra there), and takes nothing where the others
-// compete.  So those jobs keep first, in position order, and only the others and
-// the jobs left with workers to place are sorted (order_a filtered to them: the key
-// is a strict total order).
+// compete.  So those jobs keep first, in position order (one given at least all its
+// extras keeps them all: a reversed copy), and only the others and the jobs left
+// with workers to place are sorted (order_a filtered to them: the key is a strict
+// total order).
 inline void keep(std::vector<i64>& free, const ExtrasInput& in, const std::vector<i64>& k,
                  Placed& out, PlaceScratch& sc) {
   const std::vector<i64>& g = *in.g;
@@ -470,8 +471,22 @@ inline void keep(std::vector<i64>& free, const ExtrasInput& in, const std::vecto
       }
     sc.late[i] = late;
     sc.left[i] = k[i];
-    if (!late && old[i] != nullptr)
-      sc.left[i] = keep_one(free, *old[i], g[i], k[i], out.new_extra[i]);
+    if (!late && old[i] != nullptr) {
+      const Placement& had = *old[i];
+      i64 total = 0;
+      bool positive = true;
+      for (const auto& e : had) {
+        total += e.second;
+        positive = positive && e.second > 0;
+      }
+      if (positive && k[i] >= total) {  // keep_one keeps them all
+        out.new_extra[i].assign(had.rbegin(), had.rend());
+        for (const auto& e : had) free[static_cast<size_t>(e.first)] -= e.second * g[i];
+        sc.left[i] = k[i] - total;
+      } else {
+        sc.left[i] = keep_one(free, had, g[i], k[i], out.new_extra[i]);
+      }
+    }
     if (late || sc.left[i] > 0) sc.order.push_back(static_cast<i64>(i));
   }
   sort_order_a(sc.order, *in.cand, g, k, sc.keyed);
