@@ -770,6 +770,8 @@ struct State {
     mutable std::vector<double> las_thresholds;
     // the elastic phase's memo (free GPUs left, servers on loan or offered)
     i64 memo_left = -1, memo_loaned = -1;
+    // resize's scratch per server (0 between calls)
+    std::vector<i64> resize_mark;
 
     // ------------------------------------------------------------ building
     i64 n_servers() const { return static_cast<i64>(server_gpus.size()); }
@@ -1187,7 +1189,12 @@ struct State {
         return w;
     }
     // unplace_for_resize(j) then place_resized(j, place) in one step, for running job
-    // j: the same state, with the job's placement slot rewritten in place.  The one
+    // j: the same state, with the job's placement slot rewritten in place.  GPU counts
+    // go back per old entry and are taken per new one (sums: any order).  A server's
+    // job list ends as _unplace then _place leave it: the job's entry last with its
+    // new workers (the sum of its new entries there) where it stays or arrives, gone
+    // where it leaves; on a server it stays on, the entry moves to the end at once (it
+    // is on a server's list exactly where its placement has the server).  The one
     // call of _track_extras (after `below` lost j, as _unplace's call leaves it) drops
     // the old extras and adds the new ones.  Returns the old worker count.
     i64 resize(i64 j, const Placement& place, double now) {
@@ -1196,11 +1203,49 @@ struct State {
         close_attained(j, now);
         const i64 w_old = workers[u];
         const i64 g = gpus_per_worker[u];
+        const i64 nt = n_training();
         Placement& cur = placement.mut(u);
-        give_entries(j, cur, g);
-        busy -= w_old * g;
+        // mark: 0 = not in the new placement, 1 + workers there = in it, -1 = listed
+        std::vector<i64>& mark = resize_mark;
+        if (mark.size() < free.size()) mark.resize(free.size(), 0);
+        auto gpus = [&](i64 s, i64 kg) {  // kg GPUs taken on server s (< 0: given back)
+            const auto su = static_cast<size_t>(s);
+            free[su] -= kg;
+            busy_by_pool[static_cast<size_t>(server_pool_idx[su])] += kg;
+            if (s >= nt) busy_loaned += kg;
+        };
+        for (const auto& e : cur) gpus(e.first, -e.second * g);
+        i64 w = 0;
+        for (const auto& e : place) {
+            gpus(e.first, e.second * g);
+            w += e.second;
+            i64& m = mark[static_cast<size_t>(e.first)];
+            m = (m ? m : 1) + e.second;
+        }
+        busy += (w - w_old) * g;
+        for (const auto& e : cur) {
+            i64& m = mark[static_cast<size_t>(e.first)];
+            if (m < 0) continue;
+            Placement& on = jobs_on[static_cast<size_t>(e.first)];
+            size_t q = 0;
+            while (q < on.size() && on[q].first != j) ++q;
+            if (q == on.size()) continue;
+            if (m == 0) {
+                on.erase(on.begin() + static_cast<std::ptrdiff_t>(q));
+                continue;
+            }
+            std::rotate(on.begin() + static_cast<std::ptrdiff_t>(q),
+                        on.begin() + static_cast<std::ptrdiff_t>(q) + 1, on.end());
+            on.back().second = m - 1;
+            m = -1;
+        }
+        for (const auto& e : place) {
+            i64& m = mark[static_cast<size_t>(e.first)];
+            if (m > 0) jobs_on[static_cast<size_t>(e.first)].emplace_back(j, m - 1);
+            m = -1;
+        }
+        for (const auto& e : place) mark[static_cast<size_t>(e.first)] = 0;
         below.remove(j);
-        const i64 w = take_entries(j, place, g);
         if (place.empty()) placement.clear(u);
         else cur = place;
         workers.set(u, w);
