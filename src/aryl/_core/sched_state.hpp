@@ -1047,10 +1047,10 @@ struct State {
     }
 
     // ------------------------------------------------------------ mutators
-    // The loops over the entries of job j's placement in state.py _place / _unplace:
-    // GPUs free and busy per server, pool and loan, and the per-server job lists.
-    // Return the workers of `place`.
-    i64 take_entries(i64 j, const Placement& place, i64 g) {
+    // state.py _place
+    i64 place_job(i64 j, const Placement& place) {
+        const auto u = static_cast<size_t>(j);
+        const i64 g = gpus_per_worker[u];
         const i64 nt = n_training();
         i64 w = 0;
         for (const auto& e : place) {
@@ -1063,9 +1063,17 @@ struct State {
             if (s >= nt) busy_loaned += k * g;
         }
         busy += w * g;
+        placement.set(u, place);
+        workers.set(u, w);
+        track_extras(j);
         return w;
     }
-    void give_entries(i64 j, const Placement& place, i64 g) {
+    // state.py _unplace
+    void unplace_job(i64 j) {
+        const auto u = static_cast<size_t>(j);
+        const Placement& place = placement[u];
+        if (place.empty()) return;
+        const i64 g = gpus_per_worker[u];
         const i64 nt = n_training();
         for (const auto& e : place) {
             const i64 s = e.first, k = e.second;
@@ -1080,23 +1088,6 @@ struct State {
             busy_by_pool[static_cast<size_t>(server_pool_idx[su])] -= k * g;
             if (s >= nt) busy_loaned -= k * g;
         }
-    }
-    // state.py _place
-    i64 place_job(i64 j, const Placement& place) {
-        const auto u = static_cast<size_t>(j);
-        const i64 w = take_entries(j, place, gpus_per_worker[u]);
-        placement.set(u, place);
-        workers.set(u, w);
-        track_extras(j);
-        return w;
-    }
-    // state.py _unplace
-    void unplace_job(i64 j) {
-        const auto u = static_cast<size_t>(j);
-        const Placement& place = placement[u];
-        if (place.empty()) return;
-        const i64 g = gpus_per_worker[u];
-        give_entries(j, place, g);
         busy -= workers[u] * g;
         placement.clear(u);  // the slot goes back to the pool
         workers.set(u, 0);
