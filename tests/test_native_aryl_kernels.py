@@ -198,6 +198,23 @@ def test_place_extras_places_like_python(sc: dict[str, Any], exact: bool) -> Non
     assert c_placed(placed_c) == py_placed(placed_py)
 
 
+@settings(max_examples=500, deadline=None)
+@given(sc=extras_scenario(), data=st.data())
+def test_keep_with_competing_extras_places_like_python(sc: dict[str, Any], data: Any) -> None:
+    """The keep pass (no ``free_wo_extras``) on free GPUs that need not hold every extra:
+    the jobs' extras compete for some servers, so the visiting order matters there."""
+    cand, g, ext, k = sc["cand"], sc["g"], sc["ext"], sc["k"]
+    free = [data.draw(st.integers(0, 8)) for _ in sc["free"]]
+    free_py = list(free)
+    placed_py = py_pass(sc["groups"]).place_extras(
+        free_py, None, cand, sc["extras_now"], np.array(k, dtype=I64),
+        np.array(ext, dtype=I64), np.array(cand, dtype=I64), np.array(g, dtype=I64), sc["n_run"])
+    free_c, placed_c = native._aryl_place_extras(
+        list(free), None, cand, sc["extras_now"], k, ext, g, sc["n_run"], sc["groups"])
+    assert free_c == free_py
+    assert c_placed(placed_c) == py_placed(placed_py)
+
+
 @settings(max_examples=300, deadline=None)
 @given(sc=extras_scenario(), exact=st.booleans(), data=st.data())
 def test_fill_extras_fills_like_python(sc: dict[str, Any], exact: bool, data: Any) -> None:

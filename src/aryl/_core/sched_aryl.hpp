@@ -367,61 +367,169 @@ struct ExtrasInput {
 
 // place_extras' result: new extras per candidate position (empty = none), the
 // running positions that may change, {position: workers placed} of the short jobs.
+// new_extra holds at least one entry per candidate; `written` lists the entries the
+// last call wrote (every other one is empty: the next call clears only those).
 struct Placed {
   std::vector<Placement> new_extra;
   std::vector<i64> touched;
   std::vector<std::pair<i64, i64>> shorts;
+  std::vector<i64> written;
 };
 
-// ArylPass.keep: each job in ``order`` keeps up to k_l[i] of its extras where it is
-// (walking them backwards: loaned servers, the highest ids, first).
-inline void keep(std::vector<i64>& free, const ExtrasInput& in,
-                 const std::vector<i64>& order, std::vector<i64>& k_l,
-                 std::vector<Placement>& new_extra) {
-  for (i64 i : order) {
-    const size_t iu = static_cast<size_t>(i);
-    i64 want = k_l[iu];
-    Placement& kept = new_extra[iu];
-    kept.clear();
-    const Placement* old = (*in.old)[iu];
-    if (old != nullptr && !old->empty()) {
-      const i64 gi = (*in.g)[iu];
-      for (auto it = old->rbegin(); it != old->rend(); ++it) {
-        const i64 s = it->first;
-        i64 t = it->second;
-        if (t > want) t = want;
-        const i64 room = floordiv(free[static_cast<size_t>(s)], gi);
-        if (t > room) t = room;
-        if (t > 0) {
-          kept.emplace_back(s, t);
-          free[static_cast<size_t>(s)] -= t * gi;
-          want -= t;
-          if (!want) break;
+// Scratch of place_extras (reused across calls): the positions to visit in order
+// and the workers each still has to place (aligned with order).
+struct PlaceScratch {
+  std::vector<i64> order, want;
+  std::vector<std::pair<uint64_t, i64>> keyed;  // (packed sort key, position)
+  Placement got;
+  std::vector<i64> demand;  // keep: GPUs per server of the extras that could be kept
+  std::vector<i64> left;    // keep: workers still to place, by position
+  std::vector<char> late;   // keep: positions that keep in order_a order
+};
+
+// place_extras' order_a: ``positions`` sorted by worker size descending, extra GPUs
+// (k * g) descending, job index ascending (numpy lexsort((ci, -(k * g), -g))).  The
+// key is a strict total order (candidates are distinct jobs), so sorting a subset
+// gives order_a's sequence filtered to it.  When every key fits in 64 bits
+// (g < 2**7, k * g < 2**26, job < 2**31: the usual case) the positions are sorted
+// by one packed integer, in the same order.
+inline void sort_order_a(std::vector<i64>& positions, const std::vector<i64>& cand,
+                         const std::vector<i64>& g, const std::vector<i64>& k,
+                         std::vector<std::pair<uint64_t, i64>>& keyed) {
+  constexpr i64 kMaxG = (i64(1) << 7) - 1, kMaxKg = (i64(1) << 26) - 1;
+  keyed.clear();
+  for (i64 i : positions) {
+    const auto u = static_cast<size_t>(i);
+    const i64 gi = g[u], kg = k[u] * gi, j = cand[u];
+    if (gi < 0 || gi > kMaxG || kg < 0 || kg > kMaxKg || j < 0 || j > INT32_MAX) {
+      std::sort(positions.begin(), positions.end(), [&](i64 a, i64 b) {
+        const size_t x = static_cast<size_t>(a), y = static_cast<size_t>(b);
+        if (g[x] != g[y]) return g[x] > g[y];
+        const i64 kx = k[x] * g[x], ky = k[y] * g[y];
+        if (kx != ky) return kx > ky;
+        return cand[x] < cand[y];
+      });
+      return;
+    }
+    const uint64_t key = (static_cast<uint64_t>(kMaxG - gi) << 57) |
+                         (static_cast<uint64_t>(kMaxKg - kg) << 31) | static_cast<uint64_t>(j);
+    keyed.emplace_back(key, i);
+  }
+  std::sort(keyed.begin(), keyed.end());
+  for (size_t q = 0; q < keyed.size(); ++q) positions[q] = keyed[q].second;
+}
+
+// ArylPass.keep for one job: it keeps up to `want` of its extras `old` where they
+// are (walking them backwards: loaned servers, the highest ids, first), taken from
+// free; returns the workers still to place.
+inline i64 keep_one(std::vector<i64>& free, const Placement& old, i64 gi, i64 want,
+                    Placement& kept) {
+  for (auto it = old.rbegin(); it != old.rend(); ++it) {
+    const i64 s = it->first;
+    i64 t = it->second;
+    if (t > want) t = want;
+    const i64 room = floordiv(free[static_cast<size_t>(s)], gi);
+    if (t > room) t = room;
+    if (t > 0) {
+      kept.emplace_back(s, t);
+      free[static_cast<size_t>(s)] -= t * gi;
+      want -= t;
+      if (!want) break;
+    }
+  }
+  return want;
+}
+
+// ArylPass.keep over order_a (the jobs given extras, k > 0, sorted as order_a),
+// then the order of the best-fit loop: ``order`` gets the jobs left with workers to
+// place, in order_a order, and ``want`` their workers.  Every job given extras gets
+// an entry (``written``).  Keep depends on the order only at the servers where the
+// extras these jobs have do not all fit (free < their GPUs there): a job with no
+// extra on such a server keeps min(k, its extras) wherever it comes (each of its
+// servers has room for every extra there), and takes nothing where the others
+// compete.  So those jobs keep first, in position order (one given at least all its
+// extras keeps them all: a reversed copy), and only the others and the jobs left
+// with workers to place are sorted (order_a filtered to them: the key is a strict
+// total order).
+inline void keep(std::vector<i64>& free, const ExtrasInput& in, const std::vector<i64>& k,
+                 Placed& out, PlaceScratch& sc) {
+  const std::vector<i64>& g = *in.g;
+  const std::vector<const Placement*>& old = *in.old;
+  const size_t n = k.size();
+  std::vector<i64>& demand = sc.demand;  // then 1 where the extras compete, else 0
+  demand.assign(free.size(), 0);
+  for (size_t i = 0; i < n; ++i)
+    if (k[i] > 0 && old[i] != nullptr)
+      for (const auto& e : *old[i]) demand[static_cast<size_t>(e.first)] += e.second * g[i];
+  for (size_t s = 0; s < demand.size(); ++s) demand[s] = demand[s] > free[s];
+  if (sc.left.size() < n) {
+    sc.left.resize(n);
+    sc.late.resize(n);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (k[i] <= 0) continue;
+    out.written.push_back(static_cast<i64>(i));
+    bool late = false;
+    if (old[i] != nullptr)
+      for (const auto& e : *old[i]) {
+        if (demand[static_cast<size_t>(e.first)]) {
+          late = true;
+          break;
         }
       }
-      k_l[iu] = want;
+    sc.late[i] = late;
+    sc.left[i] = k[i];
+    if (!late && old[i] != nullptr) {
+      const Placement& had = *old[i];
+      i64 total = 0;
+      bool positive = true;
+      for (const auto& e : had) {
+        total += e.second;
+        positive = positive && e.second > 0;
+      }
+      if (positive && k[i] >= total) {  // keep_one keeps them all
+        out.new_extra[i].assign(had.rbegin(), had.rend());
+        for (const auto& e : had) free[static_cast<size_t>(e.first)] -= e.second * g[i];
+        sc.left[i] = k[i] - total;
+      } else {
+        sc.left[i] = keep_one(free, had, g[i], k[i], out.new_extra[i]);
+      }
     }
+    if (late || sc.left[i] > 0) sc.order.push_back(static_cast<i64>(i));
+  }
+  sort_order_a(sc.order, *in.cand, g, k, sc.keyed);
+  for (i64 i : sc.order) {
+    const auto iu = static_cast<size_t>(i);
+    if (sc.late[iu]) sc.left[iu] = keep_one(free, *old[iu], g[iu], k[iu], out.new_extra[iu]);
+    sc.want.push_back(sc.left[iu]);
   }
 }
 
 // ArylPass.keep_exact: the keep pass when free = free_wo_extras + every extra in
-// ``old``; ``order`` holds the growing positions (k > ext) in order_a order (order_a
-// filtered: place_extras sorts only those), ``touched`` gets the running positions
-// whose count changes.
+// ``old``.  One walk over the positions: the running ones whose count changes go to
+// ``touched`` (ascending), the shrinking ones (k < ext) keep their extras as keep
+// would (walking them backwards) and give the rest back to free, the growing ones
+// (k > ext) go to ``order`` (then sorted as order_a) and keep every extra (want:
+// k - ext still to place).  Every other position keeps exactly its extras: no entry.
 inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
-                       const std::vector<i64>& k, std::vector<i64>& k_l,
-                       std::vector<Placement>& new_extra, const std::vector<i64>& order,
-                       std::vector<i64>& touched) {
+                       const std::vector<i64>& k, Placed& out, PlaceScratch& sc) {
   free = *in.free_wo_extras;
   const std::vector<i64>& ext = *in.ext;
   const size_t n = k.size();
+  const size_t n_run = static_cast<size_t>(in.n_run);
   for (size_t i = 0; i < n; ++i) {
-    if (!(k[i] < ext[i])) continue;  // shrinking: same walk as keep
-    i64 want = k_l[i];
+    const i64 ki = k[i], ei = ext[i];
+    if (ki == ei) continue;
+    if (i < n_run) out.touched.push_back(static_cast<i64>(i));
+    if (ki > ei) {
+      sc.order.push_back(static_cast<i64>(i));
+      continue;
+    }
+    i64 want = ki;  // shrinking: same walk as keep
     const i64 gi = (*in.g)[i];
     const Placement& old = *(*in.old)[i];
-    Placement& kept = new_extra[i];
-    kept.clear();
+    Placement& kept = out.new_extra[i];
+    out.written.push_back(static_cast<i64>(i));
     for (auto it = old.rbegin(); it != old.rend(); ++it) {
       i64 t = it->second;
       if (t > want) t = want;
@@ -436,24 +544,15 @@ inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
       if (back) free[static_cast<size_t>(e.first)] += back * gi;
     }
   }
-  for (i64 i : order) {  // growing: keep every extra (in keep's visiting order)
+  sort_order_a(sc.order, *in.cand, *in.g, k, sc.keyed);
+  for (i64 i : sc.order) {  // growing: keep every extra (in keep's visiting order)
     const size_t iu = static_cast<size_t>(i);
     const Placement* had = (*in.old)[iu];
-    Placement& kept = new_extra[iu];
-    kept.clear();
-    if (had != nullptr) kept.assign(had->rbegin(), had->rend());
-    k_l[iu] -= ext[iu];
+    if (had != nullptr) out.new_extra[iu].assign(had->rbegin(), had->rend());
+    sc.want.push_back(k[iu] - ext[iu]);
+    out.written.push_back(i);
   }
-  touched.clear();
-  for (i64 i = 0; i < in.n_run; ++i)
-    if (k[static_cast<size_t>(i)] != ext[static_cast<size_t>(i)]) touched.push_back(i);
 }
-
-// Scratch of place_extras (reused across calls).
-struct PlaceScratch {
-  std::vector<i64> order_a, order, k_l, tmp;
-  Placement got;
-};
 
 // ArylPass.place_extras: place k[i] extra workers of every candidate; takes them from
 // ``free``.  Kept extras first, then best-fit decreasing (worker size, extra GPUs
@@ -461,45 +560,32 @@ struct PlaceScratch {
 // job's workers do not fit together.
 inline void place_extras(std::vector<i64>& free, const ExtrasInput& in,
                          const std::vector<i64>& k, Placed& out, PlaceScratch& sc) {
-  const std::vector<i64>& cand = *in.cand;
   const std::vector<i64>& g = *in.g;
   const std::vector<i64>& ext = *in.ext;
   const size_t n = k.size();
-  // order_a = pos[np.lexsort((ci[pos], -(kp * gp), -gp))].  keep_exact visits only
-  // its growing positions (k > ext), in order_a's order: the key is a strict total
-  // order (candidates are distinct jobs), so sorting only those gives the same
-  // sequence as sorting all and filtering.
-  const bool exact = in.free_wo_extras != nullptr;
-  sc.order_a.clear();
-  for (size_t i = 0; i < n; ++i)
-    if (exact ? k[i] > ext[i] : k[i] > 0) sc.order_a.push_back(static_cast<i64>(i));
-  std::sort(sc.order_a.begin(), sc.order_a.end(), [&](i64 a, i64 b) {
-    const size_t x = static_cast<size_t>(a), y = static_cast<size_t>(b);
-    if (g[x] != g[y]) return g[x] > g[y];
-    const i64 kx = k[x] * g[x], ky = k[y] * g[y];
-    if (kx != ky) return kx > ky;
-    return cand[x] < cand[y];
-  });
-  sc.k_l = k;
-  out.new_extra.resize(n);
-  for (auto& p : out.new_extra) p.clear();
+  if (out.new_extra.size() < n) out.new_extra.resize(n);  // (never shrunk: buffers kept)
+  for (i64 i : out.written) out.new_extra[static_cast<size_t>(i)].clear();
+  out.written.clear();
+  out.touched.clear();
   out.shorts.clear();
-  if (exact) {
-    sc.order.swap(sc.order_a);
-    keep_exact(free, in, k, sc.k_l, out.new_extra, sc.order, out.touched);
+  sc.order.clear();
+  sc.want.clear();
+  if (in.free_wo_extras != nullptr) {
+    keep_exact(free, in, k, out, sc);
   } else {
-    sc.order = sc.order_a;
-    keep(free, in, sc.order, sc.k_l, out.new_extra);
-    out.touched.clear();
+    keep(free, in, k, out, sc);
+    // A running job can change only if it is given extras or has some now
+    // (workers above base: exactly the jobs in ``extras_now``)
     for (i64 i = 0; i < in.n_run; ++i)
       if (k[static_cast<size_t>(i)] > 0 || ext[static_cast<size_t>(i)] > 0)
         out.touched.push_back(i);
   }
   const Groups& groups_extra = *in.groups_extra;
-  for (i64 i : sc.order) {
-    const size_t iu = static_cast<size_t>(i);
-    const i64 want = sc.k_l[iu];
+  for (size_t q = 0; q < sc.order.size(); ++q) {
+    const i64 want = sc.want[q];
     if (!want) continue;
+    const i64 i = sc.order[q];
+    const size_t iu = static_cast<size_t>(i);
     const i64 gi = g[iu];
     Placement& got = sc.got;
     if (!bf_place(free, groups_extra, want, gi, got)) {
@@ -598,7 +684,6 @@ struct ArylWorkspace {
   aryl_pass::Table table;
   aryl_pass::Placed placed;
   aryl_pass::PlaceScratch psc;
-  Placement newp;
   // SjfPass::started of the pass (kept for its capacity)
   std::vector<i64> started;
 };
@@ -1161,7 +1246,6 @@ class ArylPass : public SjfPass {
     }
     // the running jobs that may change, in candidate order (the order of the resizes)
     static const Placement kEmpty;
-    Placement& newp = ws.newp;
     for (i64 i : placed.touched) {
       const auto iu = static_cast<size_t>(i);
       const i64 j = cand[iu];
@@ -1169,13 +1253,14 @@ class ArylPass : public SjfPass {
       const Placement& ex = placed.new_extra[iu];
       const Placement& was = old[iu] != nullptr ? *old[iu] : kEmpty;
       if (place_equal(ex, was)) continue;
+      Placement newp = d.take_place();
       split_placement(st.placement[u], st.min_workers[u], &newp, nullptr);
       for (const auto& e : ex) place_add(newp, e.first, e.second);
       const i64 w_new = place_workers(newp);
       const i64 wk = st.workers[u];
       const int reason = w_new > wk ? pol.scale_out_reason
                                     : (w_new < wk ? pol.scale_in_reason : MCKP_MOVE);
-      d.resizes.push_back(JobMove{j, newp, reason});
+      d.resizes.push_back(JobMove{j, std::move(newp), reason});
     }
     return true;
   }

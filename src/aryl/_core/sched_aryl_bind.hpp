@@ -101,7 +101,7 @@ struct PlaceArgs {
 
 inline py::tuple placed_out(const Placed& p, const std::vector<int64_t>& cand) {
   py::dict new_extra;  // job -> [(server, workers)], only the non-empty ones
-  for (size_t i = 0; i < p.new_extra.size(); ++i)
+  for (size_t i = 0; i < cand.size(); ++i)
     if (!p.new_extra[i].empty()) new_extra[py::int_(cand[i])] = placement_out(p.new_extra[i]);
   py::list shorts;
   for (const auto& e : p.shorts) shorts.append(py::make_tuple(e.first, e.second));

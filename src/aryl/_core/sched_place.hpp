@@ -118,6 +118,15 @@ template <class Groups>
 inline bool bf_place(std::vector<i64>& free, const Groups& groups, i64 workers, i64 g,
                      Placement& out, i64 slots = -1) {
     out.clear();
+    // the usual case first: one server of the first group holds every worker (then
+    // they fit, and the loop below would take that server at once)
+    const bool usual = workers > 0 && g > 0 && !groups.empty();
+    const i64 first = usual ? best_fit(free, *groups.begin(), workers * g) : -1;
+    if (first >= 0) {
+        out.emplace_back(first, workers);
+        free[static_cast<size_t>(first)] -= workers * g;
+        return true;
+    }
     // enough whole slots? (only the comparison matters: stop counting once it holds)
     i64 avail = slots;
     if (avail < 0) {
@@ -133,9 +142,11 @@ inline bool bf_place(std::vector<i64>& free, const Groups& groups, i64 workers, 
     if (avail < workers) return false;
     i64 left = workers;
     thread_local std::vector<i64> cands;  // scratch kept between calls
+    bool first_group = true;  // (its best fit for every worker is known: none)
     for (const auto& grp : groups) {
         if (!left) break;
-        const i64 s = best_fit(free, grp, left * g);
+        const i64 s = first_group && usual ? -1 : best_fit(free, grp, left * g);
+        first_group = false;
         if (s >= 0) {
             place_add(out, s, left);
             free[static_cast<size_t>(s)] -= left * g;

@@ -68,6 +68,9 @@ struct Plan {
     i64 memo_left = -1, memo_loaned = -1;               // elastic_memo
     i64 n_extra_repairs = 0;
     double next_wakeup_s = kInf;  // when a timed rule could change a decision (plan.py)
+    // the placement buffers of the resizes of the last plan (clear() keeps them):
+    // take_place() hands one out for a new resize (no allocation once grown)
+    std::vector<Placement> spare;
 
     void clear(double now) {
         now_s = now;
@@ -76,12 +79,23 @@ struct Plan {
         reclaim_shortfall = 0;
         borrowed_servers.clear();
         preemptions.clear();
+        for (auto& r : resizes) {
+            r.place.clear();
+            spare.push_back(std::move(r.place));
+        }
         resizes.clear();
         starts.clear();
         returned_servers.clear();
         memo_left = memo_loaned = -1;
         n_extra_repairs = 0;
         next_wakeup_s = kInf;
+    }
+    // an empty placement for a new move: a kept buffer when there is one
+    Placement take_place() {
+        if (spare.empty()) return Placement();
+        Placement p = std::move(spare.back());
+        spare.pop_back();
+        return p;
     }
     bool any() const {
         return !reclaim_actions.empty() || !reclaimed_servers.empty() ||
@@ -159,7 +173,23 @@ void apply_rest(State& st, const Plan& plan, Obs* obs, bool validate, bool recla
         st.preempt(p.first, now);
         if (obs) obs->job_preempted(p.first, p.second);
     }
-    if (!plan.resizes.empty()) {
+    if (!validate) {
+        // Each resize in one step (State::resize): the state of plan.py's two loops
+        // (unplace every resized job, then place each).  Integer counts add up the
+        // same in any order; a per-server job list and `below` end with the resized
+        // jobs in resize order either way (each is removed, then appended); a plan
+        // names a job at most once (the passes and plan_decision see to it).  Only
+        // the checks need every resized job's GPUs back first, and the observer's
+        // hooks of job j (the engine's accounting) read and write job j's values only.
+        for (const auto& r : plan.resizes) {
+            if (!st.running.contains(r.job))
+                throw InvalidInput("resize of job index " + std::to_string(r.job) +
+                                   ", not running");
+            if (obs) obs->before_job_change(r.job);
+            const i64 old = st.resize(r.job, r.place, now);
+            if (obs) obs->job_resized(r.job, old, r.reason);
+        }
+    } else if (!plan.resizes.empty()) {
         std::vector<i64> olds;
         olds.reserve(plan.resizes.size());
         for (const auto& r : plan.resizes) {

@@ -21,8 +21,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <deque>
 #include <limits>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -110,35 +110,77 @@ inline bool place_equal(const Placement& a, const Placement& b) {
     return true;
 }
 
+namespace detail {
+// The index of the lowest set bit of x != 0 (a de Bruijn multiplication: portable).
+inline int lowest_bit(uint64_t x) {
+    static constexpr int8_t kIndex[64] = {
+        0,  1,  48, 2,  57, 49, 28, 3,  61, 58, 50, 42, 38, 29, 17, 4,  62, 55, 59, 36, 53, 51,
+        43, 22, 45, 39, 33, 30, 24, 18, 12, 5,  63, 47, 56, 27, 60, 41, 37, 16, 54, 35, 52, 21,
+        44, 32, 23, 11, 46, 26, 40, 15, 34, 20, 31, 10, 25, 14, 19, 9,  13, 8,  7,  6};
+    return kIndex[((x & (~x + 1)) * 0x03f79d71b4cb0a89ULL) >> 58];
+}
+}  // namespace detail
+
 // state.py split_placement: the first `base` workers in ascending server index are
 // the base part, the rest the extra part (both in ascending server order).
 inline void split_placement(const Placement& place, i64 base, Placement* b, Placement* e) {
-    // ascending server order (a placement usually is already: no copy then)
-    const Placement* src = &place;
-    thread_local Placement sorted_p;
-    if (b == &place || e == &place || !std::is_sorted(place.begin(), place.end())) {
-        sorted_p.assign(place.begin(), place.end());
-        std::sort(sorted_p.begin(), sorted_p.end());
-        src = &sorted_p;
-    }
-    if (b) b->clear();
-    if (e) e->clear();
-    i64 left = base;
-    for (const auto& en : *src) {
-        const i64 s = en.first, k = en.second;
+    auto walk = [&](i64 s, i64 k, i64& left) {
         const i64 take = k < left ? k : left;
         if (take) {
             if (b) b->emplace_back(s, take);
             left -= take;
         }
         if (k - take && e) e->emplace_back(s, k - take);
+    };
+    const size_t n = place.size();
+    i64 left = base;
+    if (b != &place && e != &place && std::is_sorted(place.begin(), place.end())) {
+        if (b) b->clear();
+        if (e) e->clear();
+        for (const auto& en : place) walk(en.first, en.second, left);
+        return;
     }
+    // Not in ascending order: when the servers are distinct and within 64 indexes of
+    // the lowest (the usual case), one bit per server orders them (no sort)
+    if (n > 0 && n <= 64) {
+        i64 lo = place[0].first, hi = lo;
+        for (const auto& en : place) {
+            lo = en.first < lo ? en.first : lo;
+            hi = en.first > hi ? en.first : hi;
+        }
+        if (hi - lo < 64) {
+            uint64_t mask = 0;
+            bool distinct = true;
+            i64 k_at[64];  // workers by server - lo (only the servers in mask are read)
+            for (const auto& en : place) {
+                const uint64_t bit = uint64_t(1) << (en.first - lo);
+                distinct = distinct && !(mask & bit);
+                mask |= bit;
+                k_at[en.first - lo] = en.second;
+            }
+            if (distinct) {  // (place is read: b or e may be it)
+                if (b) b->clear();
+                if (e) e->clear();
+                for (; mask; mask &= mask - 1) {
+                    const int q = detail::lowest_bit(mask);
+                    walk(lo + q, k_at[q], left);
+                }
+                return;
+            }
+        }
+    }
+    thread_local Placement sorted_p;
+    sorted_p.assign(place.begin(), place.end());
+    std::sort(sorted_p.begin(), sorted_p.end());
+    if (b) b->clear();
+    if (e) e->clear();
+    for (const auto& en : sorted_p) walk(en.first, en.second, left);
 }
 
 // ---------------------------------------------------------------- slot pool
 // Values recycled through a free list and addressed by int32 slots: the store
 // behind the per-job tables below (one int32 slot per job into a pool that only
-// the jobs holding a value fill).  `Store` is std::vector, or std::deque where
+// the jobs holding a value fill).  `Store` is std::vector, or ChunkedStore where
 // references to the other slots must stay valid across acquire().
 template <class T, class Store = std::vector<T>>
 class SlotPool {
@@ -172,13 +214,49 @@ private:
     std::vector<int32_t> free_;
 };
 
+// Values in chunks of 64 (a Store of SlotPool): references stay valid as it grows
+// (as in a std::deque), and an index is a shift and a mask.
+template <class T>
+class ChunkedStore {
+public:
+    ChunkedStore() = default;
+    ChunkedStore(const ChunkedStore& o) { *this = o; }
+    ChunkedStore& operator=(const ChunkedStore& o) {
+        if (this == &o) return *this;
+        clear();
+        for (size_t i = 0; i < o.n_; ++i) {
+            emplace_back();
+            (*this)[i] = o[i];
+        }
+        return *this;
+    }
+    ChunkedStore(ChunkedStore&&) noexcept = default;
+    ChunkedStore& operator=(ChunkedStore&&) noexcept = default;
+    size_t size() const { return n_; }
+    void emplace_back() {
+        if (n_ == chunks_.size() * kChunk) chunks_.emplace_back(new T[kChunk]);
+        ++n_;
+    }
+    T& operator[](size_t i) { return chunks_[i >> kShift][i & (kChunk - 1)]; }
+    const T& operator[](size_t i) const { return chunks_[i >> kShift][i & (kChunk - 1)]; }
+    void clear() {
+        chunks_.clear();
+        n_ = 0;
+    }
+
+private:
+    static constexpr size_t kShift = 6, kChunk = size_t(1) << kShift;
+    std::vector<std::unique_ptr<T[]>> chunks_;
+    size_t n_ = 0;
+};
+
 // ---------------------------------------------------------- placement table
 // Per-job placements (or extra parts) where most jobs have none: one int32
 // slot per job (-1 = empty) into a pool of Placements that only the placed
 // jobs hold, recycled when a job's entry is cleared (4 B a job instead of an
 // empty std::vector's 24).  Reads return the empty Placement for a job
-// without a slot; mut() gives a job a slot (a std::deque: references to the
-// other slots stay valid); an entry left empty by a writer reads the same as
+// without a slot; mut() gives a job a slot (a ChunkedStore: references to
+// the other slots stay valid); an entry left empty by a writer reads the same as
 // one without a slot.
 class PlacementTable {
 public:
@@ -190,7 +268,7 @@ public:
     size_t size() const { return slot_.size(); }
     const Placement& operator[](size_t j) const {
         const int32_t s = slot_[j];
-        return s < 0 ? empty() : pool_[s];
+        return s < 0 ? kEmpty : pool_[s];
     }
     Placement& mut(size_t j) {
         int32_t& s = slot_[j];
@@ -213,12 +291,10 @@ public:
     }
 
 private:
-    static const Placement& empty() {
-        static const Placement e;
-        return e;
-    }
+    // (a class member, not a function's static: no initialization guard to test)
+    static inline const Placement kEmpty{};
     std::vector<int32_t> slot_;
-    SlotPool<Placement, std::deque<Placement>> pool_;
+    SlotPool<Placement, ChunkedStore<Placement>> pool_;
 };
 
 // ---------------------------------------------------------------- ordered set
@@ -468,7 +544,9 @@ public:
     }
     void erase(const QueueEntry& e) {
         to_tree();
-        set_.erase(e);
+        // (find + erase at the node: one descent, where erase(key) walks an equal_range)
+        const auto it = set_.find(e);
+        if (it != set_.end()) set_.erase(it);
     }
     bool operator==(const QueueIndex& o) const {
         if (size() != o.size()) return false;
@@ -692,6 +770,8 @@ struct State {
     mutable std::vector<double> las_thresholds;
     // the elastic phase's memo (free GPUs left, servers on loan or offered)
     i64 memo_left = -1, memo_loaned = -1;
+    // resize's scratch per server (0 between calls)
+    std::vector<i64> resize_mark;
 
     // ------------------------------------------------------------ building
     i64 n_servers() const { return static_cast<i64>(server_gpus.size()); }
@@ -1023,20 +1103,22 @@ struct State {
                 for (const auto& e : old) ex_srv[static_cast<size_t>(e.first)] -= e.second * g;
                 --n_ex_job;
             }
-            ex_job.clear(u);
         }
         const Placement& place = placement[u];
         if (place.empty() || !elastic[u]) {
+            ex_job.clear(u);
             below.remove(j);
             return;
         }
         const i64 w = workers[u], mn = min_workers[u];
         if (w > mn) {
-            Placement& old = ex_job.mut(u);
-            split_placement(place, mn, nullptr, &old);
-            for (const auto& e : old) ex_srv[static_cast<size_t>(e.first)] += e.second * g;
-            if (!old.empty()) ++n_ex_job;
+            Placement& ex = ex_job.mut(u);  // (split_placement clears it first)
+            split_placement(place, mn, nullptr, &ex);
+            for (const auto& e : ex) ex_srv[static_cast<size_t>(e.first)] += e.second * g;
+            if (!ex.empty()) ++n_ex_job;
             else ex_job.clear(u);
+        } else {
+            ex_job.clear(u);
         }
         if (w < max_workers[u] && max_workers[u] > mn) below.add(j);
         else below.remove(j);
@@ -1096,6 +1178,76 @@ struct State {
         R.checkpoint_remaining_s = remaining_s[u];
         R.next_checkpoint_s = lt + config.checkpoint_interval_s;
         return w;
+    }
+    // unplace_for_resize(j) then place_resized(j, place) in one step, for running job
+    // j: the same state, with the job's placement slot rewritten in place.  GPU counts
+    // go back per old entry and are taken per new one (sums: any order).  A server's
+    // job list ends as _unplace then _place leave it: the job's entry last with its
+    // new workers (the sum of its new entries there) where it stays or arrives, gone
+    // where it leaves; on a server it stays on, the entry moves to the end at once (it
+    // is on a server's list exactly where its placement has the server).  The one
+    // call of _track_extras (after `below` lost j, as _unplace's call leaves it) drops
+    // the old extras and adds the new ones.  Returns the old worker count.
+    i64 resize(i64 j, const Placement& place, double now) {
+        const auto u = static_cast<size_t>(j);
+        advance(j, now);
+        close_attained(j, now);
+        const i64 w_old = workers[u];
+        const i64 g = gpus_per_worker[u];
+        const i64 nt = n_training();
+        Placement& cur = placement.mut(u);
+        // mark: 0 = not in the new placement, 1 + workers there = in it, -1 = listed
+        std::vector<i64>& mark = resize_mark;
+        if (mark.size() < free.size()) mark.resize(free.size(), 0);
+        auto gpus = [&](i64 s, i64 kg) {  // kg GPUs taken on server s (< 0: given back)
+            const auto su = static_cast<size_t>(s);
+            free[su] -= kg;
+            busy_by_pool[static_cast<size_t>(server_pool_idx[su])] += kg;
+            if (s >= nt) busy_loaned += kg;
+        };
+        for (const auto& e : cur) gpus(e.first, -e.second * g);
+        i64 w = 0;
+        for (const auto& e : place) {
+            gpus(e.first, e.second * g);
+            w += e.second;
+            i64& m = mark[static_cast<size_t>(e.first)];
+            m = (m ? m : 1) + e.second;
+        }
+        busy += (w - w_old) * g;
+        for (const auto& e : cur) {
+            i64& m = mark[static_cast<size_t>(e.first)];
+            if (m < 0) continue;
+            Placement& on = jobs_on[static_cast<size_t>(e.first)];
+            size_t q = 0;
+            while (q < on.size() && on[q].first != j) ++q;
+            if (q == on.size()) continue;
+            if (m == 0) {
+                on.erase(on.begin() + static_cast<std::ptrdiff_t>(q));
+                continue;
+            }
+            std::rotate(on.begin() + static_cast<std::ptrdiff_t>(q),
+                        on.begin() + static_cast<std::ptrdiff_t>(q) + 1, on.end());
+            on.back().second = m - 1;
+            m = -1;
+        }
+        for (const auto& e : place) {
+            i64& m = mark[static_cast<size_t>(e.first)];
+            if (m > 0) jobs_on[static_cast<size_t>(e.first)].emplace_back(j, m - 1);
+            m = -1;
+        }
+        for (const auto& e : place) mark[static_cast<size_t>(e.first)] = 0;
+        below.remove(j);
+        if (place.empty()) placement.clear(u);
+        else cur = place;
+        workers.set(u, w);
+        track_extras(j);
+        JobRecord& R = rec(j);
+        R.speed = speed_at(j, w, place);
+        const double lt = py_max(R.progress_at_s, now + config.rescale_pause_s);
+        R.progress_at_s = lt;
+        R.checkpoint_remaining_s = remaining_s[u];
+        R.next_checkpoint_s = lt + config.checkpoint_interval_s;
+        return w_old;
     }
     // state.py preempt
     void preempt(i64 j, double now) {
