@@ -548,6 +548,13 @@ struct JobRecord {
     uint8_t restarted = 0;
 };
 
+// aryl.elastic.throughput on w workers, ``w / (1.0 + alpha * (w - 1.0))`` in float64
+// (the homogeneous rows of kernels._table)
+inline double elastic_throughput(i64 w, double alpha) {
+    const double x = static_cast<double>(w);
+    return x / (1.0 + alpha * (x - 1.0));
+}
+
 class JobRecords {
 public:
     void resize(size_t n) { slot_.resize(n, -1); }
