@@ -1130,9 +1130,14 @@ class ArylPass : public SjfPass {
       const double r = st.remaining_work(j, now);
       ext[i] = c_now;
       if (gpu_type < 0) {
+        // a started job's throughputs are kept with its record (State::records)
         const double a = st.alpha[u];
-        tb.row(i, r, c_now, max_extra[i], g[i], add_p,
-               [b, a](i64 c) { return elastic_throughput(b + c, a); });
+        const double* t = st.records.throughput_row(u, a, b, max_extra[i] + 1);
+        if (t != nullptr)
+          tb.row(i, r, c_now, max_extra[i], g[i], add_p, [t](i64 c) { return t[c]; });
+        else
+          tb.row(i, r, c_now, max_extra[i], g[i], add_p,
+                 [b, a](i64 c) { return elastic_throughput(b + c, a); });
       } else {
         const double* t = tput.data() + i * stride;
         tb.row(i, r, c_now, max_extra[i], g[i], add_p, [t](i64 c) { return t[c]; });

@@ -573,6 +573,7 @@ public:
             s = pool_.acquire("job records");
             pool_[s] = JobRecord();
             pool_[s].checkpoint_remaining_s = remaining;
+            if (static_cast<size_t>(s) >= tput_.size()) tput_.resize(static_cast<size_t>(s) + 1);
         }
         return pool_[s];
     }
@@ -585,9 +586,39 @@ public:
     }
     size_t n_records() const { return pool_.n_live(); }
 
+    // elastic_throughput(base + c, alpha) for c = 0..n - 1 (at least) of job j: the
+    // throughputs of a running elastic job's row of the JCT-reduction table, read at
+    // every elastic phase (sched_aryl.hpp elastic_phase).  Kept beside the job's
+    // record (one row per record slot, freed with the records), computed again for
+    // another (alpha, base) (a recycled slot, a job set again) or a larger n: a value
+    // is the one expression on the same two inputs, the same float whenever it is
+    // computed (alpha 0.0 and -0.0 give the same row; a NaN alpha never matches:
+    // computed every time).  nullptr for a job without a record.  (mutable: a cache
+    // of the job's own fields, filled by a const pass.)
+    const double* throughput_row(size_t j, double alpha, i64 base, i64 n) const {
+        const int32_t s = slot_[j];
+        if (s < 0) return nullptr;
+        TputRow& row = tput_[static_cast<size_t>(s)];  // sized by mut()
+        if (row.n < n || !(row.alpha == alpha) || row.base != base) fill(row, alpha, base, n);
+        return row.t.data();
+    }
+
 private:
+    struct TputRow {
+        double alpha = 0.0;
+        i64 base = 0, n = 0;    // t[c] on base + c workers, c < n
+        std::vector<double> t;
+    };
+    static void fill(TputRow& row, double alpha, i64 base, i64 n) {
+        row.alpha = alpha;
+        row.base = base;
+        row.n = std::max<i64>(n, 0);
+        row.t.resize(static_cast<size_t>(row.n));
+        for (i64 c = 0; c < row.n; ++c) row.t[static_cast<size_t>(c)] = elastic_throughput(base + c, alpha);
+    }
     std::vector<int32_t> slot_;
     SlotPool<JobRecord> pool_;
+    mutable std::vector<TputRow> tput_;  // by record slot
 };
 
 // A read-only per-job column over a JobRecords field (st.speed[j] ...): the
