@@ -110,53 +110,57 @@ class TableBuilder {
     pterm_[0] = p * 1.0;  // p * (target != cur): differs
     pterm_[1] = p * 0.0;  // the same size
   }
-  // Row i: remaining work r, today's column c_now = cur - base, the job's extra
-  // workers at most `extra`, g GPUs per worker, add_p: + p (p > 0 and the row's own
-  // pause is 0); tput(c) = the throughput on base + c workers (read for c = 0..min(K,
-  // extra)).
+  // Row i's values: remaining work r, today's column c_now = cur - base, the job's
+  // extra workers at most `extra`, add_p: + p (p > 0 and the row's own pause is 0);
+  // tput(c) = the throughput on base + c workers (read for c = 0..min(K, extra)).
   template <typename Tput>
-  void row(size_t i, double r, i64 c_now, i64 extra, i64 g, bool add_p, Tput&& tput) {
-    const i64 K = K_;
-    const i64 top = std::min(K, extra);
-    double* vrow = v_ + i * static_cast<size_t>(K);
-    const i64 had_top = row_top_[i];
-    const bool kept = row_g_[i] == g && top >= 0;
-    if (!kept) {
-      i64* wrow = w_ + i * static_cast<size_t>(K);
-      for (i64 c = 1; c <= K; ++c) wrow[c - 1] = c * g;
-    }
-    if (top >= 1) {  // jct[0] - jct[c] (+ p), c = 1..top, each jct computed once
-      auto time_of = [&](i64 c) { return r == 0.0 ? 0.0 : r / tput(c); };
-      const double j0 = time_of(0) + pterm_[c_now == 0];
-      // the row's values and the table's extremes (NaN compares false: skipped, as
-      // the solver's own scan skips it), with or without the + p of a job starting now
-      auto fill = [&](auto with_p) {
-        const double p = p_;
-        double hi = vmax_, lo = vmin_;
-        for (i64 c = 1; c <= top; ++c) {
-          double v = j0 - (time_of(c) + pterm_[c == c_now]);
-          if constexpr (decltype(with_p)::value) v += p;
-          vrow[c - 1] = v;
-          hi = v > hi ? v : hi;
-          lo = v < lo ? v : lo;
-        }
-        vmax_ = hi;
-        vmin_ = lo;
-      };
-      if (add_p) fill(std::true_type{});
-      else fill(std::false_type{});
-      if (g < gmin_) gmin_ = g;
-    }
-    // columns top + 1 .. K NaN (those past row_top already are, for a kept row)
-    const i64 nan_to = kept ? std::min(K, had_top) : K;
-    for (i64 c = top + 1; c <= nan_to; ++c) vrow[c - 1] = kNaN;
-    row_g_[i] = top >= 0 ? g : -1;
-    row_top_[i] = top;
+  void row(size_t i, double r, i64 c_now, i64 extra, bool add_p, Tput&& tput) {
+    const i64 top = std::min(K_, extra);
+    if (top < 1) return;
+    // jct[0] - jct[c] (+ p), c = 1..top, each jct computed once
+    double* vrow = v_ + i * static_cast<size_t>(K_);
+    auto time_of = [&](i64 c) { return r == 0.0 ? 0.0 : r / tput(c); };
+    const double j0 = time_of(0) + pterm_[c_now == 0];
+    // the row's values and the table's extremes (NaN compares false: skipped, as
+    // the solver's own scan skips it), with or without the + p of a job starting now
+    auto fill = [&](auto with_p) {
+      const double p = p_;
+      double hi = vmax_, lo = vmin_;
+      for (i64 c = 1; c <= top; ++c) {
+        double v = j0 - (time_of(c) + pterm_[c == c_now]);
+        if constexpr (decltype(with_p)::value) v += p;
+        vrow[c - 1] = v;
+        hi = v > hi ? v : hi;
+        lo = v < lo ? v : lo;
+      }
+      vmax_ = hi;
+      vmin_ = lo;
+    };
+    if (add_p) fill(std::true_type{});
+    else fill(std::false_type{});
   }
-  // after the last row
-  void finish() {
+  // After the rows: their weights c * g[i], NaN past min(K, extra[i]), the extremes.
+  void finish(const std::vector<i64>& g, const std::vector<i64>& extra) {
+    const i64 K = K_;
+    bool weights_ok = true;  // every row with an option weighs >= 1 GPU a worker
+    for (size_t i = 0; i < g.size(); ++i) {
+      const i64 top = std::min(K, extra[i]), gi = g[i];
+      const i64 had_g = row_g_[i], had_top = row_top_[i];
+      row_g_[i] = top >= 0 ? gi : -1;
+      row_top_[i] = top;
+      if (gi < 1 && top >= 1) weights_ok = false;
+      double* vrow = v_ + i * static_cast<size_t>(K);
+      if (had_g == gi && top >= 0) {
+        // kept: its weights are there, and NaN past its last top
+        for (i64 c = top + 1; c <= std::min(K, had_top); ++c) vrow[c - 1] = kNaN;
+        continue;
+      }
+      i64* wrow = w_ + i * static_cast<size_t>(K);
+      for (i64 c = 1; c <= K; ++c) wrow[c - 1] = c * gi;
+      for (i64 c = std::max<i64>(top, 0) + 1; c <= K; ++c) vrow[c - 1] = kNaN;
+    }
     out_.vmax = vmax_;
-    out_.checked = vmax_ < kInf && vmin_ > -kInf && gmin_ >= 1;
+    out_.checked = vmax_ < kInf && vmin_ > -kInf && weights_ok;
   }
 
  private:
@@ -167,7 +171,6 @@ class TableBuilder {
   const double p_;
   double pterm_[2];
   double vmax_ = -kInf, vmin_ = kInf;
-  i64 gmin_ = 1;
 };
 
 // float(pause.max()) if pause.size else 0.0 (kernels._table's scalar pause)
@@ -191,10 +194,10 @@ inline void table_from_throughput(const std::vector<double>& rem, const std::vec
   TableBuilder tb(out, n, K, p);
   for (size_t i = 0; i < n; ++i) {
     const double* t = tput.data() + i * stride;
-    tb.row(i, rem[i], cur[i] - base[i], extra[i], g[i], p > 0 && pause[i] == 0,
+    tb.row(i, rem[i], cur[i] - base[i], extra[i], p > 0 && pause[i] == 0,
            [t](i64 c) { return t[c]; });
   }
-  tb.finish();
+  tb.finish(g, extra);
 }
 
 // kernels.extras_table / kernels._table (homogeneous speeds): aryl.elastic.throughput
@@ -216,10 +219,10 @@ inline void extras_table(const std::vector<double>& rem, const std::vector<i64>&
   for (size_t i = 0; i < n; ++i) {
     const i64 b = base[i];
     const double a = alpha[i];
-    tb.row(i, rem[i], cur[i] - b, extra[i], g[i], p > 0 && pause[i] == 0,
+    tb.row(i, rem[i], cur[i] - b, extra[i], p > 0 && pause[i] == 0,
            [b, a](i64 c) { return elastic_throughput(b + c, a); });
   }
-  tb.finish();
+  tb.finish(g, extra);
 }
 
 // kernels.extras_table_from_throughput: ``tput`` (n x (K + 1), NaN past a job's maximum)
@@ -1134,16 +1137,16 @@ class ArylPass : public SjfPass {
         const double a = st.alpha[u];
         const double* t = st.records.throughput_row(u, a, b, max_extra[i] + 1);
         if (t != nullptr)
-          tb.row(i, r, c_now, max_extra[i], g[i], add_p, [t](i64 c) { return t[c]; });
+          tb.row(i, r, c_now, max_extra[i], add_p, [t](i64 c) { return t[c]; });
         else
-          tb.row(i, r, c_now, max_extra[i], g[i], add_p,
+          tb.row(i, r, c_now, max_extra[i], add_p,
                  [b, a](i64 c) { return elastic_throughput(b + c, a); });
       } else {
         const double* t = tput.data() + i * stride;
-        tb.row(i, r, c_now, max_extra[i], g[i], add_p, [t](i64 c) { return t[c]; });
+        tb.row(i, r, c_now, max_extra[i], add_p, [t](i64 c) { return t[c]; });
       }
     }
-    tb.finish();
+    tb.finish(g, max_extra);
     const ap::Solver solver = pol.greedy_solver ? ap::Solver::greedy : ap::Solver::mckp;
     // (1) per-job caps from per-server worker slots (1-GPU workers always fit)
     std::vector<i64>& caps = ws.caps;
