@@ -900,9 +900,11 @@ struct State {
         const auto u = static_cast<size_t>(j);
         double r = remaining_s[u];
         if (status[u] == RUNNING) {
-            const double lt = progress_at_s[u];
+            // progress_at_s[u] and speed[u] from one look-up of the record (0.0 without)
+            const JobRecord* R = records.get(u);
+            const double lt = R != nullptr ? R->progress_at_s : 0.0;
             if (now > lt) {
-                r = r - (now - lt) * speed[u];
+                r = r - (now - lt) * (R != nullptr ? R->speed : 0.0);
                 r = r > 0.0 ? r : 0.0;
             }
         }
