@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <deque>
 #include <limits>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -573,7 +574,6 @@ public:
             s = pool_.acquire("job records");
             pool_[s] = JobRecord();
             pool_[s].checkpoint_remaining_s = remaining;
-            if (static_cast<size_t>(s) >= tput_.size()) tput_.resize(static_cast<size_t>(s) + 1);
         }
         return pool_[s];
     }
@@ -598,22 +598,26 @@ public:
     const double* throughput_row(size_t j, double alpha, i64 base, i64 n) const {
         const int32_t s = slot_[j];
         if (s < 0) return nullptr;
-        TputRow& row = tput_[static_cast<size_t>(s)];  // sized by mut()
+        const auto q = static_cast<size_t>(s);
+        if (q >= tput_.size()) tput_.resize(q + 1);
+        TputRow& row = tput_[q];
         if (row.n < n || !(row.alpha == alpha) || row.base != base) fill(row, alpha, base, n);
-        return row.t.data();
+        return row.t.get();
     }
 
 private:
     struct TputRow {
         double alpha = 0.0;
-        i64 base = 0, n = 0;    // t[c] on base + c workers, c < n
-        std::vector<double> t;
+        i64 base = 0, n = 0;  // t[c] on base + c workers, c < n
+        std::unique_ptr<double[]> t;
     };
     static void fill(TputRow& row, double alpha, i64 base, i64 n) {
+        if (n > row.n) {
+            row.t.reset(new double[static_cast<size_t>(n)]);
+            row.n = n;
+        }
         row.alpha = alpha;
         row.base = base;
-        row.n = std::max<i64>(n, 0);
-        row.t.resize(static_cast<size_t>(row.n));
         for (i64 c = 0; c < row.n; ++c) row.t[static_cast<size_t>(c)] = elastic_throughput(base + c, alpha);
     }
     std::vector<int32_t> slot_;
