@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from aryl.scheduling.native import ARYL_NATIVE
@@ -63,6 +64,31 @@ def test_replays_with_loans_and_reclaims_are_identical(
     name: str, cfg: SimConfig, opts: dict[str, Any] | None
 ) -> None:
     _compare(elastic_slice("itp-c01", 600, 1), "aryl", cfg, opts)
+
+
+def test_recycled_job_records_get_their_own_throughputs() -> None:
+    # The native pass keeps an elastic job's throughputs T(base + c) with its job
+    # record (JobRecords::throughput_row), and the engine hands a finished job's
+    # record slot to the next job started: jobs of other alphas and base sizes, a
+    # few at a time on a small cluster, must each get the table of their own curve.
+    alphas = [0.0, 0.03, 0.2, 0.6, 1.0, 0.11]
+    jobs = pd.DataFrame({
+        "job_id": [f"j{k}" for k in range(72)],
+        "submit_time_s": [600.0 * (k // 3) for k in range(72)],
+        "duration_s": [900.0 + 173.0 * (k % 7) for k in range(72)],
+        "gpus": [1 + k % 4 for k in range(72)],
+        "gpus_per_worker": [1] * 72,
+        "min_workers": [1 + k % 4 for k in range(72)],
+        "max_workers": [2 + k % 4 + k % 5 for k in range(72)],
+        "elastic": [True] * 72,
+        "alpha": [alphas[k % 6] for k in range(72)],
+        "tenant": ["t"] * 72,
+    })
+    cfg = SimConfig(n_training_servers=2, n_inference_servers=1, loan_reserve_servers=0,
+                    gpus_per_server=8, check=True)
+    nat = simulate(jobs, policy="aryl", config=dataclasses.replace(cfg, engine="native"))
+    assert nat.summary["n_scale_out"] > 20 and nat.summary["n_scale_in"] > 5
+    _compare(jobs, "aryl", cfg, None)
 
 
 def test_a_replay_to_a_horizon_is_identical() -> None:

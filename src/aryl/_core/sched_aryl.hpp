@@ -75,80 +75,111 @@ struct Table {
   i64 rows_K = -1;           // the K of row_g / row_top
 };
 
-// aryl.elastic._table_from_throughput over rows i with throughputs tput_of(i, c) on
-// base[i] + c workers, then the pause correction of kernels._table /
-// extras_table_from_throughput: rows whose own pause is 0 (jobs starting now) get
-// ``+ p`` where p = max(pause) > 0.  Columns past a job's maximum are NaN whatever they
-// would hold (NaN + p is NaN), so only c <= extra[i] is computed.  Records the
-// largest value and whether the table holds only finite or NaN values and weights
-// >= 1 (Table::vmax, Table::checked) as it goes.
-template <typename TputOf>
-inline void build_table(const std::vector<double>& rem, const std::vector<i64>& cur,
-                        const std::vector<i64>& base, const std::vector<i64>& extra,
-                        const std::vector<i64>& g, const std::vector<double>& pause, i64 K,
-                        Table& out, std::vector<double>& jct, TputOf&& tput_of) {
-  const size_t n = rem.size();
-  double p = 0.0;  // float(pause.max()) if pause.size else 0.0
-  if (n) {
-    p = pause[0];
-    for (size_t i = 1; i < n; ++i)
-      if (pause[i] > p) p = pause[i];
-  }
-  out.n = static_cast<i64>(n);
-  out.K = K;
-  out.v.resize(n * static_cast<size_t>(K));
-  out.w.resize(n * static_cast<size_t>(K));
-  // a row kept from the last build (same K: the same place in v and w) keeps its
-  // weights when its g is the same, and its NaN tail past row_top
-  if (out.rows_K != K) {
-    out.row_g.clear();
-    out.rows_K = K;
-  }
-  out.row_g.resize(n, -1);
-  out.row_top.resize(n, 0);
-  jct.resize(static_cast<size_t>(K) + 1);
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  const double ninf = -std::numeric_limits<double>::infinity();
-  double vmax = ninf, vmin = std::numeric_limits<double>::infinity();
-  i64 gmin = 1;
-  for (size_t i = 0; i < n; ++i) {
-    const double r = rem[i];
-    const i64 top = std::min(K, extra[i]);
-    const i64 bi = base[i], ci = cur[i];
-    // time_s = rem / tput; 0 where rem == 0; jct = time_s + p * (target != cur)
-    auto jct_of = [&](i64 c) {
-      double t = r / tput_of(i, c);
-      if (r == 0.0) t = 0.0;
-      const double differs = (bi + c) != ci ? 1.0 : 0.0;
-      return t + p * differs;
-    };
-    const bool add_p = p > 0 && pause[i] == 0;
-    double* vrow = out.v.data() + i * static_cast<size_t>(K);
-    i64* wrow = out.w.data() + i * static_cast<size_t>(K);
-    const i64 gi = g[i];
-    const bool kept = out.row_g[i] == gi && top >= 0;
-    if (!kept)
-      for (i64 c = 1; c <= K; ++c) wrow[c - 1] = c * gi;
-    if (top >= 1) {  // jct[0] - jct[c] (+ p), c = 1..top, each jct computed once
-      const double j0 = jct_of(0);
-      for (i64 c = 1; c <= top; ++c) {
-        double v = j0 - jct_of(c);
-        if (add_p) v += p;
-        vrow[c - 1] = v;
-        // NaN compares false: skipped, as the solver's own scan skips it
-        vmax = v > vmax ? v : vmax;
-        vmin = v < vmin ? v : vmin;
-      }
+// aryl.elastic._table_from_throughput, one row at a time, then the pause correction of
+// kernels._table / extras_table_from_throughput: rows whose own pause is 0 (jobs
+// starting now) get ``+ p`` where p = max(pause) > 0.  build_table feeds it from
+// arrays; ArylPass::elastic_phase straight from the state (the same rows).  Columns
+// past a job's maximum are NaN whatever they would hold (NaN + p is NaN), so only
+// c <= extra is computed.  Records the largest value and whether the table holds
+// only finite or NaN values and weights >= 1 (Table::vmax, Table::checked).
+//
+// Per cell the numpy arithmetic, in its order: time_s = rem / tput (0 where rem ==
+// 0), jct = time_s + p * (base + c != cur), value = jct[0] - jct[c] (+ p).  The
+// product p * (target != cur) is p * 1.0 or p * 0.0: both are taken once per table
+// (the same two floats); the column of today's size (c == cur - base) adds p * 0.0.
+class TableBuilder {
+ public:
+  // a table of n rows and K columns, pause p
+  TableBuilder(Table& out, size_t n, i64 K, double p) : out_(out), K_(K), p_(p) {
+    out.n = static_cast<i64>(n);
+    out.K = K;
+    out.v.resize(n * static_cast<size_t>(K));
+    out.w.resize(n * static_cast<size_t>(K));
+    // a row kept from the last build (same K: the same place in v and w) keeps its
+    // weights when its g is the same, and its NaN tail past row_top
+    if (out.rows_K != K) {
+      out.row_g.clear();
+      out.rows_K = K;
     }
-    if (top >= 1 && gi < gmin) gmin = gi;
-    // columns top + 1 .. K NaN (those past row_top already are, for a kept row)
-    const i64 nan_to = kept ? std::min(K, out.row_top[i]) : K;
-    for (i64 c = top + 1; c <= nan_to; ++c) vrow[c - 1] = nan;
-    out.row_g[i] = top >= 0 ? gi : -1;
-    out.row_top[i] = top;
+    out.row_g.resize(n, -1);
+    out.row_top.resize(n, 0);
+    v_ = out.v.data();
+    w_ = out.w.data();
+    row_g_ = out.row_g.data();
+    row_top_ = out.row_top.data();
+    pterm_[0] = p * 1.0;  // p * (target != cur): differs
+    pterm_[1] = p * 0.0;  // the same size
   }
-  out.vmax = vmax;
-  out.checked = vmax < std::numeric_limits<double>::infinity() && vmin > ninf && gmin >= 1;
+  // Row i's values: remaining work r, today's column c_now = cur - base, the job's
+  // extra workers at most `extra`, add_p: + p (p > 0 and the row's own pause is 0);
+  // tput(c) = the throughput on base + c workers (read for c = 0..min(K, extra)).
+  template <typename Tput>
+  void row(size_t i, double r, i64 c_now, i64 extra, bool add_p, Tput&& tput) {
+    const i64 top = std::min(K_, extra);
+    if (top < 1) return;
+    // jct[0] - jct[c] (+ p), c = 1..top, each jct computed once
+    double* vrow = v_ + i * static_cast<size_t>(K_);
+    auto time_of = [&](i64 c) { return r == 0.0 ? 0.0 : r / tput(c); };
+    const double j0 = time_of(0) + pterm_[c_now == 0];
+    // the row's values and the table's extremes (NaN compares false: skipped, as
+    // the solver's own scan skips it), with or without the + p of a job starting now
+    auto fill = [&](auto with_p) {
+      const double p = p_;
+      double hi = vmax_, lo = vmin_;
+      for (i64 c = 1; c <= top; ++c) {
+        double v = j0 - (time_of(c) + pterm_[c == c_now]);
+        if constexpr (decltype(with_p)::value) v += p;
+        vrow[c - 1] = v;
+        hi = v > hi ? v : hi;
+        lo = v < lo ? v : lo;
+      }
+      vmax_ = hi;
+      vmin_ = lo;
+    };
+    if (add_p) fill(std::true_type{});
+    else fill(std::false_type{});
+  }
+  // After the rows: their weights c * g[i], NaN past min(K, extra[i]), the extremes.
+  void finish(const std::vector<i64>& g, const std::vector<i64>& extra) {
+    const i64 K = K_;
+    bool weights_ok = true;  // every row with an option weighs >= 1 GPU a worker
+    for (size_t i = 0; i < g.size(); ++i) {
+      const i64 top = std::min(K, extra[i]), gi = g[i];
+      const i64 had_g = row_g_[i], had_top = row_top_[i];
+      row_g_[i] = top >= 0 ? gi : -1;
+      row_top_[i] = top;
+      if (gi < 1 && top >= 1) weights_ok = false;
+      double* vrow = v_ + i * static_cast<size_t>(K);
+      if (had_g == gi && top >= 0) {
+        // kept: its weights are there, and NaN past its last top
+        for (i64 c = top + 1; c <= std::min(K, had_top); ++c) vrow[c - 1] = kNaN;
+        continue;
+      }
+      i64* wrow = w_ + i * static_cast<size_t>(K);
+      for (i64 c = 1; c <= K; ++c) wrow[c - 1] = c * gi;
+      for (i64 c = std::max<i64>(top, 0) + 1; c <= K; ++c) vrow[c - 1] = kNaN;
+    }
+    out_.vmax = vmax_;
+    out_.checked = vmax_ < kInf && vmin_ > -kInf && weights_ok;
+  }
+
+ private:
+  Table& out_;
+  double* v_;
+  i64 *w_, *row_g_, *row_top_;
+  const i64 K_;
+  const double p_;
+  double pterm_[2];
+  double vmax_ = -kInf, vmin_ = kInf;
+};
+
+// float(pause.max()) if pause.size else 0.0 (kernels._table's scalar pause)
+inline double max_pause(const std::vector<double>& pause) {
+  if (pause.empty()) return 0.0;
+  double p = pause[0];
+  for (size_t i = 1; i < pause.size(); ++i)
+    if (pause[i] > p) p = pause[i];
+  return p;
 }
 
 // aryl.elastic._table_from_throughput on a throughput table (row stride K + 1).
@@ -156,11 +187,17 @@ inline void table_from_throughput(const std::vector<double>& rem, const std::vec
                                   const std::vector<i64>& base,
                                   const std::vector<i64>& extra, const std::vector<i64>& g,
                                   const std::vector<double>& tput, const std::vector<double>& pause,
-                                  i64 K, Table& out, std::vector<double>& jct) {
+                                  i64 K, Table& out) {
+  const size_t n = rem.size();
   const size_t stride = static_cast<size_t>(K) + 1;
-  build_table(rem, cur, base, extra, g, pause, K, out, jct, [&](size_t i, i64 c) {
-    return tput[i * stride + static_cast<size_t>(c)];
-  });
+  const double p = max_pause(pause);
+  TableBuilder tb(out, n, K, p);
+  for (size_t i = 0; i < n; ++i) {
+    const double* t = tput.data() + i * stride;
+    tb.row(i, rem[i], cur[i] - base[i], extra[i], p > 0 && pause[i] == 0,
+           [t](i64 c) { return t[c]; });
+  }
+  tb.finish(g, extra);
 }
 
 // kernels.extras_table / kernels._table (homogeneous speeds): aryl.elastic.throughput
@@ -169,7 +206,7 @@ inline void extras_table(const std::vector<double>& rem, const std::vector<i64>&
                          const std::vector<i64>& base, const std::vector<i64>& mx,
                          const std::vector<i64>& g, const std::vector<double>& alpha,
                          const std::vector<double>& pause, Table& out,
-                         std::vector<i64>& extra, std::vector<double>& jct) {
+                         std::vector<i64>& extra) {
   const size_t n = rem.size();
   extra.resize(n);
   i64 K = 0;
@@ -177,10 +214,15 @@ inline void extras_table(const std::vector<double>& rem, const std::vector<i64>&
     extra[i] = mx[i] - base[i];
     if (i == 0 || extra[i] > K) K = extra[i];
   }
-  build_table(rem, cur, base, extra, g, pause, K, out, jct, [&](size_t i, i64 c) {
-    const double w = static_cast<double>(base[i] + c);
-    return w / (1.0 + alpha[i] * (w - 1.0));
-  });
+  const double p = max_pause(pause);
+  TableBuilder tb(out, n, K, p);
+  for (size_t i = 0; i < n; ++i) {
+    const i64 b = base[i];
+    const double a = alpha[i];
+    tb.row(i, rem[i], cur[i] - b, extra[i], p > 0 && pause[i] == 0,
+           [b, a](i64 c) { return elastic_throughput(b + c, a); });
+  }
+  tb.finish(g, extra);
 }
 
 // kernels.extras_table_from_throughput: ``tput`` (n x (K + 1), NaN past a job's maximum)
@@ -191,13 +233,13 @@ inline void extras_table_from_throughput(const std::vector<double>& rem,
                                          const std::vector<i64>& mx,
                                          const std::vector<i64>& g, std::vector<double>& tput,
                                          i64 K, const std::vector<double>& pause, Table& out,
-                                         std::vector<i64>& extra, std::vector<double>& jct) {
+                                         std::vector<i64>& extra) {
   const size_t n = rem.size();
   extra.resize(n);
   for (size_t i = 0; i < n; ++i) extra[i] = mx[i] - base[i];
   for (double& x : tput)
     if (std::isnan(x)) x = 1.0;
-  table_from_throughput(rem, cur, base, extra, g, tput, pause, K, out, jct);
+  table_from_throughput(rem, cur, base, extra, g, tput, pause, K, out);
 }
 
 // ------------------------------------------------------------------ solvers
@@ -676,11 +718,10 @@ struct ArylWorkspace {
   std::vector<std::vector<i64>> by_type;
   std::vector<std::pair<i64, i64>> new_types;
   // elastic_phase
-  std::vector<i64> cand, base, cur, mx, g, ext, max_extra, caps, caps_r, k, free0, slot_free,
-      extra;
+  std::vector<i64> cand, g, ext, max_extra, caps, caps_r, k, free0, slot_free;
   std::vector<const Placement*> old;
   std::vector<size_t> new_idx;
-  std::vector<double> rem, alpha, pause, tput, jct, cut;
+  std::vector<double> tput, cut;
   aryl_pass::Table table;
   aryl_pass::Placed placed;
   aryl_pass::PlaceScratch psc;
@@ -1117,11 +1158,7 @@ class ArylPass : public SjfPass {
                      const std::vector<i64>* free_wo_extras, const std::vector<i64>* servers,
                      i64 gpu_type, const std::vector<i64>* new_filter) {
     namespace ap = aryl_pass;
-    std::vector<i64>& cand = ws.cand;
-    std::vector<const Placement*>& old = ws.old;
     std::vector<size_t>& new_idx = ws.new_idx;  // index in d.starts of each new candidate
-    cand.assign(cand_run.begin(), cand_run.end());
-    old.assign(old_run.begin(), old_run.end());
     new_idx.clear();
     for (size_t q = 0; q < d.starts.size(); ++q) {
       const i64 j = d.starts[q].job;
@@ -1130,9 +1167,20 @@ class ArylPass : public SjfPass {
           std::find(new_filter->begin(), new_filter->end(), j) == new_filter->end())
         continue;
       new_idx.push_back(q);
-      cand.push_back(j);
-      old.push_back(nullptr);
     }
+    // the candidates: the running ones, then the elastic starts (no extras yet); the
+    // caller's lists themselves when no job starts
+    const bool has_new = !new_idx.empty();
+    if (has_new) {
+      ws.cand.assign(cand_run.begin(), cand_run.end());
+      ws.old.assign(old_run.begin(), old_run.end());
+      for (size_t q : new_idx) {
+        ws.cand.push_back(d.starts[q].job);
+        ws.old.push_back(nullptr);
+      }
+    }
+    const std::vector<i64>& cand = has_new ? ws.cand : cand_run;
+    const std::vector<const Placement*>& old = has_new ? ws.old : old_run;
     const i64 n_run = static_cast<i64>(cand_run.size());
     if (cand.empty()) return true;
     // servers not in a group (not on loan) have none free
@@ -1140,53 +1188,70 @@ class ArylPass : public SjfPass {
     if (servers == nullptr) capacity = sum(free_io);
     else
       for (i64 s : *servers) capacity += free_io[static_cast<size_t>(s)];
-    bool any_old = false;
-    for (const Placement* p : old_run)
-      if (p != nullptr) any_old = true;
-    if (capacity <= 0 && !any_old) return true;
+    if (capacity <= 0 &&
+        std::all_of(old_run.begin(), old_run.end(), [](const Placement* p) { return p == nullptr; }))
+      return true;
     const size_t n = cand.size();
-    const double now = st.now_s;
-    std::vector<double>&rem = ws.rem, &alpha = ws.alpha, &pause = ws.pause;
-    std::vector<i64>&base = ws.base, &cur = ws.cur, &mx = ws.mx, &g = ws.g, &ext = ws.ext,
-                     &max_extra = ws.max_extra;
-    for (auto* v : {&rem, &alpha, &pause}) v->resize(n);
-    for (auto* v : {&base, &cur, &mx, &g, &ext, &max_extra}) v->resize(n);
+    std::vector<i64>&g = ws.g, &ext = ws.ext, &max_extra = ws.max_extra;
+    for (auto* v : {&g, &ext, &max_extra}) v->resize(n);
+    // ArylPass.elastic_phase: the table sized by what can be placed (capacity // g
+    // extra workers at most), not by max_workers: mx = min(max_workers, base +
+    // capacity // g); K = max(mx - base), the table's columns
+    i64 K = std::numeric_limits<i64>::min(), gmax = K;
     for (size_t i = 0; i < n; ++i) {
       const auto u = static_cast<size_t>(cand[i]);
-      rem[i] = st.remaining_work(cand[i], now);
-      base[i] = st.min_workers[u];
-      cur[i] = static_cast<i64>(i) < n_run ? st.workers[u] : st.min_workers[u];
-      g[i] = st.gpus_per_worker[u];
-      // ArylPass.elastic_phase: the table sized by what can be placed (capacity // g
-      // extra workers at most), not by max_workers
-      mx[i] = std::min(st.max_workers[u], base[i] + capacity / g[i]);
-      alpha[i] = st.alpha[u];
-      pause[i] = static_cast<i64>(i) < n_run ? st.config.rescale_pause_s : 0.0;
+      const i64 b = st.min_workers[u], gi = st.gpus_per_worker[u];
+      const i64 e = std::min(st.max_workers[u], b + (gi == 1 ? capacity : capacity / gi)) - b;
+      g[i] = gi;
+      max_extra[i] = e;
+      K = std::max(K, e);
+      gmax = std::max(gmax, gi);
+    }
+    // kernels._table (extras_table_from_throughput on one GPU type) over the
+    // candidates, row by row: rem = remaining_work, cur (base for a job starting
+    // now), base, mx, g, alpha, pause = rescale_pause_s for a running job and 0.0 for
+    // one starting now: p = max(pause), and + p (a pause of 0) on the starting rows
+    const double now = st.now_s;
+    const double p = n_run > 0 ? st.config.rescale_pause_s : 0.0;
+    std::vector<double>& tput = ws.tput;
+    const size_t stride = static_cast<size_t>(K) + 1;
+    if (gpu_type >= 0) {
+      // kernels.throughput_rows: tput[i, k] on base + k workers of gpu_type (the
+      // table reads no column past a job's max)
+      tput.resize(n * stride);
+      for (size_t i = 0; i < n; ++i) {
+        const i64 b = st.min_workers[static_cast<size_t>(cand[i])];
+        for (i64 c = 0; c <= max_extra[i]; ++c)
+          tput[i * stride + static_cast<size_t>(c)] = st.throughput_on(cand[i], gpu_type, b + c);
+      }
     }
     ap::Table& table = ws.table;
-    std::vector<i64>& extra = ws.extra;
-    std::vector<double>&tput = ws.tput, &jct = ws.jct;
-    if (gpu_type < 0) {
-      ap::extras_table(rem, cur, base, mx, g, alpha, pause, table, extra, jct);
-    } else {
-      // kernels.throughput_rows: tput[i, k] on base + k workers of gpu_type, NaN past max
-      i64 K = 0;
-      for (size_t i = 0; i < n; ++i) K = i == 0 ? mx[i] - base[i] : std::max(K, mx[i] - base[i]);
-      const size_t stride = static_cast<size_t>(K) + 1;
-      tput.assign(n * stride, kNaN);
-      for (size_t i = 0; i < n; ++i)
-        for (i64 c = 0; c <= mx[i] - base[i]; ++c)
-          tput[i * stride + static_cast<size_t>(c)] =
-              st.throughput_on(cand[i], gpu_type, base[i] + c);
-      ap::extras_table_from_throughput(rem, cur, base, mx, g, tput, K, pause, table, extra, jct);
-    }
-    const ap::Solver solver = pol.greedy_solver ? ap::Solver::greedy : ap::Solver::mckp;
-    i64 gmax = 0;
+    ap::TableBuilder tb(table, n, K, p);
     for (size_t i = 0; i < n; ++i) {
-      max_extra[i] = mx[i] - base[i];
-      ext[i] = cur[i] - base[i];
-      gmax = i == 0 ? g[i] : std::max(gmax, g[i]);
+      const i64 j = cand[i];
+      const auto u = static_cast<size_t>(j);
+      const bool running = static_cast<i64>(i) < n_run;
+      const i64 b = st.min_workers[u];
+      const i64 c_now = running ? st.workers[u] - b : 0;  // cur - base
+      const bool add_p = !running && p > 0;
+      const double r = st.remaining_work(j, now);
+      ext[i] = c_now;
+      if (gpu_type < 0) {
+        // a started job's throughputs are kept with its record (State::records)
+        const double a = st.alpha[u];
+        const double* t = st.records.throughput_row(u, a, b, max_extra[i] + 1);
+        if (t != nullptr)
+          tb.row(i, r, c_now, max_extra[i], add_p, [t](i64 c) { return t[c]; });
+        else
+          tb.row(i, r, c_now, max_extra[i], add_p,
+                 [b, a](i64 c) { return elastic_throughput(b + c, a); });
+      } else {
+        const double* t = tput.data() + i * stride;
+        tb.row(i, r, c_now, max_extra[i], add_p, [t](i64 c) { return t[c]; });
+      }
     }
+    tb.finish(g, max_extra);
+    const ap::Solver solver = pol.greedy_solver ? ap::Solver::greedy : ap::Solver::mckp;
     // (1) per-job caps from per-server worker slots (1-GPU workers always fit)
     std::vector<i64>& caps = ws.caps;
     const bool use_caps = gmax > 1;

@@ -121,9 +121,8 @@ inline void bind_testing(pybind11::module_& m) {
          const F64& alpha, const F64& pause) {
         Table t;
         std::vector<int64_t> extra;
-        std::vector<double> jct;
         extras_table(vec<double>(rem), vec<int64_t>(cur), vec<int64_t>(base), vec<int64_t>(mx),
-                     vec<int64_t>(g), vec<double>(alpha), vec<double>(pause), t, extra, jct);
+                     vec<int64_t>(g), vec<double>(alpha), vec<double>(pause), t, extra);
         return bind_detail::table_out(t);
       },
       "kernels.extras_table in C++ (test hook).");
@@ -134,11 +133,10 @@ inline void bind_testing(pybind11::module_& m) {
         if (tput.ndim() != 2) throw py::value_error("tput: 2-D");
         Table t;
         std::vector<int64_t> extra;
-        std::vector<double> jct;
         std::vector<double> tp(tput.data(), tput.data() + tput.shape(0) * tput.shape(1));
         extras_table_from_throughput(vec<double>(rem), vec<int64_t>(cur), vec<int64_t>(base),
                                      vec<int64_t>(mx), vec<int64_t>(g), tp, tput.shape(1) - 1,
-                                     vec<double>(pause), t, extra, jct);
+                                     vec<double>(pause), t, extra);
         return bind_detail::table_out(t);
       },
       "kernels.extras_table_from_throughput in C++ (test hook).");

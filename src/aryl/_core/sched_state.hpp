@@ -626,6 +626,13 @@ struct JobRecord {
     uint8_t restarted = 0;
 };
 
+// aryl.elastic.throughput on w workers, ``w / (1.0 + alpha * (w - 1.0))`` in float64
+// (the homogeneous rows of kernels._table)
+inline double elastic_throughput(i64 w, double alpha) {
+    const double x = static_cast<double>(w);
+    return x / (1.0 + alpha * (x - 1.0));
+}
+
 class JobRecords {
 public:
     void resize(size_t n) { slot_.resize(n, -1); }
@@ -656,9 +663,43 @@ public:
     }
     size_t n_records() const { return pool_.n_live(); }
 
+    // elastic_throughput(base + c, alpha) for c = 0..n - 1 (at least) of job j: the
+    // throughputs of a running elastic job's row of the JCT-reduction table, read at
+    // every elastic phase (sched_aryl.hpp elastic_phase).  Kept beside the job's
+    // record (one row per record slot, freed with the records), computed again for
+    // another (alpha, base) (a recycled slot, a job set again) or a larger n: a value
+    // is the one expression on the same two inputs, the same float whenever it is
+    // computed (alpha 0.0 and -0.0 give the same row; a NaN alpha never matches:
+    // computed every time).  nullptr for a job without a record.  (mutable: a cache
+    // of the job's own fields, filled by a const pass.)
+    const double* throughput_row(size_t j, double alpha, i64 base, i64 n) const {
+        const int32_t s = slot_[j];
+        if (s < 0) return nullptr;
+        const auto q = static_cast<size_t>(s);
+        if (q >= tput_.size()) tput_.resize(q + 1);
+        TputRow& row = tput_[q];
+        if (row.n < n || !(row.alpha == alpha) || row.base != base) fill(row, alpha, base, n);
+        return row.t.get();
+    }
+
 private:
+    struct TputRow {
+        double alpha = 0.0;
+        i64 base = 0, n = 0;  // t[c] on base + c workers, c < n
+        std::unique_ptr<double[]> t;
+    };
+    static void fill(TputRow& row, double alpha, i64 base, i64 n) {
+        if (n > row.n) {
+            row.t.reset(new double[static_cast<size_t>(n)]);
+            row.n = n;
+        }
+        row.alpha = alpha;
+        row.base = base;
+        for (i64 c = 0; c < row.n; ++c) row.t[static_cast<size_t>(c)] = elastic_throughput(base + c, alpha);
+    }
     std::vector<int32_t> slot_;
     SlotPool<JobRecord> pool_;
+    mutable std::vector<TputRow> tput_;  // by record slot
 };
 
 // A read-only per-job column over a JobRecords field (st.speed[j] ...): the
@@ -942,9 +983,11 @@ struct State {
         const auto u = static_cast<size_t>(j);
         double r = remaining_s[u];
         if (status[u] == RUNNING) {
-            const double lt = progress_at_s[u];
+            // progress_at_s[u] and speed[u] from one look-up of the record (0.0 without)
+            const JobRecord* R = records.get(u);
+            const double lt = R != nullptr ? R->progress_at_s : 0.0;
             if (now > lt) {
-                r = r - (now - lt) * speed[u];
+                r = r - (now - lt) * (R != nullptr ? R->speed : 0.0);
                 r = r > 0.0 ? r : 0.0;
             }
         }
