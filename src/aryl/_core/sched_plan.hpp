@@ -68,8 +68,11 @@ struct Plan {
     i64 memo_left = -1, memo_loaned = -1;               // elastic_memo
     i64 n_extra_repairs = 0;
     double next_wakeup_s = kInf;  // when a timed rule could change a decision (plan.py)
-    // the placement buffers of the resizes of the last plan (clear() keeps them):
-    // take_place() hands one out for a new resize (no allocation once grown)
+    // the placement buffers of the resizes and starts of the last plan (clear()
+    // keeps up to kMaxSpare of them): take_place() hands one out for a new move (no
+    // allocation once grown).  The cap bounds the list when a policy builds its moves
+    // without take_place (fifo, a Python callback).
+    static constexpr size_t kMaxSpare = 64;
     std::vector<Placement> spare;
 
     void clear(double now) {
@@ -79,11 +82,9 @@ struct Plan {
         reclaim_shortfall = 0;
         borrowed_servers.clear();
         preemptions.clear();
-        for (auto& r : resizes) {
-            r.place.clear();
-            spare.push_back(std::move(r.place));
-        }
+        for (auto& r : resizes) give_place(std::move(r.place));
         resizes.clear();
+        for (auto& s : starts) give_place(std::move(s.place));
         starts.clear();
         returned_servers.clear();
         memo_left = memo_loaned = -1;
@@ -96,6 +97,12 @@ struct Plan {
         Placement p = std::move(spare.back());
         spare.pop_back();
         return p;
+    }
+    // keep a placement's buffer for a later take_place (dropped past kMaxSpare)
+    void give_place(Placement&& p) {
+        if (spare.size() >= kMaxSpare || p.capacity() == 0) return;
+        p.clear();
+        spare.push_back(std::move(p));
     }
     bool any() const {
         return !reclaim_actions.empty() || !reclaimed_servers.empty() ||

@@ -50,7 +50,8 @@ public:
         i64 avail = capacity_view(free);
         const double now = st.now_s;
         bool blocked = false;
-        Placement p;  // (each start takes it over: place() fills it again)
+        // each start takes p over, and the next placement gets a kept buffer
+        Placement p = plan.take_place();
         // 1. starving jobs, oldest first; the first that does not fit blocks.
         for (const auto& e : st.sorted_queue(Q_WAIT_ORIGIN)) {
             const double o = e.first;
@@ -66,8 +67,12 @@ public:
             avail -= need;
             started.push_back(j);
             plan.starts.push_back(JobMove{j, std::move(p), STARVATION_GUARD});
+            p = plan.take_place();
         }
-        if (blocked) return avail;
+        if (blocked) {
+            plan.give_place(std::move(p));
+            return avail;
+        }
         std::sort(started.begin(), started.end());
         const size_t n_starving = started.size();
         // 2. SJF order with backfill
@@ -98,7 +103,9 @@ public:
             avail -= w * g;
             started.push_back(j);
             plan.starts.push_back(JobMove{j, std::move(p), first ? SJF_ORDER : BACKFILL});
+            p = plan.take_place();
         }
+        plan.give_place(std::move(p));
         return avail;
     }
 
