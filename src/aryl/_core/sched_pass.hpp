@@ -177,8 +177,9 @@ struct PassWorkspace {
     ReclaimRequestArrays req;
     ReclaimScratch rsc;
     std::vector<int32_t> loan_pos;  // settle: per server, its position in `loaned`, -1 = none
-    std::vector<std::vector<i64>> after;  // per loaned position: jobs after the plan
-    std::vector<uint8_t> has_after;
+    std::vector<i64> n_gone;        // settle: per loaned position, its jobs the plan moves off
+    std::vector<uint8_t> joined;    // settle: per loaned position, a job of the plan goes there
+    std::vector<uint8_t> gone;      // settle: per job, counted in n_gone (0 again after)
     std::vector<i64> for_base, affected;
     Placement base;
     PassContext ctx;           // this pass's context (its vectors keep their capacity)
@@ -259,9 +260,12 @@ inline void reclaim_step(const State& st, const Policy& pol, i64 n, Plan& plan,
 // is "status LOANED".  When no entry of the plan is on an inference server (index
 // >= n_training, as every loaned or offered one is), no job joins or leaves a
 // loaned server: no offered server is borrowed and the loaned ones without jobs
-// go back.  Otherwise only the loaned servers the plan touches get a list of their
-// jobs after it (ws.after, by position in `loaned`; a server's position is
-// ws.loan_pos[s], filled here, -1 again after).
+// go back.  Otherwise only whether each loaned server holds a job after the plan
+// matters (Python builds the job sets of the servers the plan touches): its jobs
+// now (jobs_on: j is there exactly when the server is in j's placement) less
+// those the plan preempts or resizes (ws.n_gone, by position in `loaned`: each
+// job counted once, ws.gone marks it), or any job a resize or start puts there
+// (ws.joined).  A server's position is ws.loan_pos[s], filled here, -1 again after.
 inline void settle(const State& st, const Policy& pol, Plan& plan, const std::vector<i64>& loaned,
                    const std::vector<i64>& offered, PassWorkspace& ws) {
     const i64 nt = st.n_training();
@@ -289,64 +293,51 @@ inline void settle(const State& st, const Policy& pol, Plan& plan, const std::ve
     const size_t nl = loaned.size();
     std::vector<int32_t>& pos = ws.loan_pos;
     if (pos.size() != st.server_gpus.size()) pos.assign(st.server_gpus.size(), -1);
-    if (ws.after.size() < nl) ws.after.resize(nl);
-    std::vector<uint8_t>& has_after = ws.has_after;  // per position: ws.after built
-    has_after.assign(nl, 0);
     for (size_t q = 0; q < nl; ++q) pos[static_cast<size_t>(loaned[q])] = static_cast<int32_t>(q);
-    auto jobs_after = [&](int32_t q) -> std::vector<i64>& {
-        auto& v = ws.after[static_cast<size_t>(q)];
-        if (!has_after[static_cast<size_t>(q)]) {
-            has_after[static_cast<size_t>(q)] = 1;
-            v.clear();
-            for (const auto& e : st.jobs_on[static_cast<size_t>(loaned[static_cast<size_t>(q)])])
-                v.push_back(e.first);
-        }
-        return v;
-    };
-    auto discard = [](std::vector<i64>& v, i64 j) {
-        const auto it = std::find(v.begin(), v.end(), j);
-        if (it != v.end()) v.erase(it);
-    };
-    auto add = [](std::vector<i64>& v, i64 j) {
-        if (std::find(v.begin(), v.end(), j) == v.end()) v.push_back(j);
-    };
-    for (const auto& p : plan.preemptions)
-        for (const auto& e : st.placement[static_cast<size_t>(p.first)]) {
+    std::vector<i64>& n_gone = ws.n_gone;
+    std::vector<uint8_t>& joined = ws.joined;
+    n_gone.assign(nl, 0);
+    joined.assign(nl, 0);
+    std::vector<uint8_t>& gone = ws.gone;  // per job: left its servers already
+    if (gone.size() < static_cast<size_t>(st.n_jobs())) gone.resize(static_cast<size_t>(st.n_jobs()), 0);
+    auto leave = [&](i64 j) {  // jobs_after(s).discard(j) on each loaned server of j
+        uint8_t& mark = gone[static_cast<size_t>(j)];
+        if (mark) return;
+        mark = 1;
+        for (const auto& e : st.placement[static_cast<size_t>(j)]) {
             const int32_t q = pos[static_cast<size_t>(e.first)];
-            if (q >= 0) discard(jobs_after(q), p.first);
+            if (q >= 0) ++n_gone[static_cast<size_t>(q)];
         }
-    for (const auto& r : plan.resizes)
-        for (const auto& e : st.placement[static_cast<size_t>(r.job)]) {
-            const int32_t q = pos[static_cast<size_t>(e.first)];
-            if (q >= 0) discard(jobs_after(q), r.job);
-        }
-    for (const auto& r : plan.resizes)
-        for (const auto& e : r.place) {
-            const int32_t q = pos[static_cast<size_t>(e.first)];
-            if (q >= 0) add(jobs_after(q), r.job);
-        }
-    std::vector<i64>& for_base = ws.for_base;
-    for_base.clear();
-    Placement& base = ws.base;
-    for (const auto& s : plan.starts) {
+    };
+    auto join = [&](const Placement& p) {  // jobs_after(s).add(j) on each loaned server
         bool any = false;
-        for (const auto& e : s.place) {
+        for (const auto& e : p) {
             const int32_t q = pos[static_cast<size_t>(e.first)];
             if (q >= 0) {
-                add(jobs_after(q), s.job);
+                joined[static_cast<size_t>(q)] = 1;
                 any = true;
             }
         }
-        if (any) {
+        return any;
+    };
+    for (const auto& p : plan.preemptions) leave(p.first);
+    for (const auto& r : plan.resizes) leave(r.job);
+    for (const auto& r : plan.resizes) join(r.place);
+    for (const auto& p : plan.preemptions) gone[static_cast<size_t>(p.first)] = 0;
+    for (const auto& r : plan.resizes) gone[static_cast<size_t>(r.job)] = 0;
+    std::vector<i64>& for_base = ws.for_base;
+    for_base.clear();
+    Placement& base = ws.base;
+    for (const auto& s : plan.starts)
+        if (join(s.place)) {
             split_placement(s.place, pol.base_workers(st, s.job), &base, nullptr);
             for (const auto& e : base)
                 if (pos[static_cast<size_t>(e.first)] >= 0) for_base.push_back(e.first);
         }
-    }
     // busy(s) of a loaned server by its position q
     auto busy_at = [&](size_t q) -> bool {
-        return has_after[q] ? !ws.after[q].empty()
-                            : !st.jobs_on[static_cast<size_t>(loaned[q])].empty();
+        return joined[q] ||
+               static_cast<i64>(st.jobs_on[static_cast<size_t>(loaned[q])].size()) > n_gone[q];
     };
     for (i64 s : offered)  // (every offered server is in `loaned`)
         if (busy_at(static_cast<size_t>(pos[static_cast<size_t>(s)]))) {
