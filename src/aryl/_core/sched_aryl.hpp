@@ -19,6 +19,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -48,6 +49,7 @@ struct Span {
   const i64* end() const { return e; }
   bool empty() const { return b == e; }
   size_t size() const { return static_cast<size_t>(e - b); }
+  bool operator==(const Span& o) const { return b == o.b && e == o.e; }
 };
 using Groups = std::vector<Span>;
 
@@ -710,6 +712,8 @@ struct ArylWorkspace {
   aryl_pass::Groups groups, groups_extra;
   std::vector<std::vector<i64>> held_t, off_t;
   std::vector<aryl_pass::Groups> groups_t, groups_extra_t;
+  std::array<aryl_pass::Span, 3> groups_key;  // set_groups: the lists its groups view
+  bool groups_kept = false;                   // groups and groups_extra are groups_key's
   std::vector<char> fin_built;
   std::vector<std::vector<std::pair<double, i64>>> finishes;
   // run / elastic_typed
@@ -739,31 +743,14 @@ class ArylPass : public SjfPass {
   using Span = aryl_pass::Span;
 
   ArylPass(const Policy& pol_, const State& st_, const PassContext& ctx_, ArylWorkspace& ws_)
-      : SjfPass(pol_, st_, ctx_),
+      : SjfPass(pol_, st_, ctx_, ws_.real, ws_.started),  // free: Python's self.real
         ws(ws_),
         el_any(pol_.elastic && !st_.elastic_running.empty()),
         typed(st_.multi_type() && !st_.config.mix_gpu_types),
-        scratch(ws_.scratch),
-        held(ws_.held),
-        loan_set(ws_.loan_set),
-        groups(ws_.groups),
-        groups_extra(ws_.groups_extra),
-        held_t(ws_.held_t),
-        off_t(ws_.off_t),
-        groups_t(ws_.groups_t),
-        groups_extra_t(ws_.groups_extra_t),
-        fin_built(ws_.fin_built),
-        finishes(ws_.finishes) {
-    free.swap(ws.real);  // SjfPass::free (Python's self.real) on the kept buffer
-    started.swap(ws.started);
-    started.clear();
-    fin_built.clear();
+        groups_extra(ws_.groups_extra) {
+    ws.fin_built.clear();
     // (the groups, held and loan_set are the last pass's until set_groups, which
     // every use of them follows, builds them: groups_built is false)
-  }
-  ~ArylPass() override {
-    ws.real.swap(free);
-    ws.started.swap(started);
   }
   ArylPass(const ArylPass&) = delete;
   ArylPass& operator=(const ArylPass&) = delete;
@@ -783,42 +770,50 @@ class ArylPass : public SjfPass {
     if (!offered.empty()) {
       // loaned minus offered: the offered servers are idle until the plan borrows
       // them, the others on loan (status LOANED)
-      held.clear();
+      ws.held.clear();
       for (i64 s : loaned_in)
-        if (st.server_status[static_cast<size_t>(s)] == LOANED) held.push_back(s);
-      held_p = &held;
+        if (st.server_status[static_cast<size_t>(s)] == LOANED) ws.held.push_back(s);
+      held_p = &ws.held;
     }
     const Span tr(st.training_servers), hd(*held_p), of(offered);
-    groups.clear();
-    groups_extra.clear();
-    for (const Span& grp : {tr, hd, of})
-      if (!grp.empty()) groups.push_back(grp);
-    for (const Span& grp : {hd, tr, of})
-      if (!grp.empty()) groups_extra.push_back(grp);
+    // the groups are views of these lists: the last pass's groups are these ones
+    // when the lists are the same vectors at the same sizes (their contents may
+    // differ), unless elastic_typed changed them
+    const std::array<Span, 3> key{tr, hd, of};
+    if (typed || !ws.groups_kept || !(key == ws.groups_key)) {
+      ws.groups.clear();
+      groups_extra.clear();
+      for (const Span& grp : {tr, hd, of})
+        if (!grp.empty()) ws.groups.push_back(grp);
+      for (const Span& grp : {hd, tr, of})
+        if (!grp.empty()) groups_extra.push_back(grp);
+      ws.groups_key = key;
+      ws.groups_kept = !typed;
+    }
     if (typed) {
-      loan_set = loaned_in;  // ascending (ctx.loaned is)
+      ws.loan_set = loaned_in;  // ascending (ctx.loaned is)
       const size_t nt = static_cast<size_t>(st.n_types());
-      held_t.resize(nt);
-      off_t.resize(nt);
-      groups_t.resize(nt);
-      groups_extra_t.resize(nt);
+      ws.held_t.resize(nt);
+      ws.off_t.resize(nt);
+      ws.groups_t.resize(nt);
+      ws.groups_extra_t.resize(nt);
       for (size_t t = 0; t < nt; ++t) {
-        held_t[t].clear();
-        off_t[t].clear();
-        groups_t[t].clear();
-        groups_extra_t[t].clear();
+        ws.held_t[t].clear();
+        ws.off_t[t].clear();
+        ws.groups_t[t].clear();
+        ws.groups_extra_t[t].clear();
       }
       auto type_of = [this](i64 x) {
         return static_cast<size_t>(st.server_type[static_cast<size_t>(x)]);
       };
-      for (i64 x : *held_p) held_t[type_of(x)].push_back(x);
-      for (i64 x : offered) off_t[type_of(x)].push_back(x);
+      for (i64 x : *held_p) ws.held_t[type_of(x)].push_back(x);
+      for (i64 x : offered) ws.off_t[type_of(x)].push_back(x);
       for (size_t t = 0; t < nt; ++t) {
-        const Span tr_t(st.training_by_type[t]), hd_t(held_t[t]), of_t(off_t[t]);
+        const Span tr_t(st.training_by_type[t]), hd_t(ws.held_t[t]), of_t(ws.off_t[t]);
         for (const Span& grp : {tr_t, hd_t, of_t})
-          if (!grp.empty()) groups_t[t].push_back(grp);
+          if (!grp.empty()) ws.groups_t[t].push_back(grp);
         for (const Span& grp : {hd_t, tr_t, of_t})
-          if (!grp.empty()) groups_extra_t[t].push_back(grp);
+          if (!grp.empty()) ws.groups_extra_t[t].push_back(grp);
       }
     }
   }
@@ -842,11 +837,11 @@ class ArylPass : public SjfPass {
     if (!has_scratch) {
       const size_t n = free.size();
       if (st.ex_srv.size() != n) throw std::logic_error("build_scratch: zip(strict=True)");
-      scratch.resize(n);
-      for (size_t s = 0; s < n; ++s) scratch[s] = free[s] + st.ex_srv[s];
+      ws.scratch.resize(n);
+      for (size_t s = 0; s < n; ++s) ws.scratch[s] = free[s] + st.ex_srv[s];
       has_scratch = true;
     }
-    return scratch;
+    return ws.scratch;
   }
 
   // ArylPass.place: best fit on truly free GPUs first; else also on extras' GPUs.
@@ -858,15 +853,15 @@ class ArylPass : public SjfPass {
     // one GPU a worker: the groups' slots are their free GPUs, real_left (the
     // capacity - busy of capacity_view, less every take since; the other servers
     // have none free), so bf_place need not count them
-    if (bf_place(real, groups, w, g, out, g == 1 ? real_left : -1)) {
+    if (bf_place(real, ws.groups, w, g, out, g == 1 ? real_left : -1)) {
       real_left -= w * g;
       if (has_scratch)
-        for (const auto& e : out) scratch[static_cast<size_t>(e.first)] -= e.second * g;
+        for (const auto& e : out) ws.scratch[static_cast<size_t>(e.first)] -= e.second * g;
       return true;
     }
     if (!el_any) return false;
     std::vector<i64>& sc = build_scratch();
-    if (!bf_place(sc, groups, w, g, out)) return false;
+    if (!bf_place(sc, ws.groups, w, g, out)) return false;
     take_real(out, g);
     return true;
   }
@@ -883,26 +878,26 @@ class ArylPass : public SjfPass {
     const i64 g = st.gpus_per_worker[static_cast<size_t>(j)];
     std::vector<i64> types;
     for (i64 t = 0; t < st.n_types(); ++t)
-      if (!groups_t[static_cast<size_t>(t)].empty()) types.push_back(t);
+      if (!ws.groups_t[static_cast<size_t>(t)].empty()) types.push_back(t);
     const std::vector<i64> order = st.type_order(j, w, types);
     std::vector<i64>& real = free;
     for (i64 t : order) {
-      if (!bf_place(real, groups_t[static_cast<size_t>(t)], w, g, out)) continue;
-      if (!loan_set.empty() && on_loan(out) && !loan_worth_it(j, t, w)) {
+      if (!bf_place(real, ws.groups_t[static_cast<size_t>(t)], w, g, out)) continue;
+      if (!ws.loan_set.empty() && on_loan(out) && !loan_worth_it(j, t, w)) {
         for (const auto& e : out)  // real[:] = before
           real[static_cast<size_t>(e.first)] += e.second * g;
         continue;
       }
       real_left -= w * g;
       if (has_scratch)
-        for (const auto& e : out) scratch[static_cast<size_t>(e.first)] -= e.second * g;
+        for (const auto& e : out) ws.scratch[static_cast<size_t>(e.first)] -= e.second * g;
       return true;
     }
     if (!el_any) return false;
     std::vector<i64>& sc = build_scratch();
     for (i64 t : order) {
-      if (!bf_place(sc, groups_t[static_cast<size_t>(t)], w, g, out)) continue;
-      if (!loan_set.empty() && on_loan(out) && !loan_worth_it(j, t, w)) {
+      if (!bf_place(sc, ws.groups_t[static_cast<size_t>(t)], w, g, out)) continue;
+      if (!ws.loan_set.empty() && on_loan(out) && !loan_worth_it(j, t, w)) {
         for (const auto& e : out)  // scratch[:] = before
           sc[static_cast<size_t>(e.first)] += e.second * g;
         continue;
@@ -950,13 +945,13 @@ class ArylPass : public SjfPass {
     i64 have = 0;
     for (i64 s : tr) have += free[static_cast<size_t>(s)];
     if (have >= need) return 0.0;
-    if (fin_built.size() != static_cast<size_t>(st.n_types())) {
-      fin_built.assign(static_cast<size_t>(st.n_types()), 0);
-      finishes.resize(static_cast<size_t>(st.n_types()));
+    if (ws.fin_built.size() != static_cast<size_t>(st.n_types())) {
+      ws.fin_built.assign(static_cast<size_t>(st.n_types()), 0);
+      ws.finishes.resize(static_cast<size_t>(st.n_types()));
     }
     std::vector<std::pair<double, i64>> own;
-    std::vector<std::pair<double, i64>>& fin = small ? own : finishes[uu];
-    if (small || !fin_built[uu]) {
+    std::vector<std::pair<double, i64>>& fin = small ? own : ws.finishes[uu];
+    if (small || !ws.fin_built[uu]) {
       fin.clear();
       const double now = st.now_s;
       for (i64 r : st.running) {
@@ -973,7 +968,7 @@ class ArylPass : public SjfPass {
         }
       }
       std::sort(fin.begin(), fin.end());
-      if (!small) fin_built[uu] = 1;
+      if (!small) ws.fin_built[uu] = 1;
     }
     for (const auto& f : fin) {
       have += f.second;
@@ -1014,14 +1009,14 @@ class ArylPass : public SjfPass {
         if (x.second == static_cast<i64>(t)) has_new = true;
       if (cand.empty() && !has_new) continue;
       servers.clear();
-      for (const Span& grp : groups_t[t]) servers.insert(servers.end(), grp.begin(), grp.end());
+      for (const Span& grp : ws.groups_t[t]) servers.insert(servers.end(), grp.begin(), grp.end());
       if (servers.empty()) continue;
       old.clear();
       for (i64 j : cand) {
         const Placement& e = st.ex_job[static_cast<size_t>(j)];
         old.push_back(e.empty() ? nullptr : &e);
       }
-      groups_extra = groups_extra_t[t];
+      groups_extra = ws.groups_extra_t[t];
       groups_built = false;  // groups_extra is one type's now
       new_t.clear();
       for (const auto& x : new_types)
@@ -1075,7 +1070,12 @@ class ArylPass : public SjfPass {
       bool done = false;
       const std::vector<i64>* free_p = nullptr;
       std::vector<i64>& fast = ws.fast;
-      if (!disp) {
+      if (!disp && !new_el && st.below.empty() && left >= 0) {
+        // the fast path without a candidate (the gate holds: 0 <= left):
+        // elastic_phase would return at once, leaving the free GPUs as they are
+        done = true;
+        free_p = real_p;
+      } else if (!disp) {
         // Fast exact path: jobs at their maximum keep their extras; if the others'
         // unconstrained best options fit the free GPUs, that is the MCKP optimum.
         set_groups(*loaned_p);
@@ -1331,14 +1331,25 @@ class ArylPass : public SjfPass {
   }
 
  private:
+  // Python's sum(v): four running sums (integer addition, so the same total in any
+  // order), which the compiler turns into twice as many additions a step
   static i64 sum(const std::vector<i64>& v) {
-    i64 t = 0;
-    for (i64 x : v) t += x;
-    return t;
+    const i64* x = v.data();
+    const size_t n = v.size();
+    i64 t0 = 0, t1 = 0, t2 = 0, t3 = 0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      t0 += x[i];
+      t1 += x[i + 1];
+      t2 += x[i + 2];
+      t3 += x[i + 3];
+    }
+    for (; i < n; ++i) t0 += x[i];
+    return (t0 + t1) + (t2 + t3);
   }
   bool on_loan(const Placement& p) const {
     for (const auto& e : p)
-      if (std::binary_search(loan_set.begin(), loan_set.end(), e.first)) return true;
+      if (std::binary_search(ws.loan_set.begin(), ws.loan_set.end(), e.first)) return true;
     return false;
   }
   // a placement made on the scratch: take what it can from the truly free GPUs
@@ -1360,16 +1371,10 @@ class ArylPass : public SjfPass {
   i64 real_left = 0;
   bool has_scratch = false;
   bool displaced = false;
-  // the pass's lists (in the workspace)
-  std::vector<i64>& scratch;
+  // the pass's lists are the workspace's (ws.scratch, ws.groups, ...)
   const std::vector<i64>* loaned = nullptr;  // Python's self.loaned (set_groups' list)
   bool groups_built = false;                 // set_groups ran for `loaned` this pass
-  std::vector<i64>&held, &loan_set;
-  Groups &groups, &groups_extra;
-  std::vector<std::vector<i64>>&held_t, &off_t;
-  std::vector<Groups>&groups_t, &groups_extra_t;
-  std::vector<char>& fin_built;
-  std::vector<std::vector<std::pair<double, i64>>>& finishes;
+  Groups& groups_extra;                      // ws.groups_extra
 };
 
 // aryl.py ArylPolicy.decide (every policy of the family; `pol` tells which).

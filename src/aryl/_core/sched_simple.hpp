@@ -19,11 +19,16 @@
 namespace aryl {
 namespace sched {
 
-// sjf.py SjfPass: one base phase over a state (scratch data lives here).
+// sjf.py SjfPass: one base phase over a state.  Its scratch lists are the
+// caller's (`free_buf`, `started_buf`: kept from one pass to the next, no
+// allocation once grown).
 class SjfPass {
 public:
-    SjfPass(const Policy& pol, const State& st, const PassContext& ctx)
-        : pol(pol), st(st), ctx(ctx), bound(pol.bound(st)) {}
+    SjfPass(const Policy& pol, const State& st, const PassContext& ctx,
+            std::vector<i64>& free_buf, std::vector<i64>& started_buf)
+        : pol(pol), st(st), ctx(ctx), started(started_buf), free(free_buf), bound(pol.bound(st)) {
+        started.clear();
+    }
     virtual ~SjfPass() = default;
 
     // hooks (aryl.py ArylPass overrides them) --------------------------------
@@ -117,8 +122,8 @@ public:
     const Policy& pol;
     const State& st;
     const PassContext& ctx;
-    std::vector<i64> started;  // jobs started by base_phase (starving ones first, sorted)
-    std::vector<i64> free;     // the scratch free list of base_phase (capacity_view fills it)
+    std::vector<i64>& started;  // jobs started by base_phase (starving ones first, sorted)
+    std::vector<i64>& free;     // the scratch free list of base_phase (capacity_view fills it)
     double bound;
 };
 
@@ -261,7 +266,8 @@ inline void decide_fifo_backfill(const Policy&, const State& st, const PassConte
 // sjf.py SjfPolicy.decide
 inline void decide_sjf(const Policy& pol, const State& st, const PassContext& ctx, Plan& plan) {
     if (st.queued.empty()) return;
-    SjfPass pass(pol, st, ctx);
+    std::vector<i64> free, started;
+    SjfPass pass(pol, st, ctx, free, started);
     pass.base_phase(plan);
 }
 
