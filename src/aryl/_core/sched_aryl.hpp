@@ -53,6 +53,44 @@ struct Span {
 };
 using Groups = std::vector<Span>;
 
+// placement.py best_fit over a Span (sched_place.hpp's best_fit: the server with
+// the fewest free GPUs that are >= need, ties: first in the list; -1 if none),
+// faster on a run of consecutive servers (as the training servers 0 ..
+// n_training - 1 are).  On such a run it reads `free` directly, four servers a
+// step: gap = free - need as an unsigned number is >= 2**63 exactly when free <
+// need (both are small and >= 0), so the smallest gap below 2**63 is the best
+// fit, and a step's smallest gap replaces the best only when smaller (ties stay
+// with the first).
+inline i64 best_fit_span(const std::vector<i64>& free, const Span& servers, i64 need) {
+  const i64 n = static_cast<i64>(servers.size());
+  if (n == 0 || servers.b[n - 1] - servers.b[0] != n - 1) return best_fit(free, servers, need);
+  const i64 first = servers.b[0];
+  const i64* f = free.data() + first;
+  const uint64_t un = static_cast<uint64_t>(need);
+  auto gap = [f, un](i64 q) { return static_cast<uint64_t>(f[q]) - un; };
+  uint64_t best_gap = uint64_t(1) << 63;
+  i64 best = -1;
+  i64 q = 0;
+  for (; q + 4 <= n; q += 4) {
+    const uint64_t g0 = gap(q), g1 = gap(q + 1), g2 = gap(q + 2), g3 = gap(q + 3);
+    const uint64_t m = std::min(std::min(g0, g1), std::min(g2, g3));
+    if (m < best_gap) {
+      best_gap = m;
+      best = q + (g0 == m ? 0 : g1 == m ? 1 : g2 == m ? 2 : 3);
+      if (m == 0) return first + best;
+    }
+  }
+  for (; q < n; ++q) {
+    const uint64_t gq = gap(q);
+    if (gq < best_gap) {
+      best_gap = gq;
+      best = q;
+      if (gq == 0) break;
+    }
+  }
+  return best < 0 ? -1 : first + best;
+}
+
 // aryl._reference.mckp.MAX_TABLE_BYTES (the default of aryl.elastic.solve_mckp)
 constexpr i64 kMaxTableBytes = 100000000;
 
@@ -850,19 +888,37 @@ class ArylPass : public SjfPass {
     const i64 w = pol.base_workers(st, j);
     const i64 g = st.gpus_per_worker[static_cast<size_t>(j)];
     std::vector<i64>& real = free;
-    // one GPU a worker: the groups' slots are their free GPUs, real_left (the
-    // capacity - busy of capacity_view, less every take since; the other servers
-    // have none free), so bf_place need not count them
-    if (bf_place(real, ws.groups, w, g, out, g == 1 ? real_left : -1)) {
-      real_left -= w * g;
-      if (has_scratch)
-        for (const auto& e : out) ws.scratch[static_cast<size_t>(e.first)] -= e.second * g;
+    // bf_place, its usual case first (one server of the first group holds every
+    // worker: place_one); otherwise bf_place spreads the workers or fails without
+    // touching real.  With one GPU a worker the groups' slots are their free GPUs,
+    // real_left (the capacity - busy of capacity_view, less every take since; the
+    // other servers have none free): bf_place need not count them, and fails
+    // exactly when real_left < w.
+    const bool usual = w > 0 && g > 0 && !ws.groups.empty();
+    if (usual && place_one(real, w, g, out)) {
+      took_free(out, w, g);
+      return true;
+    }
+    const bool spread = !usual || g != 1 || real_left >= w;
+    if (spread && bf_place(real, ws.groups, w, g, out, g == 1 ? real_left : -1)) {
+      took_free(out, w, g);
       return true;
     }
     if (!el_any) return false;
     std::vector<i64>& sc = build_scratch();
-    if (!bf_place(sc, ws.groups, w, g, out)) return false;
+    if (!(usual && place_one(sc, w, g, out)) && !bf_place(sc, ws.groups, w, g, out)) return false;
     take_real(out, g);
+    return true;
+  }
+
+  // bf_place's usual case on `v`: one server of the first group holds all w
+  // workers of g GPUs (false, out empty: none does)
+  bool place_one(std::vector<i64>& v, i64 w, i64 g, Placement& out) const {
+    out.clear();
+    const i64 s = best_fit_span(v, ws.groups[0], w * g);
+    if (s < 0) return false;
+    out.emplace_back(s, w);
+    v[static_cast<size_t>(s)] -= w * g;
     return true;
   }
 
@@ -1351,6 +1407,13 @@ class ArylPass : public SjfPass {
     for (const auto& e : p)
       if (std::binary_search(ws.loan_set.begin(), ws.loan_set.end(), e.first)) return true;
     return false;
+  }
+  // ArylPass._took_free: `p` (w workers) was placed on truly free GPUs: take them
+  // from the scratch view too
+  void took_free(const Placement& p, i64 w, i64 g) {
+    real_left -= w * g;
+    if (has_scratch)
+      for (const auto& e : p) ws.scratch[static_cast<size_t>(e.first)] -= e.second * g;
   }
   // a placement made on the scratch: take what it can from the truly free GPUs
   void take_real(const Placement& p, i64 g) {
