@@ -807,11 +807,15 @@ class ArylPass : public SjfPass {
     const std::vector<i64>* held_p = &loaned_in;
     if (!offered.empty()) {
       // loaned minus offered: the offered servers are idle until the plan borrows
-      // them, the others on loan (status LOANED)
-      ws.held.clear();
-      for (i64 s : loaned_in)
-        if (st.server_status[static_cast<size_t>(s)] == LOANED) ws.held.push_back(s);
-      held_p = &ws.held;
+      // them, the others on loan (status LOANED; schedule has that list)
+      if (ctx.held != nullptr && &loaned_in == &ctx.loaned) {
+        held_p = ctx.held;
+      } else {
+        ws.held.clear();
+        for (i64 s : loaned_in)
+          if (st.server_status[static_cast<size_t>(s)] == LOANED) ws.held.push_back(s);
+        held_p = &ws.held;
+      }
     }
     const Span tr(st.training_servers), hd(*held_p), of(offered);
     // the groups are views of these lists: the last pass's groups are these ones

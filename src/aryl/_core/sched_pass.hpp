@@ -185,6 +185,7 @@ struct PassWorkspace {
     PassContext ctx;           // this pass's context (its vectors keep their capacity)
     std::vector<i64> offered;  // idle inference servers offered to this pass
     std::vector<i64> held;     // servers on loan before this pass (when some are offered)
+    i64 n_idle_loans = 0;      // servers on loan without jobs before this pass (settle)
     bool record_requests = false;
     std::vector<ReclaimRequestArrays> requests;  // the reclaim log (if recorded)
 #if ARYL_SCHED_HAS_ARYL
@@ -283,6 +284,7 @@ inline void settle(const State& st, const Policy& pol, Plan& plan, const std::ve
     for (const auto& s : plan.starts)
         if (!touched) touched = on_inference(s.place);
     if (!touched) {
+        if (ws.n_idle_loans == 0) return;  // (schedule counted them)
         for (i64 s : loaned) {
             const auto su = static_cast<size_t>(s);
             if (st.server_status[su] == LOANED && st.jobs_on[su].empty())
@@ -435,13 +437,13 @@ void schedule(State& st, const Policy& pol, Plan& plan, Obs* obs, const ReclaimH
         i64 loanable = st.not_loaned() - st.servers_needed - cfg.loan_reserve_servers;
         const bool cooling = st.now_s - st.last_reclaim_s < cfg.loan_cooldown_s;
         if (loanable > 0 && !cooling && pol.wants_loan(st)) {
-            for (i64 s = st.n_servers() - 1; s >= st.n_training(); --s) {
-                if (loanable == 0) break;
-                if (st.server_status[static_cast<size_t>(s)] == IDLE) {
-                    offered.push_back(s);
-                    --loanable;
-                }
-            }
+            // the highest idle ones, at most loanable (written into a list of that
+            // size at most, then cut and turned ascending)
+            offered.resize(static_cast<size_t>(py_min(loanable, st.n_servers() - st.n_training())));
+            size_t k = 0;
+            for (i64 s = st.n_servers() - 1; s >= st.n_training() && k < offered.size(); --s)
+                if (st.server_status[static_cast<size_t>(s)] == IDLE) offered[k++] = s;
+            offered.resize(k);
             std::reverse(offered.begin(), offered.end());
         }
     }
@@ -451,11 +453,15 @@ void schedule(State& st, const Policy& pol, Plan& plan, Obs* obs, const ReclaimH
     // servers, sorted(loaned + offered) is the merge of the two lists
     std::vector<i64>& loaned = ctx.loaned;
     std::vector<i64>& held = offered.empty() ? loaned : ws.held;
+    ws.n_idle_loans = 0;  // (for settle) loaned servers without jobs
     if (st.n_loaned) {
         held.resize(static_cast<size_t>(st.n_loaned));
         size_t n_left = held.size();
         for (i64 s = st.n_servers() - 1; n_left > 0 && s >= st.n_training(); --s)
-            if (st.server_status[static_cast<size_t>(s)] == LOANED) held[--n_left] = s;
+            if (st.server_status[static_cast<size_t>(s)] == LOANED) {
+                held[--n_left] = s;
+                if (st.jobs_on[static_cast<size_t>(s)].empty()) ++ws.n_idle_loans;
+            }
         if (n_left != 0) throw std::logic_error("schedule: n_loaned drifted");
     } else {
         held.clear();
@@ -472,8 +478,10 @@ void schedule(State& st, const Policy& pol, Plan& plan, Obs* obs, const ReclaimH
         loaned.resize(held.size() + offered.size());
         std::merge(held.begin(), held.end(), offered.begin(), offered.end(), loaned.begin());
         ctx.free = &ws.free_offered;
+        ctx.held = &held;
     } else {
         ctx.free = &st.free;
+        ctx.held = nullptr;
     }
     ctx.capacity_gpus = capacity;
     const bool keep_all = pol.loans && !pol.return_idle_loans;

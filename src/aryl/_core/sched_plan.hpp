@@ -246,6 +246,9 @@ struct PassContext {
     std::vector<i64> loaned;                 // servers on loan or offered, ascending
     std::vector<i64> offered;                // idle inference servers offered, ascending
     i64 capacity_gpus = 0;                   // training GPUs + GPUs of `loaned`
+    // when servers are offered: `loaned` less them (the servers on loan, status
+    // LOANED), if the caller has that list (nullptr: not given)
+    const std::vector<i64>* held = nullptr;
 };
 
 // The policies (registry.py names).
