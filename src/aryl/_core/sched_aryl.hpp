@@ -874,13 +874,14 @@ class ArylPass : public SjfPass {
     return avail + ex_total;
   }
 
-  // ArylPass.build_scratch: free GPUs plus the GPUs of every current extra worker.
-  std::vector<i64>& build_scratch() {
+  // ArylPass.build_scratch: free GPUs (`real`: Python's self.real, `free` unless
+  // run reads ctx.free itself) plus the GPUs of every current extra worker.
+  std::vector<i64>& build_scratch(const std::vector<i64>& real) {
     if (!has_scratch) {
-      const size_t n = free.size();
+      const size_t n = real.size();
       if (st.ex_srv.size() != n) throw std::logic_error("build_scratch: zip(strict=True)");
       ws.scratch.resize(n);
-      for (size_t s = 0; s < n; ++s) ws.scratch[s] = free[s] + st.ex_srv[s];
+      for (size_t s = 0; s < n; ++s) ws.scratch[s] = real[s] + st.ex_srv[s];
       has_scratch = true;
     }
     return ws.scratch;
@@ -909,7 +910,7 @@ class ArylPass : public SjfPass {
       return true;
     }
     if (!el_any) return false;
-    std::vector<i64>& sc = build_scratch();
+    std::vector<i64>& sc = build_scratch(free);
     if (!(usual && place_one(sc, w, g, out)) && !bf_place(sc, ws.groups, w, g, out)) return false;
     take_real(out, g);
     return true;
@@ -954,7 +955,7 @@ class ArylPass : public SjfPass {
       return true;
     }
     if (!el_any) return false;
-    std::vector<i64>& sc = build_scratch();
+    std::vector<i64>& sc = build_scratch(free);
     for (i64 t : order) {
       if (!bf_place(sc, ws.groups_t[static_cast<size_t>(t)], w, g, out)) continue;
       if (!ws.loan_set.empty() && on_loan(out) && !loan_worth_it(j, t, w)) {
@@ -1123,7 +1124,7 @@ class ArylPass : public SjfPass {
       run_ = !st.below.empty() || n_loaned_now < last_loaned;
     if (run_ && (el_any || new_el) && typed) {
       if (!phase1) capacity_view(free);
-      std::vector<i64>& free_t = build_scratch();
+      std::vector<i64>& free_t = build_scratch(free);
       elastic_typed(d, free_t);
       left = sum(free_t);
     } else if (run_ && (el_any || new_el)) {
@@ -1182,8 +1183,9 @@ class ArylPass : public SjfPass {
         if (done) free_p = &fast;
       }
       if (!done) {
-        if (!phase1) capacity_view(free);
-        std::vector<i64>& sc = build_scratch();
+        // (Python's capacity_view when phase 1 did not run: real = ctx.free, which
+        // the solver path only reads; set_groups ran above, as displaced is false)
+        std::vector<i64>& sc = build_scratch(*real_p);
         std::vector<i64>& cand = ws.cand_all;
         std::vector<const Placement*>& old = ws.old_all;
         // an elastic running job is in ex_job exactly when it runs above its base
@@ -1197,7 +1199,7 @@ class ArylPass : public SjfPass {
           old[i++] = st.workers[u] > st.min_workers[u] ? &st.ex_job[u] : nullptr;
         }
         // not displaced: the scratch is exactly real + every current extra
-        elastic_phase(d, sc, cand, old, false, disp ? nullptr : &free, nullptr, -1, nullptr);
+        elastic_phase(d, sc, cand, old, false, disp ? nullptr : real_p, nullptr, -1, nullptr);
         free_p = &sc;
       }
       // inference servers not on loan have no free GPUs: the free GPUs of training +
