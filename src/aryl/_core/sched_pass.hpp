@@ -267,6 +267,7 @@ inline void reclaim_step(const State& st, const Policy& pol, i64 n, Plan& plan,
 // those the plan preempts or resizes (ws.n_gone, by position in `loaned`: each
 // job counted once, ws.gone marks it), or any job a resize or start puts there
 // (ws.joined).  A server's position is ws.loan_pos[s], filled here, -1 again after.
+// ws.n_idle_loans: the servers on loan without jobs now (schedule counts them).
 inline void settle(const State& st, const Policy& pol, Plan& plan, const std::vector<i64>& loaned,
                    const std::vector<i64>& offered, PassWorkspace& ws) {
     const i64 nt = st.n_training();
@@ -284,7 +285,7 @@ inline void settle(const State& st, const Policy& pol, Plan& plan, const std::ve
     for (const auto& s : plan.starts)
         if (!touched) touched = on_inference(s.place);
     if (!touched) {
-        if (ws.n_idle_loans == 0) return;  // (schedule counted them)
+        if (ws.n_idle_loans == 0) return;
         for (i64 s : loaned) {
             const auto su = static_cast<size_t>(s);
             if (st.server_status[su] == LOANED && st.jobs_on[su].empty())
