@@ -215,6 +215,30 @@ def test_keep_with_competing_extras_places_like_python(sc: dict[str, Any], data:
     assert c_placed(placed_c) == py_placed(placed_py)
 
 
+@settings(max_examples=500, deadline=None)
+@given(sc=extras_scenario(), data=st.data())
+def test_keep_with_a_bound_places_like_python(sc: dict[str, Any], data: Any) -> None:
+    """The keep pass told a bound on the extras' GPUs per server (``extras_bound``, as
+    the pass passes the GPUs of every extra worker): it sums the demand only where
+    free is below the bound, and places as Python still."""
+    cand, g, ext, k = sc["cand"], sc["g"], sc["ext"], sc["k"]
+    free = [data.draw(st.integers(0, 8)) for _ in sc["free"]]
+    bound = [0] * len(free)
+    for i, j in enumerate(cand):
+        for s, c in sc["extras_now"].get(j, {}).items():
+            bound[s] += c * g[i]
+    bound = [b + data.draw(st.sampled_from([0, 0, 1, 4])) for b in bound]
+    free_py = list(free)
+    placed_py = py_pass(sc["groups"]).place_extras(
+        free_py, None, cand, sc["extras_now"], np.array(k, dtype=I64),
+        np.array(ext, dtype=I64), np.array(cand, dtype=I64), np.array(g, dtype=I64), sc["n_run"])
+    free_c, placed_c = native._aryl_place_extras(
+        list(free), None, cand, sc["extras_now"], k, ext, g, sc["n_run"], sc["groups"],
+        extras_bound=bound)
+    assert free_c == free_py
+    assert c_placed(placed_c) == py_placed(placed_py)
+
+
 @settings(max_examples=300, deadline=None)
 @given(sc=extras_scenario(), exact=st.booleans(), data=st.data())
 def test_fill_extras_fills_like_python(sc: dict[str, Any], exact: bool, data: Any) -> None:

@@ -400,17 +400,24 @@ inline void slot_caps(const std::vector<i64>& free, const std::vector<i64>& g,
 struct ExtrasInput {
   const std::vector<i64>* cand = nullptr;
   const std::vector<const Placement*>* old = nullptr;
-  const std::vector<i64>* ext = nullptr;  // cur - base (extras today)
+  const std::vector<i64>* ext = nullptr;  // cur - base (extras today: old's workers, each > 0)
   const std::vector<i64>* g = nullptr;
   i64 n_run = 0;
   const Groups* groups_extra = nullptr;
   const std::vector<i64>* free_wo_extras = nullptr;  // optional (keep_exact)
+  // optional (keep): per server, at least the GPUs of the candidates' extras there
+  // (State::ex_srv, the GPUs of every extra worker): where free holds that many, the
+  // extras there all fit, whatever the order
+  const std::vector<i64>* extras_bound = nullptr;
 };
 
 // place_extras' result: new extras per candidate position (empty = none), the
 // running positions that may change, {position: workers placed} of the short jobs.
 // new_extra holds at least one entry per candidate; `written` lists the entries the
 // last call wrote (every other one is empty: the next call clears only those).
+// A running job that keeps exactly its extras (its count unchanged, every extra where
+// it is) gets no entry and is not in touched: Python gives it an entry equal to its
+// extras (no resize follows) in the keep pass and none in keep_exact.
 struct Placed {
   std::vector<Placement> new_extra;
   std::vector<i64> touched;
@@ -424,9 +431,15 @@ struct PlaceScratch {
   std::vector<i64> order, want;
   std::vector<std::pair<uint64_t, i64>> keyed;  // (packed sort key, position)
   Placement got;
-  std::vector<i64> demand;  // keep: GPUs per server of the extras that could be kept
-  std::vector<i64> left;    // keep: workers still to place, by position
-  std::vector<char> late;   // keep: positions that keep in order_a order
+  // keep, per server (all 0 between calls): the GPUs of the extras wanted there, and
+  // 1 where they may not all fit (free below the bound), 2 where they do not
+  std::vector<i64> demand;
+  std::vector<char> hot;
+  std::vector<i64> hot_srv;   // keep: the servers marked in hot
+  std::vector<i64> deferred;  // keep: positions with an extra on a hot server
+  std::vector<i64> touched2;  // keep: touched positions found after the first walk
+  std::vector<i64> left;      // keep: workers still to place, by position
+  std::vector<char> late;     // keep: positions that keep in order_a order
 };
 
 // place_extras' order_a: ``positions`` sorted by worker size descending, extra GPUs
@@ -484,60 +497,155 @@ inline i64 keep_one(std::vector<i64>& free, const Placement& old, i64 gi, i64 wa
 
 // ArylPass.keep over order_a (the jobs given extras, k > 0, sorted as order_a),
 // then the order of the best-fit loop: ``order`` gets the jobs left with workers to
-// place, in order_a order, and ``want`` their workers.  Every job given extras gets
-// an entry (``written``).  Keep depends on the order only at the servers where the
-// extras these jobs have do not all fit (free < their GPUs there): a job with no
-// extra on such a server keeps min(k, its extras) wherever it comes (each of its
-// servers has room for every extra there), and takes nothing where the others
-// compete.  So those jobs keep first, in position order (one given at least all its
-// extras keeps them all: a reversed copy), and only the others and the jobs left
-// with workers to place are sorted (order_a filtered to them: the key is a strict
-// total order).
+// place, in order_a order, and ``want`` their workers.  Keep depends on the order
+// only at the servers where the extras these jobs have do not all fit (free < their
+// GPUs there): a job with no extra on such a server keeps min(k, its extras)
+// wherever it comes (each of its servers has room for every extra there), and takes
+// nothing where the others compete.  So those jobs keep first, in position order,
+// and only the others (keep_one in order_a order) and the jobs left with workers to
+// place are sorted (order_a filtered to them: the key is a strict total order).
+// A server can be contended only where free is below in.extras_bound (when given):
+// the extras' demand is summed only there, from the jobs with an extra there (the
+// others keep at once, before it is known: they touch none of those servers).
+// A running job that keeps exactly its extras gets no entry (Placed); ``touched``
+// gets the running positions that may change (Python's: k > 0 or extras now, less
+// those), ascending.
 inline void keep(std::vector<i64>& free, const ExtrasInput& in, const std::vector<i64>& k,
                  Placed& out, PlaceScratch& sc) {
   const std::vector<i64>& g = *in.g;
+  const std::vector<i64>& ext = *in.ext;
   const std::vector<const Placement*>& old = *in.old;
   const size_t n = k.size();
-  std::vector<i64>& demand = sc.demand;  // then 1 where the extras compete, else 0
-  demand.assign(free.size(), 0);
-  for (size_t i = 0; i < n; ++i)
-    if (k[i] > 0 && old[i] != nullptr)
-      for (const auto& e : *old[i]) demand[static_cast<size_t>(e.first)] += e.second * g[i];
-  for (size_t s = 0; s < demand.size(); ++s) demand[s] = demand[s] > free[s];
+  const size_t n_run = static_cast<size_t>(in.n_run);
+  const size_t n_srv = free.size();
+  std::vector<i64>& demand = sc.demand;
+  std::vector<char>& hot = sc.hot;
+  if (hot.size() < n_srv) {
+    hot.resize(n_srv, 0);
+    demand.resize(n_srv, 0);
+  }
+  sc.hot_srv.clear();
+  const std::vector<i64>* bound = in.extras_bound;
+  if (bound != nullptr && bound->size() >= n_srv) {
+    const i64* b = bound->data();
+    for (size_t s = 0; s < n_srv; ++s)
+      if (free[s] < b[s]) {
+        hot[s] = 1;
+        sc.hot_srv.push_back(static_cast<i64>(s));
+      }
+  } else {
+    for (size_t s = 0; s < n_srv; ++s) {
+      hot[s] = 1;
+      sc.hot_srv.push_back(static_cast<i64>(s));
+    }
+  }
   if (sc.left.size() < n) {
     sc.left.resize(n);
     sc.late.resize(n);
   }
-  for (size_t i = 0; i < n; ++i) {
-    if (k[i] <= 0) continue;
+  // job i keeps where every extra it has finds room: min(k, its extras), walking them
+  // backwards (keep_one; all of them, a reversed copy, when k covers them); `touched`
+  // gets it unless it keeps exactly its extras
+  auto keep_roomy = [&](size_t i, std::vector<i64>& touched) {
+    const Placement& had = *old[i];
+    const i64 ki = k[i], gi = g[i];
+    i64 total = 0;
+    bool positive = true;
+    for (const auto& e : had) {
+      total += e.second;
+      positive = positive && e.second > 0;
+    }
+    i64 left;
+    if (positive && ki >= total) {  // keep_one keeps them all
+      for (const auto& e : had) free[static_cast<size_t>(e.first)] -= e.second * gi;
+      if (ki == total && i < n_run) return;  // no change: no entry
+      out.new_extra[i].assign(had.rbegin(), had.rend());
+      left = ki - total;
+    } else {
+      left = keep_one(free, had, gi, ki, out.new_extra[i]);
+    }
     out.written.push_back(static_cast<i64>(i));
-    bool late = false;
-    if (old[i] != nullptr)
-      for (const auto& e : *old[i]) {
-        if (demand[static_cast<size_t>(e.first)]) {
+    if (i < n_run) touched.push_back(static_cast<i64>(i));
+    sc.late[i] = 0;
+    sc.left[i] = left;
+    if (left > 0) sc.order.push_back(static_cast<i64>(i));
+  };
+  // a job that keeps in order_a order, or has nothing to keep
+  auto later = [&](size_t i, char late, std::vector<i64>& touched) {
+    out.written.push_back(static_cast<i64>(i));
+    if (i < n_run) touched.push_back(static_cast<i64>(i));
+    sc.late[i] = late;
+    sc.left[i] = k[i];
+    sc.order.push_back(static_cast<i64>(i));
+  };
+  sc.deferred.clear();
+  for (size_t i = 0; i < n; ++i) {
+    if (k[i] <= 0) {  // drops every extra it has
+      if (i < n_run && ext[i] > 0) out.touched.push_back(static_cast<i64>(i));
+      continue;
+    }
+    const Placement* had = old[i];
+    if (had == nullptr) {
+      later(i, 0, out.touched);
+      continue;
+    }
+    if (k[i] == ext[i] && i < n_run) {
+      // the usual case: its count does not change; with no extra on a hot server it
+      // keeps exactly its extras (keep_roomy), in one walk (undone at a hot server)
+      const PlaceEntry* e = had->data();
+      const size_t m = had->size();
+      const i64 gi = g[i];
+      size_t q = 0;
+      for (; q < m; ++q) {
+        const auto su = static_cast<size_t>(e[q].first);
+        if (hot[su]) break;
+        free[su] -= e[q].second * gi;
+      }
+      if (q == m) continue;
+      for (size_t r = 0; r < q; ++r) free[static_cast<size_t>(e[r].first)] += e[r].second * gi;
+    }
+    bool on_hot = false;
+    for (const auto& e : *had) {
+      const auto su = static_cast<size_t>(e.first);
+      if (hot[su]) {
+        on_hot = true;
+        demand[su] += e.second * g[i];
+      }
+    }
+    if (on_hot) sc.deferred.push_back(static_cast<i64>(i));
+    else keep_roomy(i, out.touched);
+  }
+  if (!sc.deferred.empty()) {
+    // free at the hot servers is as it came (only deferred jobs have extras there)
+    for (i64 s : sc.hot_srv) {
+      const auto su = static_cast<size_t>(s);
+      if (demand[su] > free[su]) hot[su] = 2;
+    }
+    std::vector<i64>& touched2 = sc.touched2;
+    touched2.clear();
+    for (i64 ii : sc.deferred) {
+      const auto i = static_cast<size_t>(ii);
+      bool late = false;
+      for (const auto& e : *old[i])
+        if (hot[static_cast<size_t>(e.first)] == 2) {
           late = true;
           break;
         }
-      }
-    sc.late[i] = late;
-    sc.left[i] = k[i];
-    if (!late && old[i] != nullptr) {
-      const Placement& had = *old[i];
-      i64 total = 0;
-      bool positive = true;
-      for (const auto& e : had) {
-        total += e.second;
-        positive = positive && e.second > 0;
-      }
-      if (positive && k[i] >= total) {  // keep_one keeps them all
-        out.new_extra[i].assign(had.rbegin(), had.rend());
-        for (const auto& e : had) free[static_cast<size_t>(e.first)] -= e.second * g[i];
-        sc.left[i] = k[i] - total;
-      } else {
-        sc.left[i] = keep_one(free, had, g[i], k[i], out.new_extra[i]);
-      }
+      if (late) later(i, 1, touched2);
+      else keep_roomy(i, touched2);
     }
-    if (late || sc.left[i] > 0) sc.order.push_back(static_cast<i64>(i));
+    // merge the two ascending lists of touched positions
+    std::vector<i64>& t = out.touched;
+    size_t a = t.size(), b = touched2.size();
+    t.resize(a + b);
+    while (b) {
+      if (a && t[a - 1] > touched2[b - 1]) t[a + b - 1] = t[a - 1], --a;
+      else t[a + b - 1] = touched2[b - 1], --b;
+    }
+  }
+  for (i64 s : sc.hot_srv) {
+    hot[static_cast<size_t>(s)] = 0;
+    demand[static_cast<size_t>(s)] = 0;
   }
   sort_order_a(sc.order, *in.cand, g, k, sc.keyed);
   for (i64 i : sc.order) {
@@ -603,7 +711,6 @@ inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
 inline void place_extras(std::vector<i64>& free, const ExtrasInput& in,
                          const std::vector<i64>& k, Placed& out, PlaceScratch& sc) {
   const std::vector<i64>& g = *in.g;
-  const std::vector<i64>& ext = *in.ext;
   const size_t n = k.size();
   if (out.new_extra.size() < n) out.new_extra.resize(n);  // (never shrunk: buffers kept)
   for (i64 i : out.written) out.new_extra[static_cast<size_t>(i)].clear();
@@ -612,16 +719,8 @@ inline void place_extras(std::vector<i64>& free, const ExtrasInput& in,
   out.shorts.clear();
   sc.order.clear();
   sc.want.clear();
-  if (in.free_wo_extras != nullptr) {
-    keep_exact(free, in, k, out, sc);
-  } else {
-    keep(free, in, k, out, sc);
-    // A running job can change only if it is given extras or has some now
-    // (workers above base: exactly the jobs in ``extras_now``)
-    for (i64 i = 0; i < in.n_run; ++i)
-      if (k[static_cast<size_t>(i)] > 0 || ext[static_cast<size_t>(i)] > 0)
-        out.touched.push_back(i);
-  }
+  if (in.free_wo_extras != nullptr) keep_exact(free, in, k, out, sc);
+  else keep(free, in, k, out, sc);
   const Groups& groups_extra = *in.groups_extra;
   for (size_t q = 0; q < sc.order.size(); ++q) {
     const i64 want = sc.want[q];
@@ -1280,6 +1379,7 @@ class ArylPass : public SjfPass {
     in.n_run = n_run;
     in.groups_extra = &groups_extra;
     in.free_wo_extras = free_wo_extras;
+    in.extras_bound = &st.ex_srv;  // the candidates' extras are some of every extra
     ap::Placed& placed = ws.placed;
     ap::PlaceScratch& psc = ws.psc;
     ap::place_extras(free_io, in, k, placed, psc);
