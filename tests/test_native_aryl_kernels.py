@@ -3,11 +3,11 @@
 ``sched_aryl.hpp`` ports the JCT-reduction tables of ``aryl.scheduling.kernels``
 (numpy), the solver glue (``solve_extras``: MCKP, greedy, the unconstrained
 choice, caps), ``ArylPass.slot_caps`` and the extra-worker placement
-(``place_extras`` with ``keep`` / ``keep_exact``, ``fill_extras``).  Each is
-called through a test hook of ``aryl._core._sched`` on random inputs and must
-return exactly what the Python function returns: the same float64 bit patterns
-(NaN where NaN), the same integers, the same placements in the same insertion
-order.
+(``place_extras`` with ``keep`` / ``keep_exact``, ``fill_extras``, a resize's
+placement).  Each is called through a test hook of ``aryl._core._sched`` on
+random inputs and must return exactly what the Python function returns: the same
+float64 bit patterns (NaN where NaN), the same integers, the same placements in
+the same insertion order.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from aryl._core import _sched as native
 from aryl.scheduling.aryl import ArylPass
 from aryl.scheduling.kernels import _table, extras_table_from_throughput, solve_extras
+from aryl.scheduling.state import split_placement
 
 I64 = np.int64
 
@@ -180,6 +181,30 @@ def c_placed(placed: tuple[dict[int, list[tuple[int, int]]], list[int], list[tup
     new_extra, touched, short = placed
     return ({j: [tuple(x) for x in e] for j, e in new_extra.items()}, list(touched),
             [tuple(x) for x in short])
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    place=st.dictionaries(st.one_of(st.integers(0, 70), st.integers(0, 300)),
+                          st.integers(1, 8), max_size=9),
+    ex=st.dictionaries(st.integers(0, 80), st.integers(1, 4), max_size=5),
+    data=st.data(),
+)
+def test_resize_placement_is_pythons(place: dict[int, int], ex: dict[int, int],
+                                     data: Any) -> None:
+    """elastic_phase's resize placement: the base part of ``place`` (split_placement,
+    ascending servers), then the new extras added, in Python's dict order; with
+    placements in ascending order, within 64 servers and spread wider."""
+    if data.draw(st.booleans()):
+        place = dict(sorted(place.items()))
+    base = data.draw(st.integers(0, sum(place.values())))
+    b0, _ = split_placement(place, base)
+    newp = dict(b0)
+    for s, c in ex.items():
+        newp[s] = newp.get(s, 0) + c
+    out, workers = native._aryl_resize_placement(list(place.items()), base, list(ex.items()))
+    assert [tuple(e) for e in out] == list(newp.items())
+    assert workers == sum(newp.values())
 
 
 @settings(max_examples=500, deadline=None)

@@ -797,6 +797,72 @@ inline void fill_extras(const Table& values, std::vector<i64>& k,
   free = best_free;
 }
 
+// elastic_phase's placement of a resize: the base part of `place` (state.py
+// split_placement: its first `base` workers in ascending server order), then the new
+// extras `ex` (Python's ``newp = dict(b0); newp[s] = newp.get(s, 0) + c``: a server
+// already there gains them, a new one goes last) into `out` (overwritten).  Returns
+// newp's workers.  Written in place (no push per entry): ascending order read straight off a sorted
+// placement, or by one bit per server (distinct servers within 64 indexes of the
+// lowest), as split_placement orders them; split_placement itself otherwise.
+inline i64 resize_placement(const Placement& place, i64 base, const Placement& ex,
+                            Placement& out) {
+  const size_t n = place.size();
+  i64 lo = 0, hi = 0;
+  uint64_t mask = 0;
+  bool sorted = true, distinct = true;
+  i64 k_at[64];  // workers by server - lo (only the servers in mask are read)
+  if (n > 0) {
+    lo = hi = place[0].first;
+    for (size_t q = 1; q < n; ++q) {
+      const i64 s = place[q].first;
+      sorted = sorted && place[q - 1] <= place[q];
+      lo = s < lo ? s : lo;
+      hi = s > hi ? s : hi;
+    }
+    if (!sorted && n <= 64 && hi - lo < 64)
+      for (const auto& e : place) {
+        const uint64_t bit = uint64_t(1) << (e.first - lo);
+        distinct = distinct && !(mask & bit);
+        mask |= bit;
+        k_at[e.first - lo] = e.second;
+      }
+  }
+  if (!sorted && !(n <= 64 && hi - lo < 64 && distinct)) {
+    split_placement(place, base, &out, nullptr);
+    for (const auto& e : ex) place_add(out, e.first, e.second);
+    return place_workers(out);
+  }
+  out.resize(n + ex.size());  // at most; cut below
+  PlaceEntry* o = out.data();
+  size_t m = 0;
+  i64 left = base;
+  auto walk = [&](i64 s, i64 k) {  // split_placement's walk, base part only
+    const i64 take = k < left ? k : left;
+    if (take) {
+      o[m++] = PlaceEntry(s, take);
+      left -= take;
+    }
+  };
+  if (sorted) {
+    for (size_t q = 0; q < n && left; ++q) walk(place[q].first, place[q].second);
+  } else {
+    for (; mask && left; mask &= mask - 1) {
+      const int q = detail::lowest_bit(mask);
+      walk(lo + q, k_at[q]);
+    }
+  }
+  i64 workers = base - left;
+  for (const auto& e : ex) {  // place_add
+    workers += e.second;
+    size_t q = 0;
+    while (q < m && o[q].first != e.first) ++q;
+    if (q < m) o[q].second += e.second;
+    else o[m++] = e;
+  }
+  out.resize(m);
+  return workers;
+}
+
 }  // namespace aryl_pass
 
 // ====================================================================== the pass
@@ -1419,9 +1485,7 @@ class ArylPass : public SjfPass {
       const Placement& was = old[iu] != nullptr ? *old[iu] : kEmpty;
       if (place_equal(ex, was)) continue;
       Placement newp = d.take_place();
-      split_placement(st.placement[u], st.min_workers[u], &newp, nullptr);
-      for (const auto& e : ex) place_add(newp, e.first, e.second);
-      const i64 w_new = place_workers(newp);
+      const i64 w_new = ap::resize_placement(st.placement[u], st.min_workers[u], ex, newp);
       const i64 wk = st.workers[u];
       const int reason = w_new > wk ? pol.scale_out_reason
                                     : (w_new < wk ? pol.scale_in_reason : MCKP_MOVE);

@@ -189,6 +189,14 @@ inline void bind_testing(pybind11::module_& m) {
       },
       "ArylPass.slot_caps in C++ (test hook).");
   m.def(
+      "_aryl_resize_placement",
+      [](const Placement& place, int64_t base, const Placement& ex) {
+        Placement out{{-7, -7}, {-8, -8}};  // what was there does not matter
+        const int64_t workers = resize_placement(place, base, ex, out);
+        return py::make_tuple(out, workers);
+      },
+      "elastic_phase's resize placement in C++ (test hook): (newp, workers).");
+  m.def(
       "_aryl_place_extras",
       [](std::vector<int64_t> free, std::optional<std::vector<int64_t>> free_wo_extras,
          const std::vector<int64_t>& cand, const py::dict& extras_now,
