@@ -801,9 +801,10 @@ inline void fill_extras(const Table& values, std::vector<i64>& k,
 // split_placement: its first `base` workers in ascending server order), then the new
 // extras `ex` (Python's ``newp = dict(b0); newp[s] = newp.get(s, 0) + c``: a server
 // already there gains them, a new one goes last) into `out` (overwritten).  Returns
-// newp's workers.  Written in place (no push per entry): ascending order read straight off a sorted
-// placement, or by one bit per server (distinct servers within 64 indexes of the
-// lowest), as split_placement orders them; split_placement itself otherwise.
+// newp's workers.  Written in place (no push per entry): ascending order read
+// straight off a sorted placement, or by one bit per server (distinct servers within
+// 64 indexes of the lowest), as split_placement orders them; split_placement itself
+// otherwise.
 inline i64 resize_placement(const Placement& place, i64 base, const Placement& ex,
                             Placement& out) {
   const size_t n = place.size();
@@ -852,11 +853,12 @@ inline i64 resize_placement(const Placement& place, i64 base, const Placement& e
     }
   }
   i64 workers = base - left;
-  for (const auto& e : ex) {  // place_add
+  const size_t n_base = m;
+  for (const auto& e : ex) {  // place_add (ex's servers are distinct: only the base can hold one)
     workers += e.second;
     size_t q = 0;
-    while (q < m && o[q].first != e.first) ++q;
-    if (q < m) o[q].second += e.second;
+    while (q < n_base && o[q].first != e.first) ++q;
+    if (q < n_base) o[q].second += e.second;
     else o[m++] = e;
   }
   out.resize(m);
