@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from aryl._core import _sched as native
 from aryl.scheduling.aryl import ArylPass
 from aryl.scheduling.kernels import _table, extras_table_from_throughput, solve_extras
+from aryl.scheduling.placement import bf_place
 from aryl.scheduling.state import split_placement
 
 I64 = np.int64
@@ -181,6 +182,31 @@ def c_placed(placed: tuple[dict[int, list[tuple[int, int]]], list[int], list[tup
     new_extra, touched, short = placed
     return ({j: [tuple(x) for x in e] for j, e in new_extra.items()}, list(touched),
             [tuple(x) for x in short])
+
+
+@settings(max_examples=800, deadline=None)
+@given(
+    free=st.lists(st.integers(0, 9), min_size=1, max_size=9),
+    workers=st.integers(0, 12),
+    g=st.sampled_from([1, 1, 2, 3, 4]),
+    data=st.data(),
+)
+def test_bf_place_places_like_python(free: list[int], workers: int, g: int, data: Any) -> None:
+    """bf_place (one walk over the groups, giving back when the slots are too few)
+    against placement.bf_place: the same placement in the same order, the same free
+    GPUs after (untouched when it does not fit); ``slots``: the caller's count."""
+    n_srv = len(free)
+    cut = sorted(data.draw(st.lists(st.integers(0, n_srv), min_size=2, max_size=2)))
+    parts = [list(range(n_srv))[a:b] for a, b in ((0, cut[0]), (cut[0], cut[1]), (cut[1], n_srv))]
+    order = data.draw(st.permutations([0, 1, 2]))
+    groups = [parts[i] for i in order if parts[i]]
+    slots = sum(free[s] // g for grp in groups for s in grp) if data.draw(st.booleans()) else -1
+    free_py = list(free)
+    py = bf_place(free_py, groups, workers, g)
+    place_c, free_c = native._aryl_bf_place(list(free), groups, workers, g, slots)
+    assert free_c == free_py
+    assert (None if place_c is None else [tuple(e) for e in place_c]) == (
+        None if py is None else list(py.items()))
 
 
 @settings(max_examples=500, deadline=None)

@@ -189,6 +189,17 @@ inline void bind_testing(pybind11::module_& m) {
       },
       "ArylPass.slot_caps in C++ (test hook).");
   m.def(
+      "_aryl_bf_place",
+      [](std::vector<int64_t> free, const std::vector<std::vector<int64_t>>& groups,
+         int64_t workers, int64_t g, int64_t slots) -> py::object {
+        Groups spans;
+        for (const auto& grp : groups) spans.emplace_back(grp);
+        Placement out{{-7, -7}};  // what was there does not matter
+        const bool ok = bf_place(free, spans, workers, g, out, slots);
+        return py::make_tuple(ok ? py::cast(out) : py::none(), free);
+      },
+      "sched_place.hpp bf_place in C++ (test hook): (placement or None, free after).");
+  m.def(
       "_aryl_resize_placement",
       [](const Placement& place, int64_t base, const Placement& ex) {
         Placement out{{-7, -7}, {-8, -8}};  // what was there does not matter
