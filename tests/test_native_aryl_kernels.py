@@ -290,6 +290,34 @@ def test_keep_with_a_bound_places_like_python(sc: dict[str, Any], data: Any) -> 
     assert c_placed(placed_c) == py_placed(placed_py)
 
 
+@settings(max_examples=500, deadline=None)
+@given(sc=extras_scenario(), data=st.data())
+def test_keep_from_free_short_of_the_extras_places_like_python(sc: dict[str, Any],
+                                                              data: Any) -> None:
+    """The keep pass as the pass runs it after phase 1 took extras' GPUs: free less
+    every extra (free_wo_extras, below 0 where free is short of the extras there) and
+    the positions with an extra on such a server (short_pos, maybe more): the result
+    of Python's keep (no free_wo_extras) on that free."""
+    cand, g, ext, k = sc["cand"], sc["g"], sc["ext"], sc["k"]
+    free = [data.draw(st.integers(0, 8)) for _ in sc["free"]]
+    wo = list(free)
+    for i, j in enumerate(cand):
+        for s, c in sc["extras_now"].get(j, {}).items():
+            wo[s] -= c * g[i]
+    short_pos = [i for i, j in enumerate(cand)
+                 if any(wo[s] < 0 for s in sc["extras_now"].get(j, {}))
+                 or (i < sc["n_run"] and data.draw(st.booleans()))]
+    free_py = list(free)
+    placed_py = py_pass(sc["groups"]).place_extras(
+        free_py, None, cand, sc["extras_now"], np.array(k, dtype=I64),
+        np.array(ext, dtype=I64), np.array(cand, dtype=I64), np.array(g, dtype=I64), sc["n_run"])
+    free_c, placed_c = native._aryl_place_extras(
+        list(free), wo, cand, sc["extras_now"], k, ext, g, sc["n_run"], sc["groups"],
+        short_pos=short_pos)
+    assert free_c == free_py
+    assert c_placed(placed_c) == py_placed(placed_py)
+
+
 @settings(max_examples=300, deadline=None)
 @given(sc=extras_scenario(), exact=st.booleans(), data=st.data())
 def test_fill_extras_fills_like_python(sc: dict[str, Any], exact: bool, data: Any) -> None:

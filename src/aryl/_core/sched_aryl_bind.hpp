@@ -99,15 +99,17 @@ struct PlaceArgs {
   }
 };
 
-// Python's (new_extra, touched, short).  The keep pass (no free_wo_extras) leaves out
-// the running jobs that keep exactly their extras (Placed); Python lists them in
-// touched with an entry equal to their extras walked backwards (keep's order): they
-// are the running positions given extras (k > 0) that are not in touched.
-inline py::tuple placed_out(const Placed& p, const PlaceArgs& a, const std::vector<int64_t>& k) {
+// Python's (new_extra, touched, short) of its keep pass (`keep`: no free_wo_extras, or
+// one with short_pos, which stands for keep), else of keep_exact.  The keep pass
+// leaves out the running jobs that keep exactly their extras (Placed); Python lists
+// them in touched with an entry equal to their extras walked backwards (keep's
+// order): they are the running positions given extras (k > 0) not in touched.
+inline py::tuple placed_out(const Placed& p, const PlaceArgs& a, const std::vector<int64_t>& k,
+                            bool keep) {
   const std::vector<int64_t>& cand = a.cand;
   std::vector<Placement> entries(p.new_extra.begin(), p.new_extra.begin() + cand.size());
   std::vector<int64_t> touched = p.touched;
-  if (!a.has_free_wo) {
+  if (keep) {
     touched.clear();
     size_t q = 0;
     for (size_t i = 0; i < static_cast<size_t>(a.in.n_run); ++i) {
@@ -214,19 +216,23 @@ inline void bind_testing(pybind11::module_& m) {
          const std::vector<int64_t>& k, const std::vector<int64_t>& ext,
          const std::vector<int64_t>& g, int64_t n_run,
          const std::vector<std::vector<int64_t>>& groups_extra,
-         std::optional<std::vector<int64_t>> extras_bound) {
+         std::optional<std::vector<int64_t>> extras_bound,
+         std::optional<std::vector<int64_t>> short_pos) {
         bind_detail::PlaceArgs a(cand, extras_now, ext, g, n_run, groups_extra, free_wo_extras);
         if (extras_bound) a.in.extras_bound = &*extras_bound;
+        if (short_pos) a.in.short_pos = &*short_pos;
         Placed placed;
         PlaceScratch sc;
         place_extras(free, a.in, k, placed, sc);
-        return py::make_tuple(free, bind_detail::placed_out(placed, a, k));
+        return py::make_tuple(
+            free, bind_detail::placed_out(placed, a, k, !a.has_free_wo || short_pos.has_value()));
       },
       py::arg("free"), py::arg("free_wo_extras"), py::arg("cand"), py::arg("extras_now"),
       py::arg("k"), py::arg("ext"), py::arg("g"), py::arg("n_run"), py::arg("groups_extra"),
-      py::arg("extras_bound") = py::none(),
+      py::arg("extras_bound") = py::none(), py::arg("short_pos") = py::none(),
       "ArylPass.place_extras in C++ (test hook): (free after, (new_extra, touched, short)); "
-      "extras_bound: ExtrasInput::extras_bound (per server, >= the GPUs of the extras there).");
+      "extras_bound: ExtrasInput::extras_bound (per server, >= the GPUs of the extras "
+      "there); short_pos: ExtrasInput::short_pos (with free_wo_extras, standing for keep).");
   m.def(
       "_aryl_fill_extras",
       [](const F64& values, const I64& weights, std::vector<int64_t> k,
@@ -246,7 +252,7 @@ inline void bind_testing(pybind11::module_& m) {
                     [&](const std::vector<int64_t>& kv, Placed& res) {
                       place_extras(free, a.in, kv, res, sc);
                     });
-        return py::make_tuple(k, free, bind_detail::placed_out(placed, a, k));
+        return py::make_tuple(k, free, bind_detail::placed_out(placed, a, k, !a.has_free_wo));
       },
       "place_extras then ArylPass.fill_extras in C++ (test hook): (k, free, placed).");
 }
