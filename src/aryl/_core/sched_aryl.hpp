@@ -908,67 +908,59 @@ inline void fill_extras(const Table& values, std::vector<i64>& k,
 // split_placement: its first `base` workers in ascending server order), then the new
 // extras `ex` (Python's ``newp = dict(b0); newp[s] = newp.get(s, 0) + c``: a server
 // already there gains them, a new one goes last) into `out` (overwritten).  Returns
-// newp's workers.  Written in place (no push per entry): ascending order read
-// straight off a sorted placement, or by one bit per server (distinct servers within
-// 64 indexes of the lowest), as split_placement orders them; split_placement itself
-// otherwise.
+// newp's workers.  Both placements are dicts (distinct servers).  The base part
+// usually lies on one or two servers: they are picked one at a time, the lowest
+// server above the last (a walk of `place` each), until `base` workers are taken;
+// split_placement orders a larger one.  Written in place (no push per entry).
 inline i64 resize_placement(const Placement& place, i64 base, const Placement& ex,
                             Placement& out) {
-  const size_t n = place.size();
-  i64 lo = 0, hi = 0;
-  uint64_t mask = 0;
-  bool sorted = true, distinct = true;
-  i64 k_at[64];  // workers by server - lo (only the servers in mask are read)
-  if (n > 0) {
-    lo = hi = place[0].first;
-    for (size_t q = 1; q < n; ++q) {
-      const i64 s = place[q].first;
-      sorted = sorted && place[q - 1] <= place[q];
-      lo = s < lo ? s : lo;
-      hi = s > hi ? s : hi;
-    }
-    if (!sorted && n <= 64 && hi - lo < 64)
-      for (const auto& e : place) {
-        const uint64_t bit = uint64_t(1) << (e.first - lo);
-        distinct = distinct && !(mask & bit);
-        mask |= bit;
-        k_at[e.first - lo] = e.second;
-      }
-  }
-  if (!sorted && !(n <= 64 && hi - lo < 64 && distinct)) {
-    split_placement(place, base, &out, nullptr);
-    for (const auto& e : ex) place_add(out, e.first, e.second);
-    return place_workers(out);
-  }
-  out.resize(n + ex.size());  // at most; cut below
-  PlaceEntry* o = out.data();
-  size_t m = 0;
+  constexpr size_t kPicks = 4;  // base servers picked one at a time, at most
+  i64 b_srv[kPicks], b_k[kPicks];
+  size_t n_base = 0;
   i64 left = base;
-  auto walk = [&](i64 s, i64 k) {  // split_placement's walk, base part only
-    const i64 take = k < left ? k : left;
+  i64 last = std::numeric_limits<i64>::min();  // the highest base server
+  while (left > 0) {
+    if (n_base == kPicks) {  // a base part on many servers
+      split_placement(place, base, &out, nullptr);
+      for (const auto& e : ex) place_add(out, e.first, e.second);
+      return place_workers(out);
+    }
+    i64 low = std::numeric_limits<i64>::max(), low_k = 0;  // the lowest server above last
+    for (const auto& e : place)
+      if (e.first > last && e.first < low) {
+        low = e.first;
+        low_k = e.second;
+      }
+    if (low == std::numeric_limits<i64>::max()) break;  // (fewer workers than base)
+    const i64 take = low_k < left ? low_k : left;
     if (take) {
-      o[m++] = PlaceEntry(s, take);
+      b_srv[n_base] = low;
+      b_k[n_base++] = take;
       left -= take;
     }
-  };
-  if (sorted) {
-    for (size_t q = 0; q < n && left; ++q) walk(place[q].first, place[q].second);
-  } else {
-    for (; mask && left; mask &= mask - 1) {
-      const int q = detail::lowest_bit(mask);
-      walk(lo + q, k_at[q]);
-    }
+    last = low;
   }
-  i64 workers = base - left;
-  const size_t n_base = m;
-  for (const auto& e : ex) {  // place_add (ex's servers are distinct: only the base can hold one)
-    workers += e.second;
+  // place_add of ex: only a base server (<= last) can hold one of its servers already
+  auto in_base = [&](i64 s) {
     size_t q = 0;
-    while (q < n_base && o[q].first != e.first) ++q;
-    if (q < n_base) o[q].second += e.second;
-    else o[m++] = e;
+    if (s <= last)
+      while (q < n_base && b_srv[q] != s) ++q;
+    return s <= last ? q : n_base;
+  };
+  i64 workers = base - left;
+  size_t n_new = 0;
+  for (const auto& e : ex) {
+    workers += e.second;
+    const size_t q = in_base(e.first);
+    if (q < n_base) b_k[q] += e.second;
+    else ++n_new;
   }
-  out.resize(m);
+  out.resize(n_base + n_new);
+  PlaceEntry* o = out.data();
+  for (size_t q = 0; q < n_base; ++q) o[q] = PlaceEntry(b_srv[q], b_k[q]);
+  size_t m = n_base;
+  for (const auto& e : ex)
+    if (in_base(e.first) == n_base) o[m++] = e;
   return workers;
 }
 
