@@ -1538,8 +1538,6 @@ class ArylPass : public SjfPass {
     if (!ap::solve_extras(table, capacity, solver, unconstrained_only, use_caps ? &caps : nullptr,
                           k, cut))
       return false;
-    std::vector<i64>& free0 = ws.free0;
-    free0 = free_io;
     ap::ExtrasInput in;
     in.cand = &cand;
     in.old = &old;
@@ -1553,6 +1551,11 @@ class ArylPass : public SjfPass {
         n_run == static_cast<i64>(st.elastic_running.size()) &&
         free_io.size() == st.ex_srv.size())
       set_short(free_io, cand, n_run, in);
+    // free0: free_io as it came; keep_exact rebuilds free_io from free_wo_extras (the
+    // buffers are swapped, nothing copied), keep starts from it (a copy)
+    std::vector<i64>& free0 = ws.free0;
+    if (in.free_wo_extras != nullptr) free0.swap(free_io);
+    else free0 = free_io;
     ap::Placed& placed = ws.placed;
     ap::PlaceScratch& psc = ws.psc;
     ap::place_extras(free_io, in, k, placed, psc);
