@@ -445,11 +445,11 @@ struct PlaceScratch {
   std::vector<char> maybe;
   std::vector<i64> maybe_srv;  // the servers marked in maybe
   std::vector<i64> deferred;   // keep: positions with an extra on such a server
-  std::vector<i64> touched2;  // touched positions found after the first walk
-  // by position: the workers still to place, and what to do with it in order_a
-  // order (kLeft: place them; kLate: keep first; kGrow: keep every extra first)
+  std::vector<i64> touched2;   // touched positions found after the first walk
+  // by position: the workers still to place, and what to do in order_a order
+  // (kLeft: place them; kLate: keep first; kGrow: keep every extra first)
   std::vector<i64> left;
-  std::vector<char> late;
+  std::vector<char> kind;
   std::vector<char> listed;  // keep_exact: the positions of short_pos (0 between calls)
 };
 constexpr char kLeft = 0, kLate = 1, kGrow = 2;
@@ -534,7 +534,7 @@ inline void keep_roomy(std::vector<i64>& free, const ExtrasInput& in, const std:
   }
   out.written.push_back(static_cast<i64>(i));
   if (static_cast<i64>(i) < in.n_run) touched.push_back(static_cast<i64>(i));
-  sc.late[i] = kLeft;
+  sc.kind[i] = kLeft;
   sc.left[i] = left;
   if (left > 0) sc.order.push_back(static_cast<i64>(i));
 }
@@ -545,7 +545,7 @@ inline void keep_later(const ExtrasInput& in, size_t i, char kind, i64 left,
                        std::vector<i64>& touched, Placed& out, PlaceScratch& sc) {
   out.written.push_back(static_cast<i64>(i));
   if (static_cast<i64>(i) < in.n_run) touched.push_back(static_cast<i64>(i));
-  sc.late[i] = kind;
+  sc.kind[i] = kind;
   sc.left[i] = left;
   sc.order.push_back(static_cast<i64>(i));
 }
@@ -630,7 +630,7 @@ inline void order_and_keep(std::vector<i64>& free, const ExtrasInput& in,
   sort_order_a(sc.order, *in.cand, g, k, sc.keyed);
   for (i64 i : sc.order) {
     const auto iu = static_cast<size_t>(i);
-    const char kind = sc.late[iu];
+    const char kind = sc.kind[iu];
     if (kind == kLate) {
       sc.left[iu] = keep_one(free, *(*in.old)[iu], g[iu], k[iu], out.new_extra[iu]);
     } else if (kind == kGrow) {
@@ -649,7 +649,7 @@ inline void size_scratch(size_t n, size_t n_srv, PlaceScratch& sc) {
   }
   if (sc.left.size() < n) {
     sc.left.resize(n);
-    sc.late.resize(n);
+    sc.kind.resize(n);
     sc.listed.resize(n, 0);
   }
 }
@@ -778,7 +778,7 @@ inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
     if (listed != nullptr && sc.listed[i]) continue;
     if (i < n_run) out.touched.push_back(static_cast<i64>(i));
     if (ki > ei) {  // growing: keeps every extra in order_a order, then places the rest
-      sc.late[i] = kGrow;
+      sc.kind[i] = kGrow;
       sc.left[i] = ki - ei;
       sc.order.push_back(static_cast<i64>(i));
       out.written.push_back(static_cast<i64>(i));
