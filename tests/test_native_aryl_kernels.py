@@ -3,11 +3,11 @@
 ``sched_aryl.hpp`` ports the JCT-reduction tables of ``aryl.scheduling.kernels``
 (numpy), the solver glue (``solve_extras``: MCKP, greedy, the unconstrained
 choice, caps), ``ArylPass.slot_caps`` and the extra-worker placement
-(``place_extras`` with ``keep`` / ``keep_exact``, ``fill_extras``).  Each is
-called through a test hook of ``aryl._core._sched`` on random inputs and must
-return exactly what the Python function returns: the same float64 bit patterns
-(NaN where NaN), the same integers, the same placements in the same insertion
-order.
+(``place_extras`` with ``keep`` / ``keep_exact``, ``fill_extras``, a resize's
+placement).  Each is called through a test hook of ``aryl._core._sched`` on
+random inputs and must return exactly what the Python function returns: the same
+float64 bit patterns (NaN where NaN), the same integers, the same placements in
+the same insertion order.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 from aryl._core import _sched as native
 from aryl.scheduling.aryl import ArylPass
 from aryl.scheduling.kernels import _table, extras_table_from_throughput, solve_extras
+from aryl.scheduling.placement import bf_place
+from aryl.scheduling.state import split_placement
 
 I64 = np.int64
 
@@ -182,6 +184,55 @@ def c_placed(placed: tuple[dict[int, list[tuple[int, int]]], list[int], list[tup
             [tuple(x) for x in short])
 
 
+@settings(max_examples=800, deadline=None)
+@given(
+    free=st.lists(st.integers(0, 9), min_size=1, max_size=9),
+    workers=st.integers(0, 12),
+    g=st.sampled_from([1, 1, 2, 3, 4]),
+    data=st.data(),
+)
+def test_bf_place_places_like_python(free: list[int], workers: int, g: int, data: Any) -> None:
+    """bf_place (one walk over the groups, giving back when the slots are too few)
+    against placement.bf_place: the same placement in the same order, the same free
+    GPUs after (untouched when it does not fit); ``slots``: the caller's count."""
+    n_srv = len(free)
+    cut = sorted(data.draw(st.lists(st.integers(0, n_srv), min_size=2, max_size=2)))
+    parts = [list(range(n_srv))[a:b] for a, b in ((0, cut[0]), (cut[0], cut[1]), (cut[1], n_srv))]
+    order = data.draw(st.permutations([0, 1, 2]))
+    groups = [parts[i] for i in order if parts[i]]
+    slots = sum(free[s] // g for grp in groups for s in grp) if data.draw(st.booleans()) else -1
+    free_py = list(free)
+    py = bf_place(free_py, groups, workers, g)
+    place_c, free_c = native._aryl_bf_place(list(free), groups, workers, g, slots)
+    assert free_c == free_py
+    assert (None if place_c is None else [tuple(e) for e in place_c]) == (
+        None if py is None else list(py.items()))
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    place=st.dictionaries(st.one_of(st.integers(0, 70), st.integers(0, 300)),
+                          st.integers(1, 8), max_size=9),
+    ex=st.dictionaries(st.integers(0, 80), st.integers(1, 4), max_size=5),
+    data=st.data(),
+)
+def test_resize_placement_is_pythons(place: dict[int, int], ex: dict[int, int],
+                                     data: Any) -> None:
+    """elastic_phase's resize placement: the base part of ``place`` (split_placement,
+    ascending servers), then the new extras added, in Python's dict order; with
+    placements in ascending order, within 64 servers and spread wider."""
+    if data.draw(st.booleans()):
+        place = dict(sorted(place.items()))
+    base = data.draw(st.integers(0, sum(place.values())))
+    b0, _ = split_placement(place, base)
+    newp = dict(b0)
+    for s, c in ex.items():
+        newp[s] = newp.get(s, 0) + c
+    out, workers = native._aryl_resize_placement(list(place.items()), base, list(ex.items()))
+    assert [tuple(e) for e in out] == list(newp.items())
+    assert workers == sum(newp.values())
+
+
 @settings(max_examples=500, deadline=None)
 @given(sc=extras_scenario(), exact=st.booleans())
 def test_place_extras_places_like_python(sc: dict[str, Any], exact: bool) -> None:
@@ -211,6 +262,58 @@ def test_keep_with_competing_extras_places_like_python(sc: dict[str, Any], data:
         np.array(ext, dtype=I64), np.array(cand, dtype=I64), np.array(g, dtype=I64), sc["n_run"])
     free_c, placed_c = native._aryl_place_extras(
         list(free), None, cand, sc["extras_now"], k, ext, g, sc["n_run"], sc["groups"])
+    assert free_c == free_py
+    assert c_placed(placed_c) == py_placed(placed_py)
+
+
+@settings(max_examples=500, deadline=None)
+@given(sc=extras_scenario(), data=st.data())
+def test_keep_with_a_bound_places_like_python(sc: dict[str, Any], data: Any) -> None:
+    """The keep pass told a bound on the extras' GPUs per server (``extras_bound``, as
+    the pass passes the GPUs of every extra worker): it sums the demand only where
+    free is below the bound, and places as Python still."""
+    cand, g, ext, k = sc["cand"], sc["g"], sc["ext"], sc["k"]
+    free = [data.draw(st.integers(0, 8)) for _ in sc["free"]]
+    bound = [0] * len(free)
+    for i, j in enumerate(cand):
+        for s, c in sc["extras_now"].get(j, {}).items():
+            bound[s] += c * g[i]
+    bound = [b + data.draw(st.sampled_from([0, 0, 1, 4])) for b in bound]
+    free_py = list(free)
+    placed_py = py_pass(sc["groups"]).place_extras(
+        free_py, None, cand, sc["extras_now"], np.array(k, dtype=I64),
+        np.array(ext, dtype=I64), np.array(cand, dtype=I64), np.array(g, dtype=I64), sc["n_run"])
+    free_c, placed_c = native._aryl_place_extras(
+        list(free), None, cand, sc["extras_now"], k, ext, g, sc["n_run"], sc["groups"],
+        extras_bound=bound)
+    assert free_c == free_py
+    assert c_placed(placed_c) == py_placed(placed_py)
+
+
+@settings(max_examples=500, deadline=None)
+@given(sc=extras_scenario(), data=st.data())
+def test_keep_from_free_short_of_the_extras_places_like_python(sc: dict[str, Any],
+                                                              data: Any) -> None:
+    """The keep pass as the pass runs it after phase 1 took extras' GPUs: free less
+    every extra (free_wo_extras, below 0 where free is short of the extras there) and
+    the positions with an extra on such a server (short_pos, maybe more): the result
+    of Python's keep (no free_wo_extras) on that free."""
+    cand, g, ext, k = sc["cand"], sc["g"], sc["ext"], sc["k"]
+    free = [data.draw(st.integers(0, 8)) for _ in sc["free"]]
+    wo = list(free)
+    for i, j in enumerate(cand):
+        for s, c in sc["extras_now"].get(j, {}).items():
+            wo[s] -= c * g[i]
+    short_pos = [i for i, j in enumerate(cand)
+                 if any(wo[s] < 0 for s in sc["extras_now"].get(j, {}))
+                 or (i < sc["n_run"] and data.draw(st.booleans()))]
+    free_py = list(free)
+    placed_py = py_pass(sc["groups"]).place_extras(
+        free_py, None, cand, sc["extras_now"], np.array(k, dtype=I64),
+        np.array(ext, dtype=I64), np.array(cand, dtype=I64), np.array(g, dtype=I64), sc["n_run"])
+    free_c, placed_c = native._aryl_place_extras(
+        list(free), wo, cand, sc["extras_now"], k, ext, g, sc["n_run"], sc["groups"],
+        short_pos=short_pos)
     assert free_c == free_py
     assert c_placed(placed_c) == py_placed(placed_py)
 

@@ -440,17 +440,29 @@ inline void slot_caps(const std::vector<i64>& free, const std::vector<i64>& g,
 struct ExtrasInput {
   const std::vector<i64>* cand = nullptr;
   const std::vector<const Placement*>* old = nullptr;
-  const std::vector<i64>* ext = nullptr;  // cur - base (extras today)
+  const std::vector<i64>* ext = nullptr;  // cur - base (extras today: old's workers, each > 0)
   const std::vector<i64>* g = nullptr;
   i64 n_run = 0;
   const Groups* groups_extra = nullptr;
-  const std::vector<i64>* free_wo_extras = nullptr;  // optional (keep_exact)
+  // optional (keep_exact): free less the GPUs of every extra in ``old``.  Below 0 at a
+  // server where free does not hold the extras there (phase 1 put base workers on
+  // their GPUs): then ``short_pos`` lists (ascending) every position with an extra on
+  // such a server (others may be listed too), and those keep as Python's keep.
+  const std::vector<i64>* free_wo_extras = nullptr;
+  const std::vector<i64>* short_pos = nullptr;
+  // optional (keep): per server, at least the GPUs of the candidates' extras there
+  // (State::ex_srv, the GPUs of every extra worker): where free holds that many, the
+  // extras there all fit, whatever the order
+  const std::vector<i64>* extras_bound = nullptr;
 };
 
 // place_extras' result: new extras per candidate position (empty = none), the
 // running positions that may change, {position: workers placed} of the short jobs.
 // new_extra holds at least one entry per candidate; `written` lists the entries the
 // last call wrote (every other one is empty: the next call clears only those).
+// A running job that keeps exactly its extras (its count unchanged, every extra where
+// it is) gets no entry and is not in touched: Python gives it an entry equal to its
+// extras (no resize follows) in the keep pass and none in keep_exact.
 struct Placed {
   std::vector<Placement> new_extra;
   std::vector<i64> touched;
@@ -464,10 +476,23 @@ struct PlaceScratch {
   std::vector<i64> order, want;
   std::vector<std::pair<uint64_t, i64>> keyed;  // (packed sort key, position)
   Placement got;
-  std::vector<i64> demand;  // keep: GPUs per server of the extras that could be kept
-  std::vector<i64> left;    // keep: workers still to place, by position
-  std::vector<char> late;   // keep: positions that keep in order_a order
+  // keep, per server (all 0 between calls): the GPUs of the extras wanted there, and
+  // 1 where they may not all fit, 2 where they do not
+  std::vector<i64> demand;
+  std::vector<char> hot;
+  std::vector<i64> hot_srv;  // the servers marked in hot
+  // keep, per server (0 between calls): 1 where free is below the bound
+  std::vector<char> maybe;
+  std::vector<i64> maybe_srv;  // the servers marked in maybe
+  std::vector<i64> deferred;   // keep: positions with an extra on such a server
+  std::vector<i64> touched2;   // touched positions found after the first walk
+  // by position: the workers still to place, and what to do in order_a order
+  // (kLeft: place them; kLate: keep first; kGrow: keep every extra first)
+  std::vector<i64> left;
+  std::vector<char> kind;
+  std::vector<char> listed;  // keep_exact: the positions of short_pos (0 between calls)
 };
+constexpr char kLeft = 0, kLate = 1, kGrow = 2;
 
 // place_extras' order_a: ``positions`` sorted by worker size descending, extra GPUs
 // (k * g) descending, job index ascending (numpy lexsort((ci, -(k * g), -g))).  The
@@ -478,6 +503,7 @@ struct PlaceScratch {
 inline void sort_order_a(std::vector<i64>& positions, const std::vector<i64>& cand,
                          const std::vector<i64>& g, const std::vector<i64>& k,
                          std::vector<std::pair<uint64_t, i64>>& keyed) {
+  if (positions.size() < 2) return;  // (the usual case: one job places workers)
   constexpr i64 kMaxG = (i64(1) << 7) - 1, kMaxKg = (i64(1) << 26) - 1;
   keyed.clear();
   for (i64 i : positions) {
@@ -522,69 +548,236 @@ inline i64 keep_one(std::vector<i64>& free, const Placement& old, i64 gi, i64 wa
   return want;
 }
 
-// ArylPass.keep over order_a (the jobs given extras, k > 0, sorted as order_a),
-// then the order of the best-fit loop: ``order`` gets the jobs left with workers to
-// place, in order_a order, and ``want`` their workers.  Every job given extras gets
-// an entry (``written``).  Keep depends on the order only at the servers where the
-// extras these jobs have do not all fit (free < their GPUs there): a job with no
-// extra on such a server keeps min(k, its extras) wherever it comes (each of its
-// servers has room for every extra there), and takes nothing where the others
-// compete.  So those jobs keep first, in position order (one given at least all its
-// extras keeps them all: a reversed copy), and only the others and the jobs left
-// with workers to place are sorted (order_a filtered to them: the key is a strict
-// total order).
-inline void keep(std::vector<i64>& free, const ExtrasInput& in, const std::vector<i64>& k,
-                 Placed& out, PlaceScratch& sc) {
+namespace keep_detail {
+// Job i (k > 0, extras now) keeps where every extra it has finds room (Python's keep
+// on servers that hold every extra there): min(k, its extras), walking them
+// backwards (keep_one; all of them, a reversed copy, when k covers them).  A running
+// job that keeps exactly its extras gets no entry; else `touched` gets it.
+inline void keep_roomy(std::vector<i64>& free, const ExtrasInput& in, const std::vector<i64>& k,
+                       size_t i, std::vector<i64>& touched, Placed& out, PlaceScratch& sc) {
+  const Placement& had = *(*in.old)[i];
+  const i64 ki = k[i], gi = (*in.g)[i];
+  i64 total = 0;
+  bool positive = true;
+  for (const auto& e : had) {
+    total += e.second;
+    positive = positive && e.second > 0;
+  }
+  i64 left;
+  if (positive && ki >= total) {  // keep_one keeps them all
+    for (const auto& e : had) free[static_cast<size_t>(e.first)] -= e.second * gi;
+    if (ki == total && static_cast<i64>(i) < in.n_run) return;  // no change: no entry
+    out.new_extra[i].assign(had.rbegin(), had.rend());
+    left = ki - total;
+  } else {
+    left = keep_one(free, had, gi, ki, out.new_extra[i]);
+  }
+  out.written.push_back(static_cast<i64>(i));
+  if (static_cast<i64>(i) < in.n_run) touched.push_back(static_cast<i64>(i));
+  sc.kind[i] = kLeft;
+  sc.left[i] = left;
+  if (left > 0) sc.order.push_back(static_cast<i64>(i));
+}
+
+// Job i (k > 0) waits for the order_a walk: it keeps then (kLate, or kGrow) or has
+// nothing to keep (kLeft).
+inline void keep_later(const ExtrasInput& in, size_t i, char kind, i64 left,
+                       std::vector<i64>& touched, Placed& out, PlaceScratch& sc) {
+  out.written.push_back(static_cast<i64>(i));
+  if (static_cast<i64>(i) < in.n_run) touched.push_back(static_cast<i64>(i));
+  sc.kind[i] = kind;
+  sc.left[i] = left;
+  sc.order.push_back(static_cast<i64>(i));
+}
+
+// Python's keep for `positions` (ascending), jobs whose extras can compete only among
+// themselves and only at the servers where maybe(s): the extras of the jobs given
+// some (k > 0) are summed there; where they exceed free the server is contended, and
+// a job with an extra on one keeps in order_a order (kLate); the others keep at once
+// (keep_roomy).  Free at those servers must be as it came.  Touched positions go to
+// sc.touched2 (ascending); sc.hot and sc.demand are left all 0.
+template <typename Maybe>
+inline void keep_among(std::vector<i64>& free, const ExtrasInput& in, const std::vector<i64>& k,
+                       const std::vector<i64>& positions, Maybe&& maybe, Placed& out,
+                       PlaceScratch& sc) {
   const std::vector<i64>& g = *in.g;
   const std::vector<const Placement*>& old = *in.old;
-  const size_t n = k.size();
-  std::vector<i64>& demand = sc.demand;  // then 1 where the extras compete, else 0
-  demand.assign(free.size(), 0);
-  for (size_t i = 0; i < n; ++i)
-    if (k[i] > 0 && old[i] != nullptr)
-      for (const auto& e : *old[i]) demand[static_cast<size_t>(e.first)] += e.second * g[i];
-  for (size_t s = 0; s < demand.size(); ++s) demand[s] = demand[s] > free[s];
-  if (sc.left.size() < n) {
-    sc.left.resize(n);
-    sc.late.resize(n);
-  }
-  for (size_t i = 0; i < n; ++i) {
-    if (k[i] <= 0) continue;
-    out.written.push_back(static_cast<i64>(i));
-    bool late = false;
-    if (old[i] != nullptr)
-      for (const auto& e : *old[i]) {
-        if (demand[static_cast<size_t>(e.first)]) {
-          late = true;
-          break;
-        }
+  std::vector<i64>& demand = sc.demand;
+  std::vector<char>& hot = sc.hot;
+  sc.hot_srv.clear();
+  for (i64 ii : positions) {
+    const auto i = static_cast<size_t>(ii);
+    if (k[i] <= 0 || old[i] == nullptr) continue;
+    for (const auto& e : *old[i]) {
+      const auto su = static_cast<size_t>(e.first);
+      if (!maybe(su)) continue;
+      if (!hot[su]) {
+        hot[su] = 1;
+        sc.hot_srv.push_back(e.first);
       }
-    sc.late[i] = late;
-    sc.left[i] = k[i];
-    if (!late && old[i] != nullptr) {
-      const Placement& had = *old[i];
-      i64 total = 0;
-      bool positive = true;
-      for (const auto& e : had) {
-        total += e.second;
-        positive = positive && e.second > 0;
-      }
-      if (positive && k[i] >= total) {  // keep_one keeps them all
-        out.new_extra[i].assign(had.rbegin(), had.rend());
-        for (const auto& e : had) free[static_cast<size_t>(e.first)] -= e.second * g[i];
-        sc.left[i] = k[i] - total;
-      } else {
-        sc.left[i] = keep_one(free, had, g[i], k[i], out.new_extra[i]);
-      }
+      demand[su] += e.second * g[i];
     }
-    if (late || sc.left[i] > 0) sc.order.push_back(static_cast<i64>(i));
   }
+  for (i64 s : sc.hot_srv) {
+    const auto su = static_cast<size_t>(s);
+    if (demand[su] > free[su]) hot[su] = 2;
+  }
+  std::vector<i64>& touched = sc.touched2;
+  touched.clear();
+  for (i64 ii : positions) {
+    const auto i = static_cast<size_t>(ii);
+    if (k[i] <= 0) {  // drops every extra it has
+      if (ii < in.n_run && (*in.ext)[i] > 0) touched.push_back(ii);
+      continue;
+    }
+    if (old[i] == nullptr) {
+      keep_later(in, i, kLeft, k[i], touched, out, sc);
+      continue;
+    }
+    bool late = false;
+    for (const auto& e : *old[i])
+      if (hot[static_cast<size_t>(e.first)] == 2) {
+        late = true;
+        break;
+      }
+    if (late) keep_later(in, i, kLate, k[i], touched, out, sc);
+    else keep_roomy(free, in, k, i, touched, out, sc);
+  }
+  for (i64 s : sc.hot_srv) {
+    hot[static_cast<size_t>(s)] = 0;
+    demand[static_cast<size_t>(s)] = 0;
+  }
+}
+
+// out.touched gets sc.touched2 merged in (both ascending)
+inline void merge_touched(Placed& out, const PlaceScratch& sc) {
+  const std::vector<i64>& add = sc.touched2;
+  std::vector<i64>& t = out.touched;
+  size_t a = t.size(), b = add.size();
+  if (!b) return;
+  t.resize(a + b);
+  while (b) {
+    if (a && t[a - 1] > add[b - 1]) t[a + b - 1] = t[a - 1], --a;
+    else t[a + b - 1] = add[b - 1], --b;
+  }
+}
+
+// sc.order sorted as order_a, then each keeps what it keeps in that order (kLate:
+// keep_one; kGrow: every extra, walked backwards) and ``want`` gets its workers left
+inline void order_and_keep(std::vector<i64>& free, const ExtrasInput& in,
+                           const std::vector<i64>& k, Placed& out, PlaceScratch& sc) {
+  const std::vector<i64>& g = *in.g;
   sort_order_a(sc.order, *in.cand, g, k, sc.keyed);
   for (i64 i : sc.order) {
     const auto iu = static_cast<size_t>(i);
-    if (sc.late[iu]) sc.left[iu] = keep_one(free, *old[iu], g[iu], k[iu], out.new_extra[iu]);
+    const char kind = sc.kind[iu];
+    if (kind == kLate) {
+      sc.left[iu] = keep_one(free, *(*in.old)[iu], g[iu], k[iu], out.new_extra[iu]);
+    } else if (kind == kGrow) {
+      const Placement* had = (*in.old)[iu];
+      if (had != nullptr) out.new_extra[iu].assign(had->rbegin(), had->rend());
+    }
     sc.want.push_back(sc.left[iu]);
   }
+}
+
+inline void size_scratch(size_t n, size_t n_srv, PlaceScratch& sc) {
+  if (sc.hot.size() < n_srv) {
+    sc.hot.resize(n_srv, 0);
+    sc.demand.resize(n_srv, 0);
+    sc.maybe.resize(n_srv, 0);
+  }
+  if (sc.left.size() < n) {
+    sc.left.resize(n);
+    sc.kind.resize(n);
+    sc.listed.resize(n, 0);
+  }
+}
+}  // namespace keep_detail
+
+// ArylPass.keep over order_a (the jobs given extras, k > 0, sorted as order_a),
+// then the order of the best-fit loop: ``order`` gets the jobs left with workers to
+// place, in order_a order, and ``want`` their workers.  Keep depends on the order
+// only at the servers where the extras these jobs have do not all fit (free < their
+// GPUs there): a job with no extra on such a server keeps min(k, its extras)
+// wherever it comes (each of its servers has room for every extra there), and takes
+// nothing where the others compete.  So those jobs keep first, in position order,
+// and only the others (keep_one in order_a order) and the jobs left with workers to
+// place are sorted (order_a filtered to them: the key is a strict total order).
+// A server can be contended only where free is below in.extras_bound (when given):
+// the jobs with an extra on such a "hot" server keep after the others (keep_among),
+// which touch none of those servers.
+// A running job that keeps exactly its extras gets no entry (Placed); ``touched``
+// gets the running positions that may change (Python's: k > 0 or extras now, less
+// those), ascending.
+inline void keep(std::vector<i64>& free, const ExtrasInput& in, const std::vector<i64>& k,
+                 Placed& out, PlaceScratch& sc) {
+  namespace kd = keep_detail;
+  const std::vector<i64>& g = *in.g;
+  const std::vector<i64>& ext = *in.ext;
+  const std::vector<const Placement*>& old = *in.old;
+  const size_t n = k.size();
+  const size_t n_run = static_cast<size_t>(in.n_run);
+  const size_t n_srv = free.size();
+  kd::size_scratch(n, n_srv, sc);
+  std::vector<char>& maybe = sc.maybe;
+  std::vector<i64>& maybe_srv = sc.maybe_srv;
+  maybe_srv.clear();
+  const std::vector<i64>* bound = in.extras_bound;
+  if (bound != nullptr && bound->size() >= n_srv) {
+    const i64* b = bound->data();
+    for (size_t s = 0; s < n_srv; ++s)
+      if (free[s] < b[s]) {
+        maybe[s] = 1;
+        maybe_srv.push_back(static_cast<i64>(s));
+      }
+  } else {
+    for (size_t s = 0; s < n_srv; ++s) {
+      maybe[s] = 1;
+      maybe_srv.push_back(static_cast<i64>(s));
+    }
+  }
+  sc.deferred.clear();
+  for (size_t i = 0; i < n; ++i) {
+    if (k[i] <= 0) {  // drops every extra it has
+      if (i < n_run && ext[i] > 0) out.touched.push_back(static_cast<i64>(i));
+      continue;
+    }
+    const Placement* had = old[i];
+    if (had == nullptr) {
+      kd::keep_later(in, i, kLeft, k[i], out.touched, out, sc);
+      continue;
+    }
+    const PlaceEntry* e = had->data();
+    const size_t m = had->size();
+    if (k[i] == ext[i] && i < n_run) {
+      // the usual case: its count does not change; with no extra on a hot server it
+      // keeps exactly its extras (keep_roomy), in one walk (undone at a hot server)
+      const i64 gi = g[i];
+      size_t q = 0;
+      for (; q < m; ++q) {
+        const auto su = static_cast<size_t>(e[q].first);
+        if (maybe[su]) break;
+        free[su] -= e[q].second * gi;
+      }
+      if (q == m) continue;
+      for (size_t r = 0; r < q; ++r) free[static_cast<size_t>(e[r].first)] += e[r].second * gi;
+      sc.deferred.push_back(static_cast<i64>(i));
+      continue;
+    }
+    bool on_hot = false;
+    for (size_t q = 0; q < m && !on_hot; ++q) on_hot = maybe[static_cast<size_t>(e[q].first)];
+    if (on_hot) sc.deferred.push_back(static_cast<i64>(i));
+    else kd::keep_roomy(free, in, k, i, out.touched, out, sc);
+  }
+  if (!sc.deferred.empty()) {
+    // free at the hot servers is as it came (only deferred jobs have extras there)
+    kd::keep_among(free, in, k, sc.deferred, [&maybe](size_t s) { return maybe[s] != 0; },
+                   out, sc);
+    kd::merge_touched(out, sc);
+  }
+  for (i64 s : maybe_srv) maybe[static_cast<size_t>(s)] = 0;
+  kd::order_and_keep(free, in, k, out, sc);
 }
 
 // ArylPass.keep_exact: the keep pass when free = free_wo_extras + every extra in
@@ -593,26 +786,50 @@ inline void keep(std::vector<i64>& free, const ExtrasInput& in, const std::vecto
 // would (walking them backwards) and give the rest back to free, the growing ones
 // (k > ext) go to ``order`` (then sorted as order_a) and keep every extra (want:
 // k - ext still to place).  Every other position keeps exactly its extras: no entry.
+// Where free_wo_extras < 0 (free short of the extras there) the jobs of short_pos
+// take their extras back into free (as it came there) and keep as Python's keep
+// (keep_among) after that walk: free is then exactly keep's (the result of
+// Python's keep, less the entries of the jobs that keep exactly their extras).
 inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
                        const std::vector<i64>& k, Placed& out, PlaceScratch& sc) {
-  free = *in.free_wo_extras;
+  namespace kd = keep_detail;
+  const std::vector<i64>& wo = *in.free_wo_extras;
+  free = wo;
   const std::vector<i64>& ext = *in.ext;
+  const std::vector<i64>& g = *in.g;
+  const std::vector<const Placement*>& old = *in.old;
   const size_t n = k.size();
   const size_t n_run = static_cast<size_t>(in.n_run);
+  kd::size_scratch(n, free.size(), sc);
+  const std::vector<i64>* listed =
+      in.short_pos != nullptr && !in.short_pos->empty() ? in.short_pos : nullptr;
+  if (listed != nullptr)
+    for (i64 p : *listed) {
+      const auto pu = static_cast<size_t>(p);
+      sc.listed[pu] = 1;
+      if (old[pu] != nullptr)
+        for (const auto& e : *old[pu]) free[static_cast<size_t>(e.first)] += e.second * g[pu];
+    }
+  const i64* kp = k.data();
+  const i64* ep = ext.data();
   for (size_t i = 0; i < n; ++i) {
-    const i64 ki = k[i], ei = ext[i];
+    const i64 ki = kp[i], ei = ep[i];
     if (ki == ei) continue;
+    if (listed != nullptr && sc.listed[i]) continue;
     if (i < n_run) out.touched.push_back(static_cast<i64>(i));
-    if (ki > ei) {
+    if (ki > ei) {  // growing: keeps every extra in order_a order, then places the rest
+      sc.kind[i] = kGrow;
+      sc.left[i] = ki - ei;
       sc.order.push_back(static_cast<i64>(i));
+      out.written.push_back(static_cast<i64>(i));
       continue;
     }
     i64 want = ki;  // shrinking: same walk as keep
-    const i64 gi = (*in.g)[i];
-    const Placement& old = *(*in.old)[i];
+    const i64 gi = g[i];
+    const Placement& had = *old[i];
     Placement& kept = out.new_extra[i];
     out.written.push_back(static_cast<i64>(i));
-    for (auto it = old.rbegin(); it != old.rend(); ++it) {
+    for (auto it = had.rbegin(); it != had.rend(); ++it) {
       i64 t = it->second;
       if (t > want) t = want;
       if (t > 0) {
@@ -621,19 +838,17 @@ inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
         if (!want) break;
       }
     }
-    for (const auto& e : old) {
+    for (const auto& e : had) {
       const i64 back = e.second - place_get(kept, e.first);
       if (back) free[static_cast<size_t>(e.first)] += back * gi;
     }
   }
-  sort_order_a(sc.order, *in.cand, *in.g, k, sc.keyed);
-  for (i64 i : sc.order) {  // growing: keep every extra (in keep's visiting order)
-    const size_t iu = static_cast<size_t>(i);
-    const Placement* had = (*in.old)[iu];
-    if (had != nullptr) out.new_extra[iu].assign(had->rbegin(), had->rend());
-    sc.want.push_back(k[iu] - ext[iu]);
-    out.written.push_back(i);
+  if (listed != nullptr) {
+    kd::keep_among(free, in, k, *listed, [&wo](size_t s) { return wo[s] < 0; }, out, sc);
+    for (i64 p : *listed) sc.listed[static_cast<size_t>(p)] = 0;
+    kd::merge_touched(out, sc);
   }
+  kd::order_and_keep(free, in, k, out, sc);
 }
 
 // ArylPass.place_extras: place k[i] extra workers of every candidate; takes them from
@@ -643,7 +858,6 @@ inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
 inline void place_extras(std::vector<i64>& free, const ExtrasInput& in,
                          const std::vector<i64>& k, Placed& out, PlaceScratch& sc) {
   const std::vector<i64>& g = *in.g;
-  const std::vector<i64>& ext = *in.ext;
   const size_t n = k.size();
   if (out.new_extra.size() < n) out.new_extra.resize(n);  // (never shrunk: buffers kept)
   for (i64 i : out.written) out.new_extra[static_cast<size_t>(i)].clear();
@@ -652,16 +866,8 @@ inline void place_extras(std::vector<i64>& free, const ExtrasInput& in,
   out.shorts.clear();
   sc.order.clear();
   sc.want.clear();
-  if (in.free_wo_extras != nullptr) {
-    keep_exact(free, in, k, out, sc);
-  } else {
-    keep(free, in, k, out, sc);
-    // A running job can change only if it is given extras or has some now
-    // (workers above base: exactly the jobs in ``extras_now``)
-    for (i64 i = 0; i < in.n_run; ++i)
-      if (k[static_cast<size_t>(i)] > 0 || ext[static_cast<size_t>(i)] > 0)
-        out.touched.push_back(i);
-  }
+  if (in.free_wo_extras != nullptr) keep_exact(free, in, k, out, sc);
+  else keep(free, in, k, out, sc);
   const Groups& groups_extra = *in.groups_extra;
   for (size_t q = 0; q < sc.order.size(); ++q) {
     const i64 want = sc.want[q];
@@ -738,6 +944,66 @@ inline void fill_extras(const Table& values, std::vector<i64>& k,
   free = best_free;
 }
 
+// elastic_phase's placement of a resize: the base part of `place` (state.py
+// split_placement: its first `base` workers in ascending server order), then the new
+// extras `ex` (Python's ``newp = dict(b0); newp[s] = newp.get(s, 0) + c``: a server
+// already there gains them, a new one goes last) into `out` (overwritten).  Returns
+// newp's workers.  Both placements are dicts (distinct servers).  The base part
+// usually lies on one or two servers: they are picked one at a time, the lowest
+// server above the last (a walk of `place` each), until `base` workers are taken;
+// split_placement orders a larger one.  Written in place (no push per entry).
+inline i64 resize_placement(const Placement& place, i64 base, const Placement& ex,
+                            Placement& out) {
+  constexpr size_t kPicks = 4;  // base servers picked one at a time, at most
+  i64 b_srv[kPicks], b_k[kPicks];
+  size_t n_base = 0;
+  i64 left = base;
+  i64 last = std::numeric_limits<i64>::min();  // the highest base server
+  while (left > 0) {
+    if (n_base == kPicks) {  // a base part on many servers
+      split_placement(place, base, &out, nullptr);
+      for (const auto& e : ex) place_add(out, e.first, e.second);
+      return place_workers(out);
+    }
+    i64 low = std::numeric_limits<i64>::max(), low_k = 0;  // the lowest server above last
+    for (const auto& e : place)
+      if (e.first > last && e.first < low) {
+        low = e.first;
+        low_k = e.second;
+      }
+    if (low == std::numeric_limits<i64>::max()) break;  // (fewer workers than base)
+    const i64 take = low_k < left ? low_k : left;
+    if (take) {
+      b_srv[n_base] = low;
+      b_k[n_base++] = take;
+      left -= take;
+    }
+    last = low;
+  }
+  // place_add of ex: only a base server (<= last) can hold one of its servers already
+  auto in_base = [&](i64 s) {
+    size_t q = 0;
+    if (s <= last)
+      while (q < n_base && b_srv[q] != s) ++q;
+    return s <= last ? q : n_base;
+  };
+  i64 workers = base - left;
+  size_t n_new = 0;
+  for (const auto& e : ex) {
+    workers += e.second;
+    const size_t q = in_base(e.first);
+    if (q < n_base) b_k[q] += e.second;
+    else ++n_new;
+  }
+  out.resize(n_base + n_new);
+  PlaceEntry* o = out.data();
+  for (size_t q = 0; q < n_base; ++q) o[q] = PlaceEntry(b_srv[q], b_k[q]);
+  size_t m = n_base;
+  for (const auto& e : ex)
+    if (in_base(e.first) == n_base) o[m++] = e;
+  return workers;
+}
+
 }  // namespace aryl_pass
 
 // ====================================================================== the pass
@@ -761,6 +1027,8 @@ struct ArylWorkspace {
   std::vector<std::pair<i64, i64>> new_types;
   // elastic_phase
   std::vector<i64> cand, g, ext, max_extra, caps, caps_r, k, free0, slot_free;
+  std::vector<i64> free_wo, short_pos, short_srv;  // keep after phase 1 displaced extras
+  std::vector<int32_t> pos_of;          // by job: its candidate position (when cand[it] is it)
   std::vector<const Placement*> old;
   std::vector<size_t> new_idx;
   std::vector<double> tput, cut;
@@ -1332,8 +1600,6 @@ class ArylPass : public SjfPass {
     if (!ap::solve_extras(table, capacity, solver, unconstrained_only, use_caps ? &caps : nullptr,
                           k, cut))
       return false;
-    std::vector<i64>& free0 = ws.free0;
-    free0 = free_io;
     ap::ExtrasInput in;
     in.cand = &cand;
     in.old = &old;
@@ -1342,6 +1608,16 @@ class ArylPass : public SjfPass {
     in.n_run = n_run;
     in.groups_extra = &groups_extra;
     in.free_wo_extras = free_wo_extras;
+    in.extras_bound = &st.ex_srv;  // the candidates' extras are some of every extra
+    if (free_wo_extras == nullptr && servers == nullptr &&
+        n_run == static_cast<i64>(st.elastic_running.size()) &&
+        free_io.size() == st.ex_srv.size())
+      set_short(free_io, cand, n_run, in);
+    // free0: free_io as it came; keep_exact rebuilds free_io from free_wo_extras (the
+    // buffers are swapped, nothing copied), keep starts from it (a copy)
+    std::vector<i64>& free0 = ws.free0;
+    if (in.free_wo_extras != nullptr) free0.swap(free_io);
+    else free0 = free_io;
     ap::Placed& placed = ws.placed;
     ap::PlaceScratch& psc = ws.psc;
     ap::place_extras(free_io, in, k, placed, psc);
@@ -1381,9 +1657,7 @@ class ArylPass : public SjfPass {
       const Placement& was = old[iu] != nullptr ? *old[iu] : kEmpty;
       if (place_equal(ex, was)) continue;
       Placement newp = d.take_place();
-      split_placement(st.placement[u], st.min_workers[u], &newp, nullptr);
-      for (const auto& e : ex) place_add(newp, e.first, e.second);
-      const i64 w_new = place_workers(newp);
+      const i64 w_new = ap::resize_placement(st.placement[u], st.min_workers[u], ex, newp);
       const i64 wk = st.workers[u];
       const int reason = w_new > wk ? pol.scale_out_reason
                                     : (w_new < wk ? pol.scale_in_reason : MCKP_MOVE);
@@ -1393,6 +1667,44 @@ class ArylPass : public SjfPass {
   }
 
  private:
+  // The keep pass of elastic_phase when every job with extras is a candidate (every
+  // elastic running job, with its ex_job): free less State::ex_srv is then free
+  // without the candidates' extras (keep_exact's free_wo_extras), below 0 only where
+  // phase 1 put base workers on extras' GPUs; short_pos gets the candidates on those
+  // servers (State::jobs_on: every job with an extra there), ascending.
+  void set_short(const std::vector<i64>& free_io, const std::vector<i64>& cand, i64 n_run,
+                 aryl_pass::ExtrasInput& in) {
+    std::vector<i64>& wo = ws.free_wo;
+    std::vector<i64>& listed = ws.short_pos;
+    std::vector<int32_t>& pos_of = ws.pos_of;
+    const size_t n_srv = free_io.size();
+    if (wo.size() != n_srv) wo.resize(n_srv);
+    listed.clear();
+    in.free_wo_extras = &wo;
+    in.short_pos = &listed;
+    std::vector<i64>& short_srv = ws.short_srv;
+    short_srv.clear();
+    const i64 *f = free_io.data(), *x = st.ex_srv.data();
+    i64* w = wo.data();
+    for (size_t s = 0; s < n_srv; ++s) {
+      w[s] = f[s] - x[s];
+      if (w[s] < 0) short_srv.push_back(static_cast<i64>(s));
+    }
+    if (short_srv.empty()) return;
+    if (pos_of.size() < static_cast<size_t>(st.n_jobs()))
+      pos_of.resize(static_cast<size_t>(st.n_jobs()), -1);
+    for (i64 i = 0; i < n_run; ++i)
+      pos_of[static_cast<size_t>(cand[static_cast<size_t>(i)])] = static_cast<int32_t>(i);
+    for (i64 s : short_srv)
+      for (const auto& e : st.jobs_on[static_cast<size_t>(s)]) {
+        const i64 p = pos_of[static_cast<size_t>(e.first)];
+        if (p >= 0 && p < n_run && cand[static_cast<size_t>(p)] == e.first) listed.push_back(p);
+      }
+    if (listed.size() > 1) {
+      std::sort(listed.begin(), listed.end());
+      listed.erase(std::unique(listed.begin(), listed.end()), listed.end());
+    }
+  }
   // Python's sum(v): four running sums (integer addition, so the same total in any
   // order), which the compiler turns into twice as many additions a step
   static i64 sum(const std::vector<i64>& v) {

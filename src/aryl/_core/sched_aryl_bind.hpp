@@ -99,13 +99,37 @@ struct PlaceArgs {
   }
 };
 
-inline py::tuple placed_out(const Placed& p, const std::vector<int64_t>& cand) {
+// Python's (new_extra, touched, short) of its keep pass (`keep`: no free_wo_extras, or
+// one with short_pos, which stands for keep), else of keep_exact.  The keep pass
+// leaves out the running jobs that keep exactly their extras (Placed); Python lists
+// them in touched with an entry equal to their extras walked backwards (keep's
+// order): they are the running positions given extras (k > 0) not in touched.
+inline py::tuple placed_out(const Placed& p, const PlaceArgs& a, const std::vector<int64_t>& k,
+                            bool keep) {
+  const std::vector<int64_t>& cand = a.cand;
+  std::vector<Placement> entries(p.new_extra.begin(), p.new_extra.begin() + cand.size());
+  std::vector<int64_t> touched = p.touched;
+  if (keep) {
+    touched.clear();
+    size_t q = 0;
+    for (size_t i = 0; i < static_cast<size_t>(a.in.n_run); ++i) {
+      const bool listed = q < p.touched.size() && p.touched[q] == static_cast<int64_t>(i);
+      if (listed) ++q;
+      if (!listed && k[i] > 0) {
+        if (a.old[i] == nullptr || !entries[i].empty())
+          throw std::logic_error("placed_out: a job left out of touched does not keep its extras");
+        entries[i].assign(a.old[i]->rbegin(), a.old[i]->rend());
+      }
+      if (listed || k[i] > 0) touched.push_back(static_cast<int64_t>(i));
+    }
+    if (q != p.touched.size()) throw std::logic_error("placed_out: touched not ascending");
+  }
   py::dict new_extra;  // job -> [(server, workers)], only the non-empty ones
   for (size_t i = 0; i < cand.size(); ++i)
-    if (!p.new_extra[i].empty()) new_extra[py::int_(cand[i])] = placement_out(p.new_extra[i]);
+    if (!entries[i].empty()) new_extra[py::int_(cand[i])] = placement_out(entries[i]);
   py::list shorts;
   for (const auto& e : p.shorts) shorts.append(py::make_tuple(e.first, e.second));
-  return py::make_tuple(new_extra, p.touched, shorts);
+  return py::make_tuple(new_extra, touched, shorts);
 }
 
 }  // namespace bind_detail
@@ -167,19 +191,48 @@ inline void bind_testing(pybind11::module_& m) {
       },
       "ArylPass.slot_caps in C++ (test hook).");
   m.def(
+      "_aryl_bf_place",
+      [](std::vector<int64_t> free, const std::vector<std::vector<int64_t>>& groups,
+         int64_t workers, int64_t g, int64_t slots) -> py::object {
+        Groups spans;
+        for (const auto& grp : groups) spans.emplace_back(grp);
+        Placement out{{-7, -7}};  // what was there does not matter
+        const bool ok = bf_place(free, spans, workers, g, out, slots);
+        return py::make_tuple(ok ? py::cast(out) : py::none(), free);
+      },
+      "sched_place.hpp bf_place in C++ (test hook): (placement or None, free after).");
+  m.def(
+      "_aryl_resize_placement",
+      [](const Placement& place, int64_t base, const Placement& ex) {
+        Placement out{{-7, -7}, {-8, -8}};  // what was there does not matter
+        const int64_t workers = resize_placement(place, base, ex, out);
+        return py::make_tuple(out, workers);
+      },
+      "elastic_phase's resize placement in C++ (test hook): (newp, workers).");
+  m.def(
       "_aryl_place_extras",
       [](std::vector<int64_t> free, std::optional<std::vector<int64_t>> free_wo_extras,
          const std::vector<int64_t>& cand, const py::dict& extras_now,
          const std::vector<int64_t>& k, const std::vector<int64_t>& ext,
          const std::vector<int64_t>& g, int64_t n_run,
-         const std::vector<std::vector<int64_t>>& groups_extra) {
+         const std::vector<std::vector<int64_t>>& groups_extra,
+         std::optional<std::vector<int64_t>> extras_bound,
+         std::optional<std::vector<int64_t>> short_pos) {
         bind_detail::PlaceArgs a(cand, extras_now, ext, g, n_run, groups_extra, free_wo_extras);
+        if (extras_bound) a.in.extras_bound = &*extras_bound;
+        if (short_pos) a.in.short_pos = &*short_pos;
         Placed placed;
         PlaceScratch sc;
         place_extras(free, a.in, k, placed, sc);
-        return py::make_tuple(free, bind_detail::placed_out(placed, a.cand));
+        return py::make_tuple(
+            free, bind_detail::placed_out(placed, a, k, !a.has_free_wo || short_pos.has_value()));
       },
-      "ArylPass.place_extras in C++ (test hook): (free after, (new_extra, touched, short)).");
+      py::arg("free"), py::arg("free_wo_extras"), py::arg("cand"), py::arg("extras_now"),
+      py::arg("k"), py::arg("ext"), py::arg("g"), py::arg("n_run"), py::arg("groups_extra"),
+      py::arg("extras_bound") = py::none(), py::arg("short_pos") = py::none(),
+      "ArylPass.place_extras in C++ (test hook): (free after, (new_extra, touched, short)); "
+      "extras_bound: ExtrasInput::extras_bound (per server, >= the GPUs of the extras "
+      "there); short_pos: ExtrasInput::short_pos (with free_wo_extras, standing for keep).");
   m.def(
       "_aryl_fill_extras",
       [](const F64& values, const I64& weights, std::vector<int64_t> k,
@@ -199,7 +252,7 @@ inline void bind_testing(pybind11::module_& m) {
                     [&](const std::vector<int64_t>& kv, Placed& res) {
                       place_extras(free, a.in, kv, res, sc);
                     });
-        return py::make_tuple(k, free, bind_detail::placed_out(placed, a.cand));
+        return py::make_tuple(k, free, bind_detail::placed_out(placed, a, k, !a.has_free_wo));
       },
       "place_extras then ArylPass.fill_extras in C++ (test hook): (k, free, placed).");
 }

@@ -113,65 +113,67 @@ inline bool gang_place(const std::vector<i64>& free, const Servers& servers, i64
 // placement.py bf_place: best-fit placement of `workers` workers of g GPUs over
 // ordered server groups; takes the GPUs from `free`.  Returns false (free
 // untouched) when they do not fit.  O(n_servers log n_servers).  `slots` >= 0:
-// the caller knows the groups' whole slots (sum of free // g), not counted here.
+// the caller knows the groups' whole slots (sum of free // g): fewer than `workers`,
+// false at once.
+//
+// Python counts the slots first (false when fewer than `workers`), then per group
+// takes one best-fit server for every worker left, or else chunks on the servers
+// with the most free GPUs.  Here the groups are walked at once: every group either
+// holds the workers left on one server or gives all its slots, so the walk ends
+// with workers left exactly when the slots are too few; it then gives back what it
+// took.  One scan per group finds the best fit and the servers that hold at least
+// one worker (the chunks' candidates, all below the best fit's need when none is
+// found).
 template <class Groups>
 inline bool bf_place(std::vector<i64>& free, const Groups& groups, i64 workers, i64 g,
                      Placement& out, i64 slots = -1) {
-    out.clear();
-    // the usual case first: one server of the first group holds every worker (then
-    // they fit, and the loop below would take that server at once)
-    const bool usual = workers > 0 && g > 0 && !groups.empty();
-    const i64 first = usual ? best_fit(free, *groups.begin(), workers * g) : -1;
-    if (first >= 0) {
-        out.emplace_back(first, workers);
-        free[static_cast<size_t>(first)] -= workers * g;
-        return true;
-    }
-    // enough whole slots? (only the comparison matters: stop counting once it holds)
-    i64 avail = slots;
-    if (avail < 0) {
-        avail = 0;
-        for (const auto& grp : groups) {
-            for (i64 s : grp) {
-                avail += floordiv(free[static_cast<size_t>(s)], g);
-                if (avail >= workers) break;
-            }
-            if (avail >= workers) break;
+  out.clear();
+  if (workers <= 0) return true;  // (Python: no slot needed, nothing placed)
+  if (slots >= 0 && slots < workers) return false;
+  thread_local std::vector<i64> cands;  // scratch kept between calls
+  i64 left = workers;
+  for (const auto& grp : groups) {
+    const i64 need = left * g;
+    if (cands.size() < grp.size()) cands.resize(grp.size());
+    i64* cand = cands.data();
+    size_t n_cand = 0;
+    i64 best = -1;
+    i64 best_free = i64(1) << 62;
+    for (i64 s : grp) {
+      const i64 f = free[static_cast<size_t>(s)];
+      if (f >= g) {  // (g <= need)
+        if (need <= f && f < best_free) {  // best_fit(free, grp, need)
+          best = s;
+          best_free = f;
+          if (f == need) break;
         }
+        cand[n_cand++] = s;
+      }
     }
-    if (avail < workers) return false;
-    i64 left = workers;
-    thread_local std::vector<i64> cands;  // scratch kept between calls
-    bool first_group = true;  // (its best fit for every worker is known: none)
-    for (const auto& grp : groups) {
-        if (!left) break;
-        const i64 s = first_group && usual ? -1 : best_fit(free, grp, left * g);
-        first_group = false;
-        if (s >= 0) {
-            place_add(out, s, left);
-            free[static_cast<size_t>(s)] -= left * g;
-            left = 0;
-            break;
-        }
-        // servers that hold at least one worker, most free first (ties: lower index)
-        cands.clear();
-        for (i64 x : grp)
-            if (free[static_cast<size_t>(x)] >= g) cands.push_back(x);
-        std::sort(cands.begin(), cands.end(), [&free](i64 a, i64 b) {
-            const i64 fa = free[static_cast<size_t>(a)], fb = free[static_cast<size_t>(b)];
-            if (fa != fb) return fa > fb;
-            return a < b;
-        });
-        for (i64 s : cands) {
-            const i64 k = py_min(left, floordiv(free[static_cast<size_t>(s)], g));
-            place_add(out, s, k);
-            free[static_cast<size_t>(s)] -= k * g;
-            left -= k;
-            if (!left) break;
-        }
+    if (best >= 0) {
+      place_add(out, best, left);
+      free[static_cast<size_t>(best)] -= need;
+      return true;
     }
-    if (left != 0) throw std::logic_error("bf_place: workers left after the capacity check");
-    return true;
+    // servers that hold at least one worker, most free first (ties: lower index)
+    std::sort(cand, cand + n_cand, [&free](i64 a, i64 b) {
+      const i64 fa = free[static_cast<size_t>(a)], fb = free[static_cast<size_t>(b)];
+      if (fa != fb) return fa > fb;
+      return a < b;
+    });
+    for (size_t q = 0; q < n_cand; ++q) {
+      const i64 s = cand[q];
+      const i64 k = py_min(left, floordiv(free[static_cast<size_t>(s)], g));
+      place_add(out, s, k);
+      free[static_cast<size_t>(s)] -= k * g;
+      left -= k;
+      if (!left) return true;
+    }
+  }
+  // too few slots: give back what the walk took
+  for (const auto& e : out) free[static_cast<size_t>(e.first)] += e.second * g;
+  out.clear();
+  return false;
 }
 
 // placement.py gang_place_typed: gang_place on the training servers of one GPU
