@@ -337,3 +337,103 @@ def test_inf_and_bad_weights_raise() -> None:
         kernel(np.array([[1.0, np.inf]]), weights, 3)
     with pytest.raises(ValueError, match="weights"):
         kernel(np.array([[1.0, 2.0]]), np.array([[1, 0]], dtype=np.int64), 3)
+
+
+# ------------------------------------------------------------------ the stream
+
+ANSWERED, REFUSED, GUESS_WRONG = 0, 1, 2
+
+
+def stream(
+    values: NDArray[np.float64],
+    capacity: int,
+    tops: NDArray[np.int64],
+    steps_g: NDArray[np.int64],
+    guess: float,
+) -> tuple[int, list[int]]:
+    """The shortcut fed row by row (``mckp::UnitStepStream``): (result, choice)."""
+    v = np.ascontiguousarray(values, dtype=np.float64)
+    choice = np.full(v.shape[0], -7, dtype=np.int64)
+    res = _mckp.unit_steps_stream(v, capacity, choice, np.ascontiguousarray(tops),
+                                  np.ascontiguousarray(steps_g), guess)
+    return res, choice.tolist()
+
+
+def other_exponent(vmax: float) -> float:
+    """A value whose frexp exponent differs from vmax's."""
+    return vmax * 2.0 if vmax < 1e300 else vmax / 2.0
+
+
+@settings(max_examples=400, deadline=None)
+@given(inst=instances())
+def test_stream_answers_as_the_kernel_with_the_right_guess(inst: tuple) -> None:
+    values, weights, capacity, tops, g, perturb = inst
+    if perturb or not values.size or not np.nanmax(values, initial=-1.0) > 0.0:
+        return
+    vmax = float(np.nanmax(values))
+    got = kernel(values, weights, capacity, tops=tops, steps_g=g)
+    res, choice = stream(values, capacity, tops, g, vmax)
+    if capacity < 1:  # the stream is off: the caller asks the kernel
+        assert res == GUESS_WRONG
+    elif got is None:
+        assert res == REFUSED
+    else:
+        assert res == ANSWERED and choice == got
+    # a wrong guess, or none, is never taken for the grid
+    assert stream(values, capacity, tops, g, other_exponent(vmax))[0] == GUESS_WRONG
+    assert stream(values, capacity, tops, g, 0.0)[0] == GUESS_WRONG
+    # a guess of the same exponent is the same grid
+    res2, choice2 = stream(values, capacity, tops, g, np.ldexp(0.5, np.frexp(vmax)[1]))
+    assert (res2, choice2 if res2 == ANSWERED else None) == (res, choice if res == ANSWERED else None)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_stream_on_aryl_tables(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for _ in range(8):
+        n, k = int(rng.integers(1, 70)), int(rng.integers(1, 13))
+        values, weights, tops = aryl_table(rng, n, k)
+        if not np.nanmax(values, initial=-1.0) > 0.0:
+            continue
+        capacity = int(rng.integers(1, max(2, int(tops.sum()))))
+        g = np.ones(n, dtype=np.int64)
+        got = kernel(values, weights, capacity, tops=tops, steps_g=g)
+        res, choice = stream(values, capacity, tops, g, float(np.nanmax(values)))
+        assert res == (REFUSED if got is None else ANSWERED)
+        if got is not None:
+            assert choice == got == solver(values, weights, capacity)
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-3, 1.0, 1e12, 1e300])
+def test_stream_scales(scale: float) -> None:
+    # a value off the guessed grid (a wrong guess) must neither be taken nor overflow
+    # the histogram: the largest value's exponent decides, and is checked
+    rng = np.random.default_rng(5)
+    values, weights, tops = aryl_table(rng, 30, 6)
+    values = values / np.nanmax(values) * scale
+    g = np.ones(30, dtype=np.int64)
+    for capacity in (5, 17, 40):
+        got = kernel(values, weights, capacity, tops=tops, steps_g=g)
+        res, choice = stream(values, capacity, tops, g, scale)
+        if 40 - np.frexp(scale)[1] > 1000:  # a grid of two scaling steps: not streamed
+            assert res == GUESS_WRONG
+        else:
+            assert res == (REFUSED if got is None else ANSWERED)
+        if res == ANSWERED:
+            assert choice == got
+        for guess in (scale * 1e-200, scale * 1e-9, scale / 3.0, scale * 3.0, scale * 1e9):
+            if 0.0 < guess < np.inf and np.frexp(guess)[1] != np.frexp(scale)[1]:
+                assert stream(values, capacity, tops, g, guess)[0] == GUESS_WRONG
+
+
+def test_stream_refusals_are_the_kernels() -> None:
+    g = np.array([1, 1])
+    tops = np.array([2, 2])
+    values = np.array([[10.0, 15.0], [10.0, 15.0]])  # a tie at the cut
+    assert stream(values, 1, tops, g, 15.0)[0] == REFUSED
+    assert stream(values, 2, tops, g, 15.0) == (ANSWERED, [0, 0])
+    values = np.array([[5.0, 8.0], [6.0, np.nan]])  # two g's with usable options
+    assert stream(values, 3, np.array([2, 1]), np.array([1, 2]), 8.0)[0] == REFUSED
+    # a promise of g < 1 for a row with columns to read
+    assert stream(values, 3, np.array([2, 1]), np.array([0, 1]), 8.0)[0] == REFUSED
+    assert stream(values, 3, np.array([0, 1]), np.array([0, 1]), 8.0) == (ANSWERED, [-1, 0])

@@ -74,6 +74,8 @@
 // unique, the greedy over the hull segments is the unique optimum and so the
 // solver's answer, found in O(options) plus a selection, without steps 1-4.  It
 // refuses (and the caller runs the solver) otherwise; see its comment for the proof.
+// UnitStepStream is the same shortcut fed row by row by a caller that computes the
+// values (the Aryl pass), quantising each while the caller has it at hand.
 #pragma once
 
 #include <algorithm>
@@ -1084,6 +1086,67 @@ int64_t other_class_steps(const Src& src, size_t row, int64_t lim, int64_t k, in
   return steps;
 }
 
+// solve_values_unit_steps once the classes' steps are known: eff holds, class after
+// class, its steps' efficiencies (strictly decreasing, > 0, each hull segment's once
+// per step of g) and a 0 after them; steps_of[i]: class i's steps, S their total, hist:
+// the steps per bucket (step_bucket), m = C / g >= 1: the steps of g that fit.  Writes
+// out[i] = (steps class i takes) + offset (offset -1: the option index, -1 for none)
+// and returns true, or returns false (refuses: a segment split by the cut, or a tie at
+// it).  sel_buf, cls_buf: scratch.
+inline bool unit_steps_cut(const double* eff, const int64_t* steps_of, const uint32_t* hist,
+                           int64_t n, size_t S, size_t m, int64_t offset, int64_t* out,
+                           std::vector<double>& sel_buf, std::vector<int64_t>& cls_buf) {
+  if (S <= m) {  // everything fits
+    for (int64_t i = 0; i < n; ++i) out[i] = steps_of[i] + offset;
+    return true;
+  }
+  // The cut: the m-th largest efficiency thr must exceed the (m+1)-th, below.  The
+  // bucket bc holding the m-th: fewer than m steps in the buckets above it, at
+  // least m with it.  A class's steps above bc are a prefix of its run, those in
+  // bc the next ones: each class takes the former, and the few latter (with their
+  // class) are collected to select thr among them.
+  size_t bc = kStepBuckets - 1;
+  size_t n_above = 0;
+  while (n_above + hist[bc] < m) n_above += hist[bc--];
+  const double lo = step_bucket_low(bc), hi = step_bucket_low(bc + 1);
+  const size_t n_bc = hist[bc];
+  double* const sel = grow(sel_buf, 2 * n_bc);  // bc's steps, then a copy to select on
+  int64_t* const sel_cls = grow(cls_buf, n_bc);
+  size_t n_sel = 0;
+  double below = 0.0;  // the largest step under bc (0 if none)
+  const double* p = eff;
+  for (int64_t i = 0; i < n; ++i) {  // a class's run ends with 0 < lo
+    const double* const start = p;
+    const int64_t c = steps_of[i];
+    if (start[0] <= lo) {  // takes nothing (an empty class included)
+      out[i] = offset;
+      below = std::max(below, start[0]);
+    } else if (start[c - 1] > hi) {  // takes all (c >= 1 here)
+      out[i] = c + offset;
+    } else {
+      while (*p > hi) ++p;
+      out[i] = (p - start) + offset;  // the steps above bc
+      for (; *p > lo; ++p) {
+        sel[n_sel] = *p;
+        sel_cls[n_sel++] = i;
+      }
+      below = std::max(below, *p);
+    }
+    p = start + c + 1;
+  }
+  // thr is the r-th largest in bc; the (r+1)-th, if bc has it, is below
+  const size_t r = m - n_above;  // 1 <= r <= n_sel
+  double* const cp = sel + n_sel;
+  std::copy(sel, sel + n_sel, cp);
+  std::nth_element(cp, cp + (r - 1), cp + n_sel, std::greater<double>());
+  const double thr = cp[r - 1];
+  if (r < n_sel) below = *std::max_element(cp + r, cp + n_sel);
+  if (!(thr > below)) return false;
+  for (size_t j = 0; j < n_sel; ++j)
+    if (sel[j] >= thr) ++out[sel_cls[j]];
+  return true;
+}
+
 // solve_values_unit_steps over the float values of src (kTwoSteps: src.two_steps);
 // tops[i]: row i's columns to read; g_of[i]: class i's g (< 1: no option with q > 0,
 // when !g_known).  Writes choice also when it refuses.
@@ -1176,55 +1239,7 @@ inline bool unit_steps_impl(const FloatSource& src, int64_t n, int64_t K, int64_
   }
   const size_t S = static_cast<size_t>(e - eff) - nn;
   const size_t m = static_cast<size_t>(C / g);  // >= 1: some option fits
-  if (S <= m) {  // everything fits
-    for (int64_t i = 0; i < n; ++i) choice[i] = steps_of[i] - 1;
-    return true;
-  }
-  // The cut: the m-th largest efficiency thr must exceed the (m+1)-th, below.  The
-  // bucket bc holding the m-th: fewer than m steps in the buckets above it, at
-  // least m with it.  A class's steps above bc are a prefix of its run, those in
-  // bc the next ones: each class takes the former, and the few latter (with their
-  // class) are collected to select thr among them.
-  size_t bc = kStepBuckets - 1;
-  size_t n_above = 0;
-  while (n_above + hist[bc] < m) n_above += hist[bc--];
-  const double lo = step_bucket_low(bc), hi = step_bucket_low(bc + 1);
-  const size_t n_bc = hist[bc];
-  double* const sel = grow(ws.step_sel, 2 * n_bc);  // bc's steps, then a copy to select on
-  int64_t* const sel_cls = grow(ws.step_cls, n_bc);
-  size_t n_sel = 0;
-  double below = 0.0;  // the largest step under bc (0 if none)
-  const double* p = eff;
-  for (int64_t i = 0; i < n; ++i) {  // a class's run ends with 0 < lo
-    const double* const start = p;
-    const int64_t c = steps_of[i];
-    if (start[0] <= lo) {  // takes nothing (an empty class included)
-      choice[i] = -1;
-      below = std::max(below, start[0]);
-    } else if (start[c - 1] > hi) {  // takes all (c >= 1 here)
-      choice[i] = c - 1;
-    } else {
-      while (*p > hi) ++p;
-      choice[i] = (p - start) - 1;  // steps of g taken: the option one less
-      for (; *p > lo; ++p) {
-        sel[n_sel] = *p;
-        sel_cls[n_sel++] = i;
-      }
-      below = std::max(below, *p);
-    }
-    p = start + c + 1;
-  }
-  // thr is the r-th largest in bc; the (r+1)-th, if bc has it, is below
-  const size_t r = m - n_above;  // 1 <= r <= n_sel
-  double* const cp = sel + n_sel;
-  std::copy(sel, sel + n_sel, cp);
-  std::nth_element(cp, cp + (r - 1), cp + n_sel, std::greater<double>());
-  const double thr = cp[r - 1];
-  if (r < n_sel) below = *std::max_element(cp + r, cp + n_sel);
-  if (!(thr > below)) return false;
-  for (size_t j = 0; j < n_sel; ++j)
-    if (sel[j] >= thr) ++choice[sel_cls[j]];
-  return true;
+  return unit_steps_cut(eff, steps_of, hist, n, S, m, -1, choice, ws.step_sel, ws.step_cls);
 }
 
 }  // namespace detail
@@ -1321,6 +1336,199 @@ inline bool solve_values_unit_steps(const double* v, const int64_t* wt, int64_t 
     ws = detail::Workspace();
   return ok;
 }
+
+// The step shortcut fed class by class: solve_values_unit_steps for a caller that
+// computes the values itself, row after row (aryl's table builder), so that each value
+// is quantised, checked and counted while the caller has it at hand, instead of read
+// back from the table afterwards.
+//
+// The quantising grid depends on the instance's largest value, known only at the end:
+// the stream takes a guess, the frexp exponent of the last instance's largest value
+// (they seldom change between consecutive instances), and answers only when the guess
+// is right.  Then each value is quantised exactly as FloatSource::value does with the
+// right scale, and every class's steps, the histogram, the common g and the refusals
+// are those of unit_steps_impl over the same values, tops and g (the same
+// expressions in the same order, see Run::push): so is the answer, through the same
+// unit_steps_cut.  Otherwise solve() says so (GUESS_WRONG) and the caller runs
+// solve_values_unit_steps on the finished table.
+//
+// Use, for an instance of n classes, K columns (no class has more than K options) and
+// capacity C:
+//   Cursor cur = stream.begin(n, K, C);   // a local object: its fields stay in registers
+//   if (cur.on()) for each class i in order:
+//     lim = cur.begin_class(g_i, top_i);  // options k < lim are pushed (0: none)
+//     Run run = cur.run();
+//     for k = 0, 1, ... < lim while run.push(x_ik) ...   (x_ik: option k's value)
+//     cur.end_class(run, g_i, x_i, lim);  // x_i: the class's values (read only when
+//                                         // one broke the pattern of the usual class)
+//   stream.finish(cur, vmax);             // vmax > 0: the instance's largest value
+//   stream.solve(C, out, offset);         // solve_values_unit_steps's choice + offset + 1
+// top_i and g_i are those of solve_values_unit_steps's tops and steps_g: values of
+// columns >= top_i are not read, and option k of class i weighs (k + 1) * g_i.  A
+// class of top_i > 0 and g_i < 1 is refused, as there.  Without cur.on() (no guess
+// yet, nothing fits, beyond the kernel's limits) nothing is pushed and solve() says
+// GUESS_WRONG.
+class UnitStepStream {
+ public:
+  enum Result : int { ANSWERED = 0, REFUSED = 1, GUESS_WRONG = 2 };
+  static constexpr double kMagic = 4503599627370496.0;  // 2**52, as FloatSource::value
+  static constexpr uint64_t kTopKey = uint64_t(1023 + 40) << 52;  // key_of(2**40)
+
+  // One class's steps in the making.  push(x) quantises option k's value x (k = 0, 1,
+  // ...) and keeps the class "usual" (see unit_steps_impl: the increments d_k of the
+  // quantised values positive and non-increasing, t and d as there) while it can;
+  // false at the first value that breaks it (push no more of the class then).  The
+  // first increment is bounded by 2**40 rather than by +inf: the same test when the
+  // guess is right (a quantised value is <= 2**40), and with a wrong guess every
+  // increment pushed stays in [1, 2**40] (t and t_prev are integers >= 2**52), so
+  // its histogram bucket is in range.
+  struct Run {
+    double t_prev;
+    uint64_t dprev;
+    int64_t k;
+    double* e;
+    uint32_t* hist;
+    double scale;
+    bool push(double x) {
+      const double t = x * scale + kMagic;
+      const uint64_t d = detail::key_of(t - t_prev);
+      if (d - 1 >= dprev) return false;
+      std::memcpy(e + k, &d, sizeof d);
+      ++hist[detail::step_bucket_of_key(d)];
+      t_prev = t;
+      dprev = d;
+      ++k;
+      return true;
+    }
+  };
+
+  // The stream's state during one instance.
+  class Cursor {
+   public:
+    bool on() const { return on_; }
+    // Class i's options to push: k < lim = min(top, C / g) (those that fit); 0 when it
+    // has none.  g < 1 with top > 0: the instance is refused.
+    int64_t begin_class(int64_t g, int64_t top) {
+      if (top <= 0) return 0;
+      if (g < 1) {
+        refused_ = true;  // a broken promise: leave it to the solver
+        return 0;
+      }
+      if (g != g_row_) {
+        g_row_ = g;
+        kcap_row_ = C_ / g;
+      }
+      return std::min(top, kcap_row_);
+    }
+    Run run() const { return Run{kMagic, kTopKey, 0, e_, hist_, scale_}; }
+    // After the class's pushes: g its g, x its values (options 0 .. lim - 1).
+    void end_class(const Run& r, int64_t g, const double* x, int64_t lim) {
+      int64_t steps = r.k;
+      if (steps < lim) {
+        // not the usual class: its hull from scratch (as unit_steps_impl), unless a
+        // value is off the guessed grid (>= 2**exp, +inf; and so the guess is wrong,
+        // which finish() finds: the class keeps the steps pushed, all in range)
+        bool on_grid = true;  // (NaN is absent: on it)
+        for (int64_t k = 0; k < lim; ++k) on_grid = on_grid && !(x[k] >= bound_);
+        if (on_grid) {
+          detail::FloatSource src{x};
+          src.scale1 = scale_;
+          steps = detail::other_class_steps(src, 0, lim, steps, hs_, hq_, e_, hist_);
+        }
+      }
+      if (g != g_ && steps > 0) {
+        if (g_ != 0) refused_ = true;  // a second g
+        g_ = g;
+      }
+      e_[steps] = 0.0;
+      *steps_of_++ = steps;
+      e_ += steps + 1;
+    }
+
+   private:
+    friend class UnitStepStream;
+    double* e_ = nullptr;             // where the next class's steps go
+    int64_t* steps_of_ = nullptr;     // where the next class's count of steps goes
+    uint32_t* hist_ = nullptr;
+    int64_t *hs_ = nullptr, *hq_ = nullptr;  // a hull's scratch
+    double scale_ = 0.0, bound_ = 0.0;  // 2**(kQuantBits - exp), 2**exp
+    int64_t C_ = 0, g_ = 0, g_row_ = 0, kcap_row_ = 0;  // g_: the classes' common g
+    bool on_ = false, refused_ = false;
+  };
+
+  // Starts an instance of n classes of at most K options, capacity C.
+  Cursor begin(int64_t n, int64_t K, int64_t C) {
+    Cursor cur;
+    right_ = false;
+    n_ = n;
+    C_ = C;
+    const int shift = kQuantBits - exp_;
+    // off: nothing fits, no guess yet, a two-step scale (FloatSource), or beyond the
+    // limits of solve_values_unit_steps (the hull's int64 products, 32-bit counters)
+    cur.on_ = C >= 1 && K >= 1 && n >= 1 && exp_ != kNoGuess && shift <= 1000 &&
+              K <= (int64_t(1) << 22) &&
+              static_cast<uint64_t>(n) * static_cast<uint64_t>(K) < (uint64_t(1) << 32);
+    if (!cur.on_) return cur;
+    const size_t nn = static_cast<size_t>(n);
+    cur.e_ = detail::grow(eff_, nn * static_cast<size_t>(K) + nn);
+    cur.steps_of_ = detail::grow(steps_of_, nn);
+    cur.hs_ = detail::grow(hs_, static_cast<size_t>(K) + 1);
+    cur.hq_ = detail::grow(hq_, static_cast<size_t>(K) + 1);
+    cur.hist_ = detail::grow(hist_, detail::kStepBuckets);
+    std::memset(cur.hist_, 0, detail::kStepBuckets * sizeof(uint32_t));
+    if (scale_exp_ != exp_) {
+      scale_exp_ = exp_;
+      scale_ = std::ldexp(1.0, shift);
+      bound_ = std::ldexp(1.0, exp_);
+    }
+    cur.scale_ = scale_;
+    cur.bound_ = bound_;
+    cur.C_ = C;
+    return cur;
+  }
+  // After the last class: vmax > 0, the instance's largest value.  Checks the guess,
+  // and takes vmax's exponent as the next instance's guess.
+  void finish(const Cursor& cur, double vmax) {
+    int e = 0;
+    std::frexp(vmax, &e);
+    right_ = cur.on_ && e == exp_;
+    exp_ = e;
+    if (!right_) return;
+    refused_ = cur.refused_;
+    g_ = cur.g_;
+    n_steps_ = static_cast<size_t>(cur.e_ - eff_.data()) - static_cast<size_t>(n_);
+  }
+  // The answer, for capacity C (that of begin): out[i] = the option solve_values
+  // would choose for class i (-1: none) + offset + 1, and ANSWERED; or REFUSED (out
+  // unspecified: run the solver), or GUESS_WRONG (run solve_values_unit_steps).
+  Result solve(int64_t C, int64_t* out, int64_t offset) const {
+    if (!right_ || C != C_) return GUESS_WRONG;
+    if (refused_) return REFUSED;
+    if (g_ == 0) {  // nothing usable
+      for (int64_t i = 0; i < n_; ++i) out[i] = offset;
+      return ANSWERED;
+    }
+    const size_t m = static_cast<size_t>(C_ / g_);  // >= 1: some option fits
+    return detail::unit_steps_cut(eff_.data(), steps_of_.data(), hist_.data(), n_, n_steps_,
+                                  m, offset, out, sel_, sel_cls_)
+               ? ANSWERED
+               : REFUSED;
+  }
+
+ private:
+  static constexpr int kNoGuess = std::numeric_limits<int>::min();
+  int exp_ = kNoGuess;  // the guessed frexp exponent of the largest value
+  int scale_exp_ = kNoGuess;  // the exponent of scale_ and bound_ (as Cursor's)
+  double scale_ = 0.0, bound_ = 0.0;
+  bool right_ = false, refused_ = false;  // the last instance's
+  int64_t n_ = 0, C_ = 0, g_ = 0;
+  size_t n_steps_ = 0;
+  std::vector<double> eff_;
+  std::vector<int64_t> steps_of_, hs_, hq_;
+  std::vector<uint32_t> hist_;
+  mutable std::vector<double> sel_;  // scratch of solve()
+  mutable std::vector<int64_t> sel_cls_;
+};
 
 }  // namespace mckp
 }  // namespace aryl
