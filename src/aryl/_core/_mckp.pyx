@@ -38,7 +38,26 @@ cdef extern from "mckp.hpp" namespace "aryl::mckp" nogil:
     cdef cppclass UnitStepStream "aryl::mckp::UnitStepStream":
         StepCursor begin(int64_t n, int64_t K, int64_t C) except +
         void finish(const StepCursor& cur, double vmax)
-        int solve(int64_t C, int64_t* out, int64_t offset) except +
+        int solve[F](int64_t C, int64_t* out, int64_t offset, F row) except +
+
+
+cdef extern from *:
+    """
+    // the rows of a C-contiguous array, for UnitStepStream::solve (unit_steps_stream)
+    struct ArrayRows {
+      const double* v = nullptr;
+      const int64_t* tops = nullptr;
+      int64_t K = 0;
+      const double* operator()(int64_t i, int64_t* top) const {
+        *top = tops[i] < K ? tops[i] : K;
+        return v + i * K;
+      }
+    };
+    """
+    cdef cppclass ArrayRows:
+        const double* v
+        const int64_t* tops
+        int64_t K
 
 
 STAT_NAMES = (
@@ -225,10 +244,11 @@ def unit_steps_stream(
 
     Feeds the rows of ``values`` (``tops[i]`` leading columns of row ``i``, option
     ``k`` weighing ``(k + 1) * steps_g[i]``) to a stream whose grid is guessed from
-    ``guess`` (> 0: its frexp exponent; 0: no guess), then asks it for the choice as
-    :func:`solve_values_unit_steps` would make it.  Returns 0 (answered: ``choice``
-    written), 1 (refused) or 2 (the guess was wrong, or none).  ``values`` must hold
-    finite or NaN values, the largest > 0.
+    ``guess`` (> 0: its frexp exponent; 0: no guess), then asks it for the choice
+    :func:`solve_values` would make.  Returns 0 (answered: ``choice`` written; also
+    where :func:`solve_values_unit_steps` refuses because the cut splits one job's
+    hull segment), 1 (refused) or 2 (the guess was wrong, or none).  ``values`` must
+    hold finite or NaN values, the largest > 0.
     """
     cdef int64_t n = values.shape[0]
     cdef int64_t k = values.shape[1]
@@ -237,6 +257,7 @@ def unit_steps_stream(
     cdef UnitStepStream stream
     cdef StepCursor cur
     cdef StepRun run
+    cdef ArrayRows rows
     cdef int result
     cdef int64_t* out = NULL
     if choice.shape[0] != n or tops.shape[0] != n or steps_g.shape[0] != n:
@@ -249,6 +270,9 @@ def unit_steps_stream(
         raise ValueError("unit_steps_stream: no positive value")
     if n:
         out = &choice[0]
+        rows.v = &values[0, 0]
+        rows.tops = &tops[0]
+        rows.K = k
     if guess > 0.0:  # an instance to learn the guess from
         cur = stream.begin(0, 0, 0)
         stream.finish(cur, guess)
@@ -264,5 +288,5 @@ def unit_steps_stream(
                         break
                 cur.end_class(run, steps_g[i], &values[i, 0], lim)
         stream.finish(cur, vmax)
-        result = stream.solve(capacity, out, -1)
+        result = stream.solve[ArrayRows](capacity, out, -1, rows)
     return result

@@ -1092,10 +1092,13 @@ int64_t other_class_steps(const Src& src, size_t row, int64_t lim, int64_t k, in
 // the steps per bucket (step_bucket), m = C / g >= 1: the steps of g that fit.  Writes
 // out[i] = (steps class i takes) + offset (offset -1: the option index, -1 for none)
 // and returns true, or returns false (refuses: a segment split by the cut, or a tie at
-// it).  sel_buf, cls_buf: scratch.
+// it); then *thr is the cut's efficiency (the m-th largest), out[i] = (class i's steps
+// above it) + offset, and sel_buf, cls_buf hold the *n_sel steps of thr's histogram
+// bucket and their classes (all the steps equal to thr among them).
 inline bool unit_steps_cut(const double* eff, const int64_t* steps_of, const uint32_t* hist,
                            int64_t n, size_t S, size_t m, int64_t offset, int64_t* out,
-                           std::vector<double>& sel_buf, std::vector<int64_t>& cls_buf) {
+                           std::vector<double>& sel_buf, std::vector<int64_t>& cls_buf,
+                           double* thr_out = nullptr, size_t* n_sel_out = nullptr) {
   if (S <= m) {  // everything fits
     for (int64_t i = 0; i < n; ++i) out[i] = steps_of[i] + offset;
     return true;
@@ -1141,9 +1144,177 @@ inline bool unit_steps_cut(const double* eff, const int64_t* steps_of, const uin
   std::nth_element(cp, cp + (r - 1), cp + n_sel, std::greater<double>());
   const double thr = cp[r - 1];
   if (r < n_sel) below = *std::max_element(cp + r, cp + n_sel);
-  if (!(thr > below)) return false;
+  const bool clean = thr > below;
   for (size_t j = 0; j < n_sel; ++j)
-    if (sel[j] >= thr) ++out[sel_cls[j]];
+    if (clean ? sel[j] >= thr : sel[j] > thr) ++out[sel_cls[j]];
+  if (!clean) {
+    if (thr_out != nullptr) *thr_out = thr;
+    if (n_sel_out != nullptr) *n_sel_out = n_sel;
+  }
+  return clean;
+}
+
+// Scratch of unit_steps_split.
+struct SplitScratch {
+  std::vector<double> prev_e, next_e;
+  std::vector<int64_t> prev_len, next_len, core, q, w, choice;
+  std::vector<char> used;
+};
+
+// The step shortcut when the cut splits one class's hull segment: unit_steps_cut's
+// usual refusal (its outputs: lam = thr, out[i] = (class i's steps above lam) +
+// offset, sel / sel_cls: the steps of lam's bucket and their classes).  Answers as
+// the solver would, through a Lagrangian reduction at lam and the solver on the few
+// classes left; returns false (out unspecified) when the refusal is another (steps
+// equal to lam in two classes), or the reduction leaves too many classes.
+//
+// Weights in steps of g: option k weighs k + 1, capacity m = C / g.  Let s be the one
+// class with steps equal to lam: its segment of ds such steps, from hull point A (its
+// steps above lam) to B, is split: the LP takes r of them (1 <= r < ds) after every
+// class's steps above lam.  Any other class i has no step equal to lam (as doubles;
+// rounding is monotone, so exactly neither), so its point x*_i after its t_i steps
+// above lam is a hull point, and with rc_ik = q_ik - lam * (k + 1):
+//   value(x) = UB - sum_i gap_i(x_i) - lam * (m - w(x)),  UB = sum_i max_k rc_ik + lam * m,
+// gap_i(k) = max rc_i - rc_ik >= 0 (x*_i, and A and B of s, are maximisers).  By the
+// concavity of the hull, an option of class i weighing w < w* = t_i has gap >=
+// (e_prev_i - lam) * (w* - w) >= e_prev_i - lam (e_prev_i: its last step above lam; "none"
+// is w = 0), and one weighing w > w* has gap >= lam - e_next_i (e_next_i: its next step,
+// < lam; without one, 0 when heavier usable options exist, q <= the hull's last, and
+// -inf when none does: lims[i], the class's usable options, from the stream).
+// Two incumbents: s at A with whole next segments of other classes filled into the r
+// steps left (greedily), and s at B with whole last segments of other classes dropped
+// (the cheapest first) to free ds - r steps; each value is UB minus its gaps and unused
+// room, so UB - LB = delta is known without UB.  Every solution of value >= LB (every
+// optimum, tied ones included) has sum of gaps <= delta: a class whose every
+// alternative has gap > delta (up to a margin for the rounding of lam and the steps,
+// far above it) takes x*_i in all of them.  So the optima are these fixed choices with
+// the optima of the other classes (the core, s included, in their order) within the
+// capacity left; and the solver's tie rule (value, then weight, then the classes in
+// order by their options' rank) picks among the latter exactly as among the former.
+// The core is solved by solve() over the quantised values (the instance's grid:
+// `scale`) that row(i, &top) gives for class i (its values from option 0, top of
+// them; options k < min(top, m) are usable).
+template <typename RowFn>
+inline bool unit_steps_split(const double* eff, const int64_t* steps_of, const int64_t* lims,
+                             int64_t n, int64_t K, int64_t m, int64_t g, int64_t C, double lam,
+                             const double* sel,
+                             const int64_t* sel_cls, size_t n_sel, double scale, int64_t offset,
+                             int64_t* out, const RowFn& row, SplitScratch& sc) {
+  constexpr size_t kMaxCore = 64;  // more: leave it to the solver
+  constexpr int kRounds = 8;       // segments filled into / dropped for an incumbent
+  int64_t split = -1, ds = 0;      // the class at lam, its steps at lam
+  for (size_t j = 0; j < n_sel; ++j)
+    if (sel[j] == lam) {
+      if (split >= 0 && sel_cls[j] != split) return false;  // a tie across classes
+      split = sel_cls[j];
+      ++ds;
+    }
+  const size_t nn = static_cast<size_t>(n);
+  double* const prev_e = grow(sc.prev_e, nn);
+  double* const next_e = grow(sc.next_e, nn);
+  int64_t* const prev_len = grow(sc.prev_len, nn);
+  int64_t* const next_len = grow(sc.next_len, nn);
+  // each class's neighbours of x*: its last step above lam and next step (with the
+  // lengths of their segments: equal steps)
+  int64_t taken = 0;
+  const double* p = eff;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t c = steps_of[i], t = out[i] - offset;
+    taken += t;
+    prev_len[i] = next_len[i] = 0;
+    prev_e[i] = 0.0;
+    // no heavier usable option: no gap upwards; only dominated ones: a gap >= lam
+    next_e[i] = t < lims[i] ? 0.0 : -std::numeric_limits<double>::infinity();
+    if (t >= 1) {
+      int64_t j = t - 1;
+      while (j > 0 && p[j - 1] == p[t - 1]) --j;
+      prev_e[i] = p[t - 1];
+      prev_len[i] = t - j;
+    }
+    if (t < c) {
+      int64_t j = t;
+      while (j < c && p[j] == p[t]) ++j;
+      next_e[i] = p[t];
+      next_len[i] = j - t;
+    }
+    p += c + 1;
+  }
+  const int64_t r = m - taken;
+  if (split < 0 || !(r >= 1 && r < ds)) return false;  // (not a split segment)
+  char* const used = grow(sc.used, nn);
+  std::fill(used, used + nn, 0);
+  // incumbent A: s at A, whole next segments filled in, best first
+  double loss_a = 0.0, mag = lam * static_cast<double>(ds + r + 1);
+  int64_t room = r;
+  for (int round = 0; round < kRounds; ++round) {
+    int64_t best = -1;
+    for (int64_t i = 0; i < n; ++i)
+      if (i != split && !used[i] && next_len[i] > 0 && next_len[i] <= room &&
+          (best < 0 || next_e[i] > next_e[best]))
+        best = i;
+    if (best < 0) break;
+    used[best] = 1;
+    room -= next_len[best];
+    loss_a += (lam - next_e[best]) * static_cast<double>(next_len[best]);
+    mag += next_e[best] * static_cast<double>(next_len[best]);
+  }
+  const double delta_a = loss_a + lam * static_cast<double>(room);
+  // incumbent B: s at B, whole last segments dropped, cheapest (lowest step) first
+  std::fill(used, used + nn, 0);
+  double loss_b = 0.0;
+  int64_t freed = 0;
+  const int64_t need = ds - r;
+  for (int round = 0; round < kRounds && freed < need; ++round) {
+    int64_t best = -1;
+    for (int64_t i = 0; i < n; ++i)
+      if (i != split && !used[i] && prev_len[i] > 0 && (best < 0 || prev_e[i] < prev_e[best]))
+        best = i;
+    if (best < 0) break;
+    used[best] = 1;
+    freed += prev_len[best];
+    loss_b += (prev_e[best] - lam) * static_cast<double>(prev_len[best]);
+    mag += prev_e[best] * static_cast<double>(prev_len[best]);
+  }
+  const double delta_b = freed >= need ? loss_b + lam * static_cast<double>(freed - need)
+                                       : std::numeric_limits<double>::infinity();
+  // a class is fixed when every alternative's gap exceeds delta + margin
+  const double bound = std::min(delta_a, delta_b) + kMarginRel * mag;
+  std::vector<int64_t>& core = sc.core;
+  core.clear();
+  int64_t fixed_steps = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t c = steps_of[i], t = out[i] - offset;
+    const bool in_core = i == split ||
+                         (c > 0 && ((t >= 1 && !(prev_e[i] - lam > bound)) ||
+                                    !(lam - next_e[i] > bound)));
+    if (in_core) {
+      if (core.size() == kMaxCore) return false;
+      core.push_back(i);
+    } else {
+      fixed_steps += t;
+    }
+  }
+  // the core over the quantised values, in the capacity the fixed classes leave
+  const size_t nc = core.size(), KK = static_cast<size_t>(K);
+  int64_t* const q = grow(sc.q, nc * KK);
+  int64_t* const w = grow(sc.w, nc * KK);
+  int64_t* const choice = grow(sc.choice, nc);
+  FloatSource src{nullptr};
+  src.scale1 = scale;
+  for (size_t j = 0; j < nc; ++j) {
+    int64_t top = 0;
+    src.v = row(core[j], &top);
+    const int64_t lim = std::min(std::min(top, m), K);
+    for (int64_t k = 0; k < K; ++k) {
+      q[j * KK + static_cast<size_t>(k)] = k < lim ? src.value(static_cast<size_t>(k)) : 0;
+      w[j * KK + static_cast<size_t>(k)] = (k + 1) * g;
+    }
+  }
+  int64_t stats[N_STATS];
+  if (solve_entry(QuantizedSource{q}, w, static_cast<int64_t>(nc), K, C - fixed_steps * g,
+                  int64_t(1) << 26, choice, stats, 0) != STATUS_OK)
+    return false;
+  for (size_t j = 0; j < nc; ++j) out[core[j]] = choice[j] + offset + 1;
   return true;
 }
 
@@ -1442,6 +1613,7 @@ class UnitStepStream {
       }
       e_[steps] = 0.0;
       *steps_of_++ = steps;
+      *lims_++ = lim;
       e_ += steps + 1;
     }
 
@@ -1449,6 +1621,7 @@ class UnitStepStream {
     friend class UnitStepStream;
     double* e_ = nullptr;             // where the next class's steps go
     int64_t* steps_of_ = nullptr;     // where the next class's count of steps goes
+    int64_t* lims_ = nullptr;         // ... and its usable options
     uint32_t* hist_ = nullptr;
     int64_t *hs_ = nullptr, *hq_ = nullptr;  // a hull's scratch
     double scale_ = 0.0, bound_ = 0.0;  // 2**(kQuantBits - exp), 2**exp
@@ -1461,6 +1634,7 @@ class UnitStepStream {
     Cursor cur;
     right_ = false;
     n_ = n;
+    K_ = K;
     C_ = C;
     const int shift = kQuantBits - exp_;
     // off: nothing fits, no guess yet, a two-step scale (FloatSource), or beyond the
@@ -1472,6 +1646,7 @@ class UnitStepStream {
     const size_t nn = static_cast<size_t>(n);
     cur.e_ = detail::grow(eff_, nn * static_cast<size_t>(K) + nn);
     cur.steps_of_ = detail::grow(steps_of_, nn);
+    cur.lims_ = detail::grow(lims_, nn);
     cur.hs_ = detail::grow(hs_, static_cast<size_t>(K) + 1);
     cur.hq_ = detail::grow(hq_, static_cast<size_t>(K) + 1);
     cur.hist_ = detail::grow(hist_, detail::kStepBuckets);
@@ -1501,16 +1676,28 @@ class UnitStepStream {
   // The answer, for capacity C (that of begin): out[i] = the option solve_values
   // would choose for class i (-1: none) + offset + 1, and ANSWERED; or REFUSED (out
   // unspecified: run the solver), or GUESS_WRONG (run solve_values_unit_steps).
-  Result solve(int64_t C, int64_t* out, int64_t offset) const {
+  // Answers also when the cut splits one class's hull segment (where
+  // solve_values_unit_steps refuses), by unit_steps_split: row(i, &top) gives class
+  // i's values (those the stream was fed, from option 0; top: their count).
+  template <typename RowFn>
+  Result solve(int64_t C, int64_t* out, int64_t offset, const RowFn& row) const {
     if (!right_ || C != C_) return GUESS_WRONG;
     if (refused_) return REFUSED;
     if (g_ == 0) {  // nothing usable
       for (int64_t i = 0; i < n_; ++i) out[i] = offset;
       return ANSWERED;
     }
-    const size_t m = static_cast<size_t>(C_ / g_);  // >= 1: some option fits
-    return detail::unit_steps_cut(eff_.data(), steps_of_.data(), hist_.data(), n_, n_steps_,
-                                  m, offset, out, sel_, sel_cls_)
+    const int64_t m = C_ / g_;  // >= 1: some option fits
+    double thr = 0.0;
+    size_t n_sel = 0;
+    if (detail::unit_steps_cut(eff_.data(), steps_of_.data(), hist_.data(), n_, n_steps_,
+                               static_cast<size_t>(m), offset, out, sel_, sel_cls_, &thr,
+                               &n_sel))
+      return ANSWERED;
+    return detail::unit_steps_split(eff_.data(), steps_of_.data(), lims_.data(), n_, K_, m, g_,
+                                    C_, thr,
+                                    sel_.data(), sel_cls_.data(), n_sel, scale_, offset, out,
+                                    row, split_)
                ? ANSWERED
                : REFUSED;
   }
@@ -1521,13 +1708,14 @@ class UnitStepStream {
   int scale_exp_ = kNoGuess;  // the exponent of scale_ and bound_ (as Cursor's)
   double scale_ = 0.0, bound_ = 0.0;
   bool right_ = false, refused_ = false;  // the last instance's
-  int64_t n_ = 0, C_ = 0, g_ = 0;
+  int64_t n_ = 0, K_ = 0, C_ = 0, g_ = 0;
   size_t n_steps_ = 0;
   std::vector<double> eff_;
-  std::vector<int64_t> steps_of_, hs_, hq_;
+  std::vector<int64_t> steps_of_, lims_, hs_, hq_;
   std::vector<uint32_t> hist_;
   mutable std::vector<double> sel_;  // scratch of solve()
   mutable std::vector<int64_t> sel_cls_;
+  mutable detail::SplitScratch split_;
 };
 
 }  // namespace mckp

@@ -108,6 +108,14 @@ struct Table {
 // product p * (target != cur) is p * 1.0 or p * 0.0: both are taken once per table
 // (the same two floats); the column of today's size (c == cur - base) adds p * 0.0.
 //
+// One cell: jct[0] - jct[c] (+ p), from j0 = jct[0], time_c = time_s of column c and
+// pt = its pause term.
+inline double table_cell(double j0, double time_c, double pt, bool add_p, double p) {
+  double x = j0 - (time_c + pt);
+  if (add_p) x += p;
+  return x;
+}
+
 // build_table's loop over the rows: writes them to the table (!kFeed: the values,
 // their weights and NaN tails, keeping what the last build of the same K wrote and
 // is still right), or feeds them to the step shortcut through `cur` (kFeed: row i's
@@ -162,8 +170,7 @@ inline void table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
         lo = x < lo ? x : lo;
       };
       auto value = [&](i64 c) {
-        double x = j0 - (time_of(c) + pterm[c == c_now]);
-        if (add_p) x += p;
+        const double x = table_cell(j0, time_of(c), pterm[c == c_now], add_p, p);
         vrow[c - 1] = x;
         return x;
       };
@@ -177,8 +184,7 @@ inline void table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
         // never pushed.)
         auto lean = [&](auto with_p) {
           for (; c <= lim; ++c) {
-            double x = j0 - (r / t[c] + pterm[c == c_now]);
-            if constexpr (decltype(with_p)::value) x += p;
+            const double x = table_cell(j0, r / t[c], pterm[c == c_now], with_p, p);
             vrow[c - 1] = x;
             if (!run.push(x)) {
               track(x);
@@ -259,6 +265,28 @@ inline void write_pending(Table& t) {
   const RowIn* rows = t.pending;
   t.pending = nullptr;
   write_rows(t, rows, static_cast<size_t>(t.n), t.K, t.pending_p);
+}
+
+// Row i's values (columns c = 1..*top) of a table that build_table fed to the step
+// shortcut: from v when written, else computed into row_scratch as build_table
+// computes them (table_cell).
+inline const double* fed_row(Table& t, i64 i, i64* top) {
+  const auto iu = static_cast<size_t>(i);
+  if (t.pending == nullptr) {
+    *top = t.row_top[iu];
+    return t.v.data() + iu * static_cast<size_t>(t.K);
+  }
+  const RowIn& in = t.pending[iu];
+  double* const x = mckp::detail::grow(t.row_scratch, static_cast<size_t>(t.K));
+  *top = std::min(t.K, in.extra);
+  if (*top < 1) return x;
+  const double p = t.pending_p;
+  const double pterm[2] = {p * 1.0, p * 0.0};
+  auto time_of = [&](i64 c) { return in.r == 0.0 ? 0.0 : in.r / in.tput[c]; };
+  const double j0 = time_of(0) + pterm[in.c_now == 0];
+  for (i64 c = 1; c <= *top; ++c)
+    x[c - 1] = table_cell(j0, time_of(c), pterm[c == in.c_now], in.add_p, p);
+  return x;
 }
 
 // float(pause.max()) if pause.size else 0.0 (kernels._table's scalar pause)
@@ -398,7 +426,8 @@ inline bool solve_extras(Table& t, i64 capacity, Solver solver, bool unconstrain
   Stream::Result streamed = Stream::GUESS_WRONG;
   if (t.steps_fed && !cuts && !unconstrained_only && solver == Solver::mckp && K != 0 &&
       t.checked && t.vmax > 0.0) {
-    streamed = t.steps.solve(capacity, out.data(), 0);
+    streamed = t.steps.solve(capacity, out.data(), 0,
+                             [&t](i64 i, i64* top) { return fed_row(t, i, top); });
     if (streamed == Stream::ANSWERED && caps == nullptr &&
         static_cast<double>(n) * t.vmax < 1e300)
       return true;
