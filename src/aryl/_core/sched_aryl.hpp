@@ -133,7 +133,8 @@ inline void table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
   const double pterm[2] = {p * 1.0,   // p * (target != cur): differs
                            p * 0.0};  // the same size
   double hi = -kInf, lo = kInf;  // the extremes (NaN compares false: skipped, as the
-                                 // solver's own scan skips it)
+                                 // solver's own scan skips it; the order of the values
+                                 // does not matter: of equal ones only zeros differ)
   bool weights_ok = true;        // every row with an option weighs >= 1 GPU a worker
   Stream::Cursor cur = cur_io;   // (a local object: its fields stay in registers)
   for (size_t i = 0; i < n; ++i) {
@@ -175,20 +176,16 @@ inline void table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
         return x;
       };
       i64 c = 1;
-      bool pushing = kFeed;  // the run takes the next value
       if (kFeed && r != 0.0) {
         // A lean loop over the values pushed.  They increase strictly (their
-        // quantised steps d are > 0) and are > 0, so their extremes are the first and
-        // the last: tracked after the loop.  (The table's extremes do not depend on
-        // the order of the values: of equal values only zeros differ, and these are
-        // never pushed.)
+        // quantised steps d are > 0) and are > 0: their largest is the last, and
+        // they do not bear on lo (which only tells whether a value is -inf).
         auto lean = [&](auto with_p) {
           for (; c <= lim; ++c) {
             const double x = table_cell(j0, r / t[c], pterm[c == c_now], with_p, p);
             vrow[c - 1] = x;
             if (!run.push(x)) {
               track(x);
-              pushing = false;
               ++c;
               break;
             }
@@ -197,14 +194,18 @@ inline void table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
         if (add_p) lean(std::true_type{});
         else lean(std::false_type{});
         if (run.k > 0) {
-          track(vrow[0]);
-          track(vrow[run.k - 1]);
+          const double x = vrow[run.k - 1];
+          hi = x > hi ? x : hi;
         }
-      }
-      for (; pushing && c <= lim; ++c) {
-        const double x = value(c);
-        track(x);
-        pushing = run.push(x);
+      } else if (kFeed) {
+        for (; c <= lim; ++c) {
+          const double x = value(c);
+          track(x);
+          if (!run.push(x)) {
+            ++c;
+            break;
+          }
+        }
       }
       for (; c <= top; ++c) track(value(c));
     }
@@ -426,8 +427,13 @@ inline bool solve_extras(Table& t, i64 capacity, Solver solver, bool unconstrain
   Stream::Result streamed = Stream::GUESS_WRONG;
   if (t.steps_fed && !cuts && !unconstrained_only && solver == Solver::mckp && K != 0 &&
       t.checked && t.vmax > 0.0) {
-    streamed = t.steps.solve(capacity, out.data(), 0,
-                             [&t](i64 i, i64* top) { return fed_row(t, i, top); });
+    auto row = [&t](i64 i, i64* top) { return fed_row(t, i, top); };
+    streamed = t.steps.solve(capacity, out.data(), 0, row);
+    if (streamed == Stream::GUESS_WRONG && t.pending != nullptr) {
+      // fed on a wrong grid: feed the pending rows again, on the grid it has learned
+      build_table(t, t.pending, static_cast<size_t>(n), K, t.pending_p, capacity);
+      streamed = t.steps.solve(capacity, out.data(), 0, row);
+    }
     if (streamed == Stream::ANSWERED && caps == nullptr &&
         static_cast<double>(n) * t.vmax < 1e300)
       return true;
