@@ -351,11 +351,13 @@ def stream(
     steps_g: NDArray[np.int64],
     guess: float,
 ) -> tuple[int, list[int]]:
-    """The shortcut fed row by row (``mckp::UnitStepStream``): (result, choice)."""
+    """The shortcut fed row by row (``mckp::UnitStepStream``, one g for every row):
+    (result, choice)."""
     v = np.ascontiguousarray(values, dtype=np.float64)
     choice = np.full(v.shape[0], -7, dtype=np.int64)
-    res = _mckp.unit_steps_stream(v, capacity, choice, np.ascontiguousarray(tops),
-                                  np.ascontiguousarray(steps_g), guess)
+    assert len(set(steps_g.tolist())) <= 1
+    g = int(steps_g[0]) if len(steps_g) else 1
+    res = _mckp.unit_steps_stream(v, capacity, choice, np.ascontiguousarray(tops), g, guess)
     return res, choice.tolist()
 
 
@@ -370,10 +372,12 @@ def test_stream_answers_as_the_kernel_with_the_right_guess(inst: tuple) -> None:
     values, weights, capacity, tops, g, perturb = inst
     if perturb or not values.size or not np.nanmax(values, initial=-1.0) > 0.0:
         return
+    if len(set(g.tolist())) > 1:  # the stream takes one g for all rows
+        return
     vmax = float(np.nanmax(values))
     got = kernel(values, weights, capacity, tops=tops, steps_g=g)
     res, choice = stream(values, capacity, tops, g, vmax)
-    if capacity < 1:  # the stream is off: the caller asks the kernel
+    if capacity < g[0]:  # nothing fits: the stream is off (the caller asks the kernel)
         assert res == GUESS_WRONG
     elif got is not None:
         assert res == ANSWERED and choice == got
@@ -435,12 +439,15 @@ def test_stream_refusals_are_the_kernels() -> None:
     tops = np.array([2, 2])
     values = np.array([[10.0, 15.0], [10.0, 15.0]])  # a tie at the cut
     assert stream(values, 1, tops, g, 15.0)[0] == REFUSED
+    assert kernel(values, steps_weights(g, 2), 1) is None
     assert stream(values, 2, tops, g, 15.0) == (ANSWERED, [0, 0])
-    values = np.array([[5.0, 8.0], [6.0, np.nan]])  # two g's with usable options
-    assert stream(values, 3, np.array([2, 1]), np.array([1, 2]), 8.0)[0] == REFUSED
-    # a promise of g < 1 for a row with columns to read
-    assert stream(values, 3, np.array([2, 1]), np.array([0, 1]), 8.0)[0] == REFUSED
-    assert stream(values, 3, np.array([0, 1]), np.array([0, 1]), 8.0) == (ANSWERED, [-1, 0])
+    # g < 1, or nothing fits: the stream is off
+    assert stream(values, 2, tops, np.array([0, 0]), 15.0)[0] == GUESS_WRONG
+    assert stream(values, 1, tops, np.array([2, 2]), 15.0)[0] == GUESS_WRONG
+    # everything fits; nothing usable
+    assert stream(values, 9, tops, g, 15.0) == (ANSWERED, [1, 1])
+    values = np.array([[-1.0, 0.0], [3.0, np.nan]])
+    assert stream(values, 9, np.array([2, 0]), g, 3.0) == (ANSWERED, [-1, -1])
 
 
 def test_stream_answers_split_segments() -> None:
@@ -477,7 +484,7 @@ def test_stream_split_answers_against_brute_force(data: st.DataObject) -> None:
     values = np.array(rows, dtype=np.float64)
     if not np.nanmax(values, initial=-1.0) > 0.0:
         return
-    capacity = data.draw(st.integers(1, n * k * g0))
+    capacity = data.draw(st.integers(g0, n * k * g0))
     g = np.full(n, g0, dtype=np.int64)
     weights = steps_weights(g, k)
     res, choice = stream(values, capacity, np.full(n, k, dtype=np.int64), g,

@@ -53,6 +53,6 @@ def unit_steps_stream(
     capacity: int,  # int64_t
     choice: NDArray[np.int64],  # int64_t[::1], out: option per job, -1 = none
     tops: NDArray[np.int64],  # const int64_t[::1], row i's columns to read
-    steps_g: NDArray[np.int64],  # const int64_t[::1], weights[i, k] == (k + 1) * steps_g[i]
+    g: int,  # int64_t, weights[i, k] == (k + 1) * g
     guess: float = ...,  # > 0: the grid guessed from its frexp exponent; 0: none
 ) -> int: ...  # 0 answered (choice written), 1 refused, 2 the guess was wrong

@@ -32,11 +32,11 @@ cdef extern from "mckp.hpp" namespace "aryl::mckp" nogil:
         bint push(double x)
     cdef cppclass StepCursor "aryl::mckp::UnitStepStream::Cursor":
         bint on()
-        int64_t begin_class(int64_t g, int64_t top)
+        int64_t begin_class(int64_t top)
         StepRun run()
-        void end_class(const StepRun& r, int64_t g, const double* x, int64_t lim)
+        void end_class(const StepRun& r, const double* x, int64_t lim)
     cdef cppclass UnitStepStream "aryl::mckp::UnitStepStream":
-        StepCursor begin(int64_t n, int64_t K, int64_t C) except +
+        StepCursor begin(int64_t n, int64_t K, int64_t C, int64_t g) except +
         void finish(const StepCursor& cur, double vmax)
         int solve[F](int64_t C, int64_t* out, int64_t offset, F row) except +
 
@@ -237,13 +237,13 @@ def unit_steps_stream(
     int64_t capacity,
     int64_t[::1] choice,
     const int64_t[::1] tops,
-    const int64_t[::1] steps_g,
+    int64_t g,
     double guess=0.0,
 ):
     """The step shortcut fed row by row (``mckp::UnitStepStream``, test entry).
 
     Feeds the rows of ``values`` (``tops[i]`` leading columns of row ``i``, option
-    ``k`` weighing ``(k + 1) * steps_g[i]``) to a stream whose grid is guessed from
+    ``k`` weighing ``(k + 1) * g``) to a stream whose grid is guessed from
     ``guess`` (> 0: its frexp exponent; 0: no guess), then asks it for the choice
     :func:`solve_values` would make.  Returns 0 (answered: ``choice`` written; also
     where :func:`solve_values_unit_steps` refuses because the cut splits one job's
@@ -260,7 +260,7 @@ def unit_steps_stream(
     cdef ArrayRows rows
     cdef int result
     cdef int64_t* out = NULL
-    if choice.shape[0] != n or tops.shape[0] != n or steps_g.shape[0] != n:
+    if choice.shape[0] != n or tops.shape[0] != n:
         raise ValueError("unit_steps_stream: shape mismatch")
     for i in range(n):
         for j in range(k):
@@ -274,19 +274,19 @@ def unit_steps_stream(
         rows.tops = &tops[0]
         rows.K = k
     if guess > 0.0:  # an instance to learn the guess from
-        cur = stream.begin(0, 0, 0)
+        cur = stream.begin(0, 0, 0, 0)
         stream.finish(cur, guess)
     with nogil:
-        cur = stream.begin(n, k, capacity)
+        cur = stream.begin(n, k, capacity, g)
         if cur.on():
             for i in range(n):
                 top = min(tops[i], k)
-                lim = cur.begin_class(steps_g[i], top)
+                lim = cur.begin_class(top)
                 run = cur.run()
                 for j in range(lim):
                     if not run.push(values[i, j]):
                         break
-                cur.end_class(run, steps_g[i], &values[i, 0], lim)
+                cur.end_class(run, &values[i, 0], lim)
         stream.finish(cur, vmax)
         result = stream.solve[ArrayRows](capacity, out, -1, rows)
     return result

@@ -1517,28 +1517,26 @@ inline bool solve_values_unit_steps(const double* v, const int64_t* wt, int64_t 
 // the stream takes a guess, the frexp exponent of the last instance's largest value
 // (they seldom change between consecutive instances), and answers only when the guess
 // is right.  Then each value is quantised exactly as FloatSource::value does with the
-// right scale, and every class's steps, the histogram, the common g and the refusals
-// are those of unit_steps_impl over the same values, tops and g (the same
-// expressions in the same order, see Run::push): so is the answer, through the same
-// unit_steps_cut.  Otherwise solve() says so (GUESS_WRONG) and the caller runs
-// solve_values_unit_steps on the finished table.
+// right scale, and every class's steps and the histogram are those of unit_steps_impl
+// over the same values, tops and g (the same expressions in the same order, see
+// Run::push; one g for every class, so there is no refusal for the weights): so is
+// the answer, through the same unit_steps_cut.  Otherwise solve() says so
+// (GUESS_WRONG) and the caller runs solve_values_unit_steps on the finished table.
 //
-// Use, for an instance of n classes, K columns (no class has more than K options) and
-// capacity C:
-//   Cursor cur = stream.begin(n, K, C);   // a local object: its fields stay in registers
+// Use, for an instance of n classes, K columns (no class has more than K options),
+// capacity C and option k of every class weighing (k + 1) * g:
+//   Cursor cur = stream.begin(n, K, C, g);  // a local object: its fields stay in registers
 //   if (cur.on()) for each class i in order:
-//     lim = cur.begin_class(g_i, top_i);  // options k < lim are pushed (0: none)
+//     lim = cur.begin_class(top_i);       // options k < lim are pushed (<= 0: none)
 //     Run run = cur.run();
 //     for k = 0, 1, ... < lim while run.push(x_ik) ...   (x_ik: option k's value)
-//     cur.end_class(run, g_i, x_i, lim);  // x_i: the class's values (read only when
+//     cur.end_class(run, x_i, lim);       // x_i: the class's values (read only when
 //                                         // one broke the pattern of the usual class)
 //   stream.finish(cur, vmax);             // vmax > 0: the instance's largest value
-//   stream.solve(C, out, offset);         // solve_values_unit_steps's choice + offset + 1
-// top_i and g_i are those of solve_values_unit_steps's tops and steps_g: values of
-// columns >= top_i are not read, and option k of class i weighs (k + 1) * g_i.  A
-// class of top_i > 0 and g_i < 1 is refused, as there.  Without cur.on() (no guess
-// yet, nothing fits, beyond the kernel's limits) nothing is pushed and solve() says
-// GUESS_WRONG.
+//   stream.solve(C, out, offset, row);    // solve_values's choice + offset + 1
+// top_i is solve_values_unit_steps's tops[i] (values of columns >= top_i are not
+// read) and g every steps_g[i].  Without cur.on() (no guess yet, nothing fits, g <
+// 1, beyond the kernel's limits) nothing is pushed and solve() says GUESS_WRONG.
 class UnitStepStream {
  public:
   enum Result : int { ANSWERED = 0, REFUSED = 1, GUESS_WRONG = 2 };
@@ -1577,23 +1575,12 @@ class UnitStepStream {
   class Cursor {
    public:
     bool on() const { return on_; }
-    // Class i's options to push: k < lim = min(top, C / g) (those that fit); 0 when it
-    // has none.  g < 1 with top > 0: the instance is refused.
-    int64_t begin_class(int64_t g, int64_t top) {
-      if (top <= 0) return 0;
-      if (g < 1) {
-        refused_ = true;  // a broken promise: leave it to the solver
-        return 0;
-      }
-      if (g != g_row_) {
-        g_row_ = g;
-        kcap_row_ = C_ / g;
-      }
-      return std::min(top, kcap_row_);
-    }
+    // Class i's options to push: k < lim = min(top, C / g) (those that fit; none when
+    // lim <= 0).
+    int64_t begin_class(int64_t top) const { return std::min(top, m_); }
     Run run() const { return Run{kMagic, kTopKey, 0, e_, hist_, scale_}; }
-    // After the class's pushes: g its g, x its values (options 0 .. lim - 1).
-    void end_class(const Run& r, int64_t g, const double* x, int64_t lim) {
+    // After the class's pushes: x its values (options 0 .. lim - 1).
+    void end_class(const Run& r, const double* x, int64_t lim) {
       int64_t steps = r.k;
       if (steps < lim) {
         // not the usual class: its hull from scratch (as unit_steps_impl), unless a
@@ -1606,10 +1593,6 @@ class UnitStepStream {
           src.scale1 = scale_;
           steps = detail::other_class_steps(src, 0, lim, steps, hs_, hq_, e_, hist_);
         }
-      }
-      if (g != g_ && steps > 0) {
-        if (g_ != 0) refused_ = true;  // a second g
-        g_ = g;
       }
       e_[steps] = 0.0;
       *steps_of_++ = steps;
@@ -1625,21 +1608,24 @@ class UnitStepStream {
     uint32_t* hist_ = nullptr;
     int64_t *hs_ = nullptr, *hq_ = nullptr;  // a hull's scratch
     double scale_ = 0.0, bound_ = 0.0;  // 2**(kQuantBits - exp), 2**exp
-    int64_t C_ = 0, g_ = 0, g_row_ = 0, kcap_row_ = 0;  // g_: the classes' common g
-    bool on_ = false, refused_ = false;
+    int64_t m_ = 0;                     // C / g: the steps of g that fit
+    bool on_ = false;
   };
 
-  // Starts an instance of n classes of at most K options, capacity C.
-  Cursor begin(int64_t n, int64_t K, int64_t C) {
+  // Starts an instance of n classes of at most K options, capacity C, every option k
+  // weighing (k + 1) * g.
+  Cursor begin(int64_t n, int64_t K, int64_t C, int64_t g) {
     Cursor cur;
     right_ = false;
     n_ = n;
     K_ = K;
     C_ = C;
+    g_ = g;
     const int shift = kQuantBits - exp_;
-    // off: nothing fits, no guess yet, a two-step scale (FloatSource), or beyond the
-    // limits of solve_values_unit_steps (the hull's int64 products, 32-bit counters)
-    cur.on_ = C >= 1 && K >= 1 && n >= 1 && exp_ != kNoGuess && shift <= 1000 &&
+    // off: nothing fits (C < g), no guess yet, a two-step scale (FloatSource), or
+    // beyond the limits of solve_values_unit_steps (the hull's int64 products, 32-bit
+    // counters)
+    cur.on_ = g >= 1 && C >= g && K >= 1 && n >= 1 && exp_ != kNoGuess && shift <= 1000 &&
               K <= (int64_t(1) << 22) &&
               static_cast<uint64_t>(n) * static_cast<uint64_t>(K) < (uint64_t(1) << 32);
     if (!cur.on_) return cur;
@@ -1658,7 +1644,7 @@ class UnitStepStream {
     }
     cur.scale_ = scale_;
     cur.bound_ = bound_;
-    cur.C_ = C;
+    cur.m_ = C / g;
     return cur;
   }
   // After the last class: vmax > 0, the instance's largest value.  Checks the guess,
@@ -1669,21 +1655,19 @@ class UnitStepStream {
     right_ = cur.on_ && e == exp_;
     exp_ = e;
     if (!right_) return;
-    refused_ = cur.refused_;
-    g_ = cur.g_;
     n_steps_ = static_cast<size_t>(cur.e_ - eff_.data()) - static_cast<size_t>(n_);
   }
   // The answer, for capacity C (that of begin): out[i] = the option solve_values
   // would choose for class i (-1: none) + offset + 1, and ANSWERED; or REFUSED (out
-  // unspecified: run the solver), or GUESS_WRONG (run solve_values_unit_steps).
+  // unspecified: run the solver), or GUESS_WRONG (run solve_values_unit_steps; the
+  // stream was off, or its guess wrong).
   // Answers also when the cut splits one class's hull segment (where
   // solve_values_unit_steps refuses), by unit_steps_split: row(i, &top) gives class
   // i's values (those the stream was fed, from option 0; top: their count).
   template <typename RowFn>
   Result solve(int64_t C, int64_t* out, int64_t offset, const RowFn& row) const {
     if (!right_ || C != C_) return GUESS_WRONG;
-    if (refused_) return REFUSED;
-    if (g_ == 0) {  // nothing usable
+    if (n_steps_ == 0) {  // nothing usable
       for (int64_t i = 0; i < n_; ++i) out[i] = offset;
       return ANSWERED;
     }
@@ -1707,7 +1691,7 @@ class UnitStepStream {
   int exp_ = kNoGuess;  // the guessed frexp exponent of the largest value
   int scale_exp_ = kNoGuess;  // the exponent of scale_ and bound_ (as Cursor's)
   double scale_ = 0.0, bound_ = 0.0;
-  bool right_ = false, refused_ = false;  // the last instance's
+  bool right_ = false;  // the last instance's
   int64_t n_ = 0, K_ = 0, C_ = 0, g_ = 0;
   size_t n_steps_ = 0;
   std::vector<double> eff_;

@@ -119,11 +119,12 @@ inline double table_cell(double j0, double time_c, double pt, bool add_p, double
 // build_table's loop over the rows: writes them to the table (!kFeed: the values,
 // their weights and NaN tails, keeping what the last build of the same K wrote and
 // is still right), or feeds them to the step shortcut through `cur` (kFeed: row i's
-// options c = 1..min(K, extra) weigh c * g, its top and g are those that a written
-// table's row_top[i] and row_g[i] would hold), each row's values in row_scratch only.
+// options c = 1..min(K, extra) weigh c * g, its top is what a written table's
+// row_top[i] would hold), each row's values in row_scratch only; returns false as
+// soon as a row's g is not g (the stream takes one g for all rows).
 template <bool kFeed>
-inline void table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
-                       mckp::UnitStepStream::Cursor& cur_io) {
+inline bool table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
+                       mckp::UnitStepStream::Cursor& cur_io, i64 g_all) {
   using Stream = mckp::UnitStepStream;
   double* const v = kFeed ? mckp::detail::grow(out.row_scratch, static_cast<size_t>(K))
                           : out.v.data();
@@ -141,7 +142,8 @@ inline void table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
     const RowIn& in = rows[i];
     const i64 g = in.g, c_now = in.c_now;
     const i64 top = std::min(K, in.extra);
-    if (g < 1 && top >= 1) weights_ok = false;
+    if (kFeed && g != g_all) return false;
+    if (!kFeed && g < 1 && top >= 1) weights_ok = false;  // (fed: g >= 1, see begin)
     double* const vrow = kFeed ? v : v + i * static_cast<size_t>(K);
     if (!kFeed) {
       const i64 had_g = row_g[i], had_top = row_top[i];
@@ -157,7 +159,7 @@ inline void table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
       }
     }
     // the stream takes options c = 1..lim (lim <= top)
-    const i64 lim = kFeed ? cur.begin_class(g, top) : 0;
+    const i64 lim = kFeed ? cur.begin_class(top) : 0;
     Stream::Run run = cur.run();
     if (top >= 1) {
       // jct[0] - jct[c] (+ p), c = 1..top, each jct computed once
@@ -209,11 +211,12 @@ inline void table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
       }
       for (; c <= top; ++c) track(value(c));
     }
-    if (kFeed) cur.end_class(run, g, vrow, lim);
+    if (kFeed) cur.end_class(run, vrow, lim);
   }
   cur_io = cur;
   out.vmax = hi;
   out.checked = hi < kInf && lo > -kInf && weights_ok;
+  return true;
 }
 
 // build_table writing the rows to the table.
@@ -229,13 +232,14 @@ inline void write_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p)
   out.row_g.resize(n, -1);
   out.row_top.resize(n, 0);
   mckp::UnitStepStream::Cursor none;
-  table_rows<false>(out, rows, n, K, p, none);
+  table_rows<false>(out, rows, n, K, p, none, 0);
 }
 
 // The table of n rows (K columns, pause p).  Given a capacity (>= 0), feeds the MCKP
 // step shortcut (Table::steps) with the rows' values instead of writing them (when
-// it can guess the instance's grid; else it writes them): solve_extras asks the
-// shortcut first, and writes the rows when it needs the values.
+// it can guess the instance's grid and every row has the same g; else it writes
+// them): solve_extras asks the shortcut first, and writes the rows when it needs the
+// values.
 inline void build_table(Table& out, const RowIn* rows, size_t n, i64 K, double p,
                         i64 capacity = -1) {
   out.n = static_cast<i64>(n);
@@ -246,13 +250,14 @@ inline void build_table(Table& out, const RowIn* rows, size_t n, i64 K, double p
     write_rows(out, rows, n, K, p);
     return;
   }
-  mckp::UnitStepStream::Cursor cur = out.steps.begin(static_cast<i64>(n), K, capacity);
-  if (cur.on()) {
-    table_rows<true>(out, rows, n, K, p, cur);
+  const i64 g = n > 0 ? rows[0].g : 0;
+  mckp::UnitStepStream::Cursor cur = out.steps.begin(static_cast<i64>(n), K, capacity, g);
+  if (cur.on() && table_rows<true>(out, rows, n, K, p, cur, g)) {
     out.pending = rows;
     out.pending_p = p;
   } else {
     write_rows(out, rows, n, K, p);
+    cur = mckp::UnitStepStream::Cursor();  // (not fed)
   }
   out.steps_fed = true;
   // (the stream learns the grid from every instance, fed or not)
@@ -1363,7 +1368,7 @@ class ArylPass : public SjfPass {
     // p = max(pause), and + p (a pause of 0) on the starting rows
     const double now = st.now_s;
     const double p = n_run > 0 ? st.config.rescale_pause_s : 0.0;
-    i64 K = std::numeric_limits<i64>::min(), gmax = K;
+    i64 K = std::numeric_limits<i64>::min(), gmax = K, gmin = std::numeric_limits<i64>::max();
     bool tput_missing = gpu_type >= 0;  // throughputs to compute into ws.tput
     for (size_t i = 0; i < n; ++i) {
       const i64 j = cand[i];
@@ -1377,6 +1382,7 @@ class ArylPass : public SjfPass {
       ext[i] = c_now;
       K = std::max(K, e);
       gmax = std::max(gmax, gi);
+      gmin = std::min(gmin, gi);
       // a started job's throughputs are kept with its record (State::records)
       const double* t =
           gpu_type < 0 ? st.records.throughput_row(u, st.alpha[u], b, e + 1) : nullptr;
@@ -1403,8 +1409,9 @@ class ArylPass : public SjfPass {
     }
     ap::Table& table = ws.table;
     const ap::Solver solver = pol.greedy_solver ? ap::Solver::greedy : ap::Solver::mckp;
-    // the MCKP's step shortcut fed as the table is built (not for the unconstrained choice)
-    const bool feed = solver == ap::Solver::mckp && !unconstrained_only;
+    // the MCKP's step shortcut fed as the table is built (not for the unconstrained
+    // choice; one g for all the candidates)
+    const bool feed = solver == ap::Solver::mckp && !unconstrained_only && gmin == gmax;
     ap::build_table(table, rows.data(), n, K, p, feed ? capacity : -1);
     // (1) per-job caps from per-server worker slots (1-GPU workers always fit)
     std::vector<i64>& caps = ws.caps;
