@@ -337,3 +337,184 @@ def test_inf_and_bad_weights_raise() -> None:
         kernel(np.array([[1.0, np.inf]]), weights, 3)
     with pytest.raises(ValueError, match="weights"):
         kernel(np.array([[1.0, 2.0]]), np.array([[1, 0]], dtype=np.int64), 3)
+
+
+# ------------------------------------------------------------------ the stream
+
+ANSWERED, REFUSED, GUESS_WRONG = 0, 1, 2
+
+
+def stream(
+    values: NDArray[np.float64],
+    capacity: int,
+    tops: NDArray[np.int64],
+    steps_g: NDArray[np.int64],
+    guess: float,
+) -> tuple[int, list[int]]:
+    """The shortcut fed row by row (``mckp::UnitStepStream``, one g for every row):
+    (result, choice)."""
+    v = np.ascontiguousarray(values, dtype=np.float64)
+    choice = np.full(v.shape[0], -7, dtype=np.int64)
+    assert len(set(steps_g.tolist())) <= 1
+    g = int(steps_g[0]) if len(steps_g) else 1
+    res = _mckp.unit_steps_stream(v, capacity, choice, np.ascontiguousarray(tops), g, guess)
+    return res, choice.tolist()
+
+
+def other_exponent(vmax: float) -> float:
+    """A value whose frexp exponent differs from vmax's."""
+    return vmax * 2.0 if vmax < 1e300 else vmax / 2.0
+
+
+@settings(max_examples=400, deadline=None)
+@given(inst=instances())
+def test_stream_answers_as_the_kernel_with_the_right_guess(inst: tuple) -> None:
+    values, weights, capacity, tops, g, perturb = inst
+    if perturb or not values.size or not np.nanmax(values, initial=-1.0) > 0.0:
+        return
+    if len(set(g.tolist())) > 1:  # the stream takes one g for all rows
+        return
+    vmax = float(np.nanmax(values))
+    got = kernel(values, weights, capacity, tops=tops, steps_g=g)
+    res, choice = stream(values, capacity, tops, g, vmax)
+    if capacity < g[0]:  # nothing fits: the stream is off (the caller asks the kernel)
+        assert res == GUESS_WRONG
+    elif got is not None:
+        assert res == ANSWERED and choice == got
+    elif res == ANSWERED:  # a split segment, which the kernel refuses: the solver's choice
+        assert choice == solver(values, weights, capacity)
+    else:
+        assert res == REFUSED
+    # a wrong guess, or none, is never taken for the grid
+    assert stream(values, capacity, tops, g, other_exponent(vmax))[0] == GUESS_WRONG
+    assert stream(values, capacity, tops, g, 0.0)[0] == GUESS_WRONG
+    # a guess of the same exponent is the same grid
+    res2, choice2 = stream(values, capacity, tops, g, np.ldexp(0.5, np.frexp(vmax)[1]))
+    assert (res2, choice2 if res2 == ANSWERED else None) == (res, choice if res == ANSWERED else None)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_stream_on_aryl_tables(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for _ in range(8):
+        n, k = int(rng.integers(1, 70)), int(rng.integers(1, 13))
+        values, weights, tops = aryl_table(rng, n, k)
+        if not np.nanmax(values, initial=-1.0) > 0.0:
+            continue
+        capacity = int(rng.integers(1, max(2, int(tops.sum()))))
+        g = np.ones(n, dtype=np.int64)
+        got = kernel(values, weights, capacity, tops=tops, steps_g=g)
+        res, choice = stream(values, capacity, tops, g, float(np.nanmax(values)))
+        assert res == ANSWERED or (res == REFUSED and got is None)
+        if res == ANSWERED:
+            assert choice == solver(values, weights, capacity)
+            if got is not None:
+                assert choice == got
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-3, 1.0, 1e12, 1e300])
+def test_stream_scales(scale: float) -> None:
+    # a value off the guessed grid (a wrong guess) must neither be taken nor overflow
+    # the histogram: the largest value's exponent decides, and is checked
+    rng = np.random.default_rng(5)
+    values, weights, tops = aryl_table(rng, 30, 6)
+    values = values / np.nanmax(values) * scale
+    g = np.ones(30, dtype=np.int64)
+    for capacity in (5, 17, 40):
+        got = kernel(values, weights, capacity, tops=tops, steps_g=g)
+        res, choice = stream(values, capacity, tops, g, scale)
+        if 40 - np.frexp(scale)[1] > 1000:  # a grid of two scaling steps: not streamed
+            assert res == GUESS_WRONG
+        else:
+            assert res == ANSWERED or (res == REFUSED and got is None)
+        if res == ANSWERED:
+            assert choice == (got if got is not None else solver(values, weights, capacity))
+        for guess in (scale * 1e-200, scale * 1e-9, scale / 3.0, scale * 3.0, scale * 1e9):
+            if 0.0 < guess < np.inf and np.frexp(guess)[1] != np.frexp(scale)[1]:
+                assert stream(values, capacity, tops, g, guess)[0] == GUESS_WRONG
+
+
+def test_stream_refusals_are_the_kernels() -> None:
+    g = np.array([1, 1])
+    tops = np.array([2, 2])
+    values = np.array([[10.0, 15.0], [10.0, 15.0]])  # a tie at the cut
+    assert stream(values, 1, tops, g, 15.0)[0] == REFUSED
+    assert kernel(values, steps_weights(g, 2), 1) is None
+    assert stream(values, 2, tops, g, 15.0) == (ANSWERED, [0, 0])
+    # g < 1, or nothing fits: the stream is off
+    assert stream(values, 2, tops, np.array([0, 0]), 15.0)[0] == GUESS_WRONG
+    assert stream(values, 1, tops, np.array([2, 2]), 15.0)[0] == GUESS_WRONG
+    # everything fits; nothing usable
+    assert stream(values, 9, tops, g, 15.0) == (ANSWERED, [1, 1])
+    values = np.array([[-1.0, 0.0], [3.0, np.nan]])
+    assert stream(values, 9, np.array([2, 0]), g, 3.0) == (ANSWERED, [-1, -1])
+
+
+def test_stream_answers_split_segments() -> None:
+    # the kernel's refusals where the cut splits one job's hull segment (see
+    # test_bump_answered_when_the_cut_is_clean_refused_when_it_splits and
+    # test_absent_first_options): the stream answers them as the solver does
+    g, tops = np.array([1, 1]), np.array([2, 1])
+    values = np.array([[1.0, 10.0], [6.0, np.nan]])
+    weights = steps_weights(g, 2)
+    assert kernel(values, weights, 2) is None
+    assert stream(values, 2, tops, g, 10.0) == (ANSWERED, [1, -1]) and solver(values, weights, 2) == [1, -1]
+    values = np.array([[-2.0, 3.0, 7.0], [5.0, 6.0, np.nan]])
+    weights = steps_weights(g, 3)
+    assert kernel(values, weights, 3) is None
+    assert stream(values, 3, np.array([3, 2]), g, 7.0) == (ANSWERED, [1, 0])
+    assert solver(values, weights, 3) == [1, 0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_stream_split_answers_against_brute_force(data: st.DataObject) -> None:
+    # small instances with long segments (values on a few lines through the origin)
+    # and ties: every answer, the split ones included, is the exact optimum the
+    # solver's tie rule picks
+    n = data.draw(st.integers(1, 5))
+    k = data.draw(st.integers(1, 5))
+    g0 = data.draw(st.integers(1, 2))
+    rows = []
+    for _ in range(n):
+        slope = data.draw(st.sampled_from([1.0, 2.0, 3.0, 1.5]))
+        row = [slope * (c + 1) + data.draw(st.sampled_from([0.0, 0.0, -1.0, 1.0, -0.5]))
+               for c in range(k)]
+        rows.append([x if data.draw(st.integers(0, 9)) else np.nan for x in row])
+    values = np.array(rows, dtype=np.float64)
+    if not np.nanmax(values, initial=-1.0) > 0.0:
+        return
+    capacity = data.draw(st.integers(g0, n * k * g0))
+    g = np.full(n, g0, dtype=np.int64)
+    weights = steps_weights(g, k)
+    res, choice = stream(values, capacity, np.full(n, k, dtype=np.int64), g,
+                         float(np.nanmax(values)))
+    got = kernel(values, weights, capacity)
+    assert res in (ANSWERED, REFUSED)
+    if res == ANSWERED:
+        assert choice == solver(values, weights, capacity) == brute_force(values, weights, capacity)
+    else:
+        assert got is None
+
+
+def test_stream_answers_most_refusals_of_aryl_tables() -> None:
+    # aryl tables (a bump at today's size, long segments from it) where the kernel
+    # refuses: the stream answers them, the solver's choice
+    rng = np.random.default_rng(11)
+    refused = answered = 0
+    for _ in range(1200):
+        n, k = int(rng.integers(2, 40)), int(rng.integers(2, 10))
+        values, weights, tops = aryl_table(rng, n, k)
+        if not np.nanmax(values, initial=-1.0) > 0.0:
+            continue
+        capacity = int(rng.integers(1, max(2, int(tops.sum()))))
+        if kernel(values, weights, capacity) is not None:
+            continue
+        refused += 1
+        g = np.ones(n, dtype=np.int64)
+        res, choice = stream(values, capacity, tops, g, float(np.nanmax(values)))
+        if res == ANSWERED:
+            answered += 1
+            assert choice == solver(values, weights, capacity)
+    assert refused > 25
+    assert answered > refused * 0.8

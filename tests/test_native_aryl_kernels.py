@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -84,6 +85,61 @@ def test_table_from_throughput_is_the_numpy_table(r: dict[str, np.ndarray], data
     assert same_floats(v_c, v_py)
     assert np.array_equal(w_c, w_py)
     assert w_c.shape == w_py.shape
+
+
+def fed_rounds(r: dict[str, np.ndarray], tput: np.ndarray, capacity: int) -> None:
+    """The table built feeding the MCKP step shortcut (three rounds: the first teaches
+    it the grid), solved each time: the Python choice every round; the table written
+    afterwards is the numpy table."""
+    v_py, w_py = extras_table_from_throughput(r["rem"], r["cur"], r["base"], r["mx"], r["g"],
+                                              tput, r["pause"])
+    py = solve_extras(v_py, w_py, capacity, backend="native")
+    choices, (v_c, w_c) = native._aryl_fed_solve_extras(
+        r["rem"], r["cur"], r["base"], r["mx"], r["g"], tput, r["pause"], capacity, 3)
+    assert [list(c) for c in choices] == [py.tolist()] * 3
+    assert same_floats(v_c, v_py)
+    assert np.array_equal(w_c, w_py)
+
+
+@settings(max_examples=300, deadline=None)
+@given(r=job_rows(n_max=10), capacity=st.integers(0, 40), data=st.data())
+def test_fed_table_solves_like_python(r: dict[str, np.ndarray], capacity: int,
+                                      data: Any) -> None:
+    n = len(r["rem"])
+    extra = r["mx"] - r["base"]
+    n_cols = int(extra.max()) + 1 if n else 1
+    tput = np.full((n, n_cols), np.nan)
+    for i in range(n):
+        tput[i, : extra[i] + 1] = [data.draw(st.floats(0.05, 64.0)) for _ in range(extra[i] + 1)]
+    fed_rounds(r, tput, capacity)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_fed_table_solves_aryl_phases_like_python(seed: int) -> None:
+    # phases as the itp-c07 replay has them: ~60 jobs, up to 12 extra workers, most
+    # at their base (some holding extras, some starting now), 1-GPU workers
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(20, 80))
+    n_run = int(rng.integers(n // 2, n + 1))
+    base = rng.integers(1, 5, size=n).astype(I64)
+    mx = base + rng.integers(1, 13, size=n).astype(I64)
+    cur = base.copy()
+    held = rng.random(n) < 0.3
+    cur[:n_run][held[:n_run]] += rng.integers(0, 4, size=int(held[:n_run].sum()))
+    cur = np.minimum(cur, mx)
+    rem = rng.uniform(10.0, 1e6, size=n)
+    rem[rng.random(n) < 0.05] = 0.0
+    alpha = rng.uniform(0.0, 0.3, size=n)
+    pause = np.zeros(n)
+    pause[:n_run] = 30.0
+    extra = mx - base
+    workers = base[:, None] + np.arange(int(extra.max()) + 1)[None, :]
+    tput = workers / (1.0 + alpha[:, None] * (workers - 1.0))
+    tput[np.arange(tput.shape[1])[None, :] > extra[:, None]] = np.nan
+    r = dict(rem=rem, cur=cur, base=base, mx=mx, g=np.ones(n, dtype=I64), alpha=alpha,
+             pause=pause)
+    for capacity in (1, 7, int(extra.sum()) // 3, int(extra.sum()) // 2, int(extra.sum())):
+        fed_rounds(r, tput, capacity)
 
 
 @st.composite

@@ -47,3 +47,12 @@ def solve_values_unit_steps(
     tops: NDArray[np.int64] | None = ...,  # columns >= tops[i] of row i are not read
     steps_g: NDArray[np.int64] | None = ...,  # promise: weights[i, k] == (k + 1) * steps_g[i]
 ) -> bool: ...  # True: choice is solve_values' answer; False: the shortcut refused
+
+def unit_steps_stream(
+    values: NDArray[np.float64],  # const double[:, ::1], NaN = absent, finite, max > 0
+    capacity: int,  # int64_t
+    choice: NDArray[np.int64],  # int64_t[::1], out: option per job, -1 = none
+    tops: NDArray[np.int64],  # const int64_t[::1], row i's columns to read
+    g: int,  # int64_t, weights[i, k] == (k + 1) * g
+    guess: float = ...,  # > 0: the grid guessed from its frexp exponent; 0: none
+) -> int: ...  # 0 answered (choice written), 1 refused, 2 the guess was wrong

@@ -27,6 +27,37 @@ cdef extern from "mckp.hpp" namespace "aryl::mckp" nogil:
         const double* v, const int64_t* wt, int64_t n, int64_t K, int64_t C, double vmax,
         const int64_t* tops, const int64_t* steps_g, int64_t* choice) except +
     int N_STATS_C "aryl::mckp::N_STATS"
+    cdef cppclass StepRun "aryl::mckp::UnitStepStream::Run":
+        int64_t k
+        bint push(double x)
+    cdef cppclass StepCursor "aryl::mckp::UnitStepStream::Cursor":
+        bint on()
+        int64_t begin_class(int64_t top)
+        StepRun run()
+        void end_class(const StepRun& r, const double* x, int64_t lim)
+    cdef cppclass UnitStepStream "aryl::mckp::UnitStepStream":
+        StepCursor begin(int64_t n, int64_t K, int64_t C, int64_t g) except +
+        void finish(const StepCursor& cur, double vmax)
+        int solve[F](int64_t C, int64_t* out, int64_t offset, F row) except +
+
+
+cdef extern from *:
+    """
+    // the rows of a C-contiguous array, for UnitStepStream::solve (unit_steps_stream)
+    struct ArrayRows {
+      const double* v = nullptr;
+      const int64_t* tops = nullptr;
+      int64_t K = 0;
+      const double* operator()(int64_t i, int64_t* top) const {
+        *top = tops[i] < K ? tops[i] : K;
+        return v + i * K;
+      }
+    };
+    """
+    cdef cppclass ArrayRows:
+        const double* v
+        const int64_t* tops
+        int64_t K
 
 
 STAT_NAMES = (
@@ -199,3 +230,63 @@ def solve_values_unit_steps(
         ok = c_solve_values_unit_steps(&values[0, 0], &weights[0, 0], n, k, capacity, vmax,
                                        tops_p, g_p, &choice[0])
     return ok
+
+
+def unit_steps_stream(
+    const double[:, ::1] values,
+    int64_t capacity,
+    int64_t[::1] choice,
+    const int64_t[::1] tops,
+    int64_t g,
+    double guess=0.0,
+):
+    """The step shortcut fed row by row (``mckp::UnitStepStream``, test entry).
+
+    Feeds the rows of ``values`` (``tops[i]`` leading columns of row ``i``, option
+    ``k`` weighing ``(k + 1) * g``) to a stream whose grid is guessed from
+    ``guess`` (> 0: its frexp exponent; 0: no guess), then asks it for the choice
+    :func:`solve_values` would make.  Returns 0 (answered: ``choice`` written; also
+    where :func:`solve_values_unit_steps` refuses because the cut splits one job's
+    hull segment), 1 (refused) or 2 (the guess was wrong, or none).  ``values`` must
+    hold finite or NaN values, the largest > 0.
+    """
+    cdef int64_t n = values.shape[0]
+    cdef int64_t k = values.shape[1]
+    cdef int64_t i, j, lim, top
+    cdef double vmax = 0.0
+    cdef UnitStepStream stream
+    cdef StepCursor cur
+    cdef StepRun run
+    cdef ArrayRows rows
+    cdef int result
+    cdef int64_t* out = NULL
+    if choice.shape[0] != n or tops.shape[0] != n:
+        raise ValueError("unit_steps_stream: shape mismatch")
+    for i in range(n):
+        for j in range(k):
+            if values[i, j] > vmax:
+                vmax = values[i, j]
+    if not vmax > 0.0:
+        raise ValueError("unit_steps_stream: no positive value")
+    if n:
+        out = &choice[0]
+        rows.v = &values[0, 0]
+        rows.tops = &tops[0]
+        rows.K = k
+    if guess > 0.0:  # an instance to learn the guess from
+        cur = stream.begin(0, 0, 0, 0)
+        stream.finish(cur, guess)
+    with nogil:
+        cur = stream.begin(n, k, capacity, g)
+        if cur.on():
+            for i in range(n):
+                top = min(tops[i], k)
+                lim = cur.begin_class(top)
+                run = cur.run()
+                for j in range(lim):
+                    if not run.push(values[i, j]):
+                        break
+                cur.end_class(run, &values[i, 0], lim)
+        stream.finish(cur, vmax)
+        result = stream.solve[ArrayRows](capacity, out, -1, rows)
+    return result

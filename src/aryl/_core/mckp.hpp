@@ -74,6 +74,8 @@
 // unique, the greedy over the hull segments is the unique optimum and so the
 // solver's answer, found in O(options) plus a selection, without steps 1-4.  It
 // refuses (and the caller runs the solver) otherwise; see its comment for the proof.
+// UnitStepStream is the same shortcut fed row by row by a caller that computes the
+// values (the Aryl pass), quantising each while the caller has it at hand.
 #pragma once
 
 #include <algorithm>
@@ -1084,6 +1086,238 @@ int64_t other_class_steps(const Src& src, size_t row, int64_t lim, int64_t k, in
   return steps;
 }
 
+// solve_values_unit_steps once the classes' steps are known: eff holds, class after
+// class, its steps' efficiencies (strictly decreasing, > 0, each hull segment's once
+// per step of g) and a 0 after them; steps_of[i]: class i's steps, S their total, hist:
+// the steps per bucket (step_bucket), m = C / g >= 1: the steps of g that fit.  Writes
+// out[i] = (steps class i takes) + offset (offset -1: the option index, -1 for none)
+// and returns true, or returns false (refuses: a segment split by the cut, or a tie at
+// it); then *thr is the cut's efficiency (the m-th largest), out[i] = (class i's steps
+// above it) + offset, and sel_buf, cls_buf hold the *n_sel steps of thr's histogram
+// bucket and their classes (all the steps equal to thr among them).
+inline bool unit_steps_cut(const double* eff, const int64_t* steps_of, const uint32_t* hist,
+                           int64_t n, size_t S, size_t m, int64_t offset, int64_t* out,
+                           std::vector<double>& sel_buf, std::vector<int64_t>& cls_buf,
+                           double* thr_out = nullptr, size_t* n_sel_out = nullptr) {
+  if (S <= m) {  // everything fits
+    for (int64_t i = 0; i < n; ++i) out[i] = steps_of[i] + offset;
+    return true;
+  }
+  // The cut: the m-th largest efficiency thr must exceed the (m+1)-th, below.  The
+  // bucket bc holding the m-th: fewer than m steps in the buckets above it, at
+  // least m with it.  A class's steps above bc are a prefix of its run, those in
+  // bc the next ones: each class takes the former, and the few latter (with their
+  // class) are collected to select thr among them.
+  size_t bc = kStepBuckets - 1;
+  size_t n_above = 0;
+  while (n_above + hist[bc] < m) n_above += hist[bc--];
+  const double lo = step_bucket_low(bc), hi = step_bucket_low(bc + 1);
+  const size_t n_bc = hist[bc];
+  double* const sel = grow(sel_buf, 2 * n_bc);  // bc's steps, then a copy to select on
+  int64_t* const sel_cls = grow(cls_buf, n_bc);
+  size_t n_sel = 0;
+  double below = 0.0;  // the largest step under bc (0 if none)
+  const double* p = eff;
+  for (int64_t i = 0; i < n; ++i) {  // a class's run ends with 0 < lo
+    const double* const start = p;
+    const int64_t c = steps_of[i];
+    if (start[0] <= lo) {  // takes nothing (an empty class included)
+      out[i] = offset;
+      below = std::max(below, start[0]);
+    } else if (start[c - 1] > hi) {  // takes all (c >= 1 here)
+      out[i] = c + offset;
+    } else {
+      while (*p > hi) ++p;
+      out[i] = (p - start) + offset;  // the steps above bc
+      for (; *p > lo; ++p) {
+        sel[n_sel] = *p;
+        sel_cls[n_sel++] = i;
+      }
+      below = std::max(below, *p);
+    }
+    p = start + c + 1;
+  }
+  // thr is the r-th largest in bc; the (r+1)-th, if bc has it, is below
+  const size_t r = m - n_above;  // 1 <= r <= n_sel
+  double* const cp = sel + n_sel;
+  std::copy(sel, sel + n_sel, cp);
+  std::nth_element(cp, cp + (r - 1), cp + n_sel, std::greater<double>());
+  const double thr = cp[r - 1];
+  if (r < n_sel) below = *std::max_element(cp + r, cp + n_sel);
+  const bool clean = thr > below;
+  for (size_t j = 0; j < n_sel; ++j)
+    if (clean ? sel[j] >= thr : sel[j] > thr) ++out[sel_cls[j]];
+  if (!clean) {
+    if (thr_out != nullptr) *thr_out = thr;
+    if (n_sel_out != nullptr) *n_sel_out = n_sel;
+  }
+  return clean;
+}
+
+// Scratch of unit_steps_split.
+struct SplitScratch {
+  std::vector<double> prev_e, next_e;
+  std::vector<int64_t> prev_len, next_len, core, q, w, choice;
+  std::vector<char> used;
+};
+
+// The step shortcut when the cut splits one class's hull segment: unit_steps_cut's
+// usual refusal (its outputs: lam = thr, out[i] = (class i's steps above lam) +
+// offset, sel / sel_cls: the steps of lam's bucket and their classes).  Answers as
+// the solver would, through a Lagrangian reduction at lam and the solver on the few
+// classes left; returns false (out unspecified) when the refusal is another (steps
+// equal to lam in two classes), or the reduction leaves too many classes.
+//
+// Weights in steps of g: option k weighs k + 1, capacity m = C / g.  Let s be the one
+// class with steps equal to lam: its segment of ds such steps, from hull point A (its
+// steps above lam) to B, is split: the LP takes r of them (1 <= r < ds) after every
+// class's steps above lam.  Any other class i has no step equal to lam (as doubles;
+// rounding is monotone, so exactly neither), so its point x*_i after its t_i steps
+// above lam is a hull point, and with rc_ik = q_ik - lam * (k + 1):
+//   value(x) = UB - sum_i gap_i(x_i) - lam * (m - w(x)),  UB = sum_i max_k rc_ik + lam * m,
+// gap_i(k) = max rc_i - rc_ik >= 0 (x*_i, and A and B of s, are maximisers).  By the
+// concavity of the hull, an option of class i weighing w < w* = t_i has gap >=
+// (e_prev_i - lam) * (w* - w) >= e_prev_i - lam (e_prev_i: its last step above lam; "none"
+// is w = 0), and one weighing w > w* has gap >= lam - e_next_i (e_next_i: its next step,
+// < lam; without one, 0 when heavier usable options exist, q <= the hull's last, and
+// -inf when none does: lims[i], the class's usable options, from the stream).
+// Two incumbents: s at A with whole next segments of other classes filled into the r
+// steps left (greedily), and s at B with whole last segments of other classes dropped
+// (the cheapest first) to free ds - r steps; each value is UB minus its gaps and unused
+// room, so UB - LB = delta is known without UB.  Every solution of value >= LB (every
+// optimum, tied ones included) has sum of gaps <= delta: a class whose every
+// alternative has gap > delta (up to a margin for the rounding of lam and the steps,
+// far above it) takes x*_i in all of them.  So the optima are these fixed choices with
+// the optima of the other classes (the core, s included, in their order) within the
+// capacity left; and the solver's tie rule (value, then weight, then the classes in
+// order by their options' rank) picks among the latter exactly as among the former.
+// The core is solved by solve() over the quantised values (the instance's grid:
+// `scale`) that row(i, &top) gives for class i (its values from option 0, top of
+// them; options k < min(top, m) are usable).
+template <typename RowFn>
+inline bool unit_steps_split(const double* eff, const int64_t* steps_of, const int64_t* lims,
+                             int64_t n, int64_t K, int64_t m, int64_t g, int64_t C, double lam,
+                             const double* sel,
+                             const int64_t* sel_cls, size_t n_sel, double scale, int64_t offset,
+                             int64_t* out, const RowFn& row, SplitScratch& sc) {
+  constexpr size_t kMaxCore = 64;  // more: leave it to the solver
+  constexpr int kRounds = 8;       // segments filled into / dropped for an incumbent
+  int64_t split = -1, ds = 0;      // the class at lam, its steps at lam
+  for (size_t j = 0; j < n_sel; ++j)
+    if (sel[j] == lam) {
+      if (split >= 0 && sel_cls[j] != split) return false;  // a tie across classes
+      split = sel_cls[j];
+      ++ds;
+    }
+  const size_t nn = static_cast<size_t>(n);
+  double* const prev_e = grow(sc.prev_e, nn);
+  double* const next_e = grow(sc.next_e, nn);
+  int64_t* const prev_len = grow(sc.prev_len, nn);
+  int64_t* const next_len = grow(sc.next_len, nn);
+  // each class's neighbours of x*: its last step above lam and next step (with the
+  // lengths of their segments: equal steps)
+  int64_t taken = 0;
+  const double* p = eff;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t c = steps_of[i], t = out[i] - offset;
+    taken += t;
+    prev_len[i] = next_len[i] = 0;
+    prev_e[i] = 0.0;
+    // no heavier usable option: no gap upwards; only dominated ones: a gap >= lam
+    next_e[i] = t < lims[i] ? 0.0 : -std::numeric_limits<double>::infinity();
+    if (t >= 1) {
+      int64_t j = t - 1;
+      while (j > 0 && p[j - 1] == p[t - 1]) --j;
+      prev_e[i] = p[t - 1];
+      prev_len[i] = t - j;
+    }
+    if (t < c) {
+      int64_t j = t;
+      while (j < c && p[j] == p[t]) ++j;
+      next_e[i] = p[t];
+      next_len[i] = j - t;
+    }
+    p += c + 1;
+  }
+  const int64_t r = m - taken;
+  if (split < 0 || !(r >= 1 && r < ds)) return false;  // (not a split segment)
+  char* const used = grow(sc.used, nn);
+  std::fill(used, used + nn, 0);
+  // incumbent A: s at A, whole next segments filled in, best first
+  double loss_a = 0.0, mag = lam * static_cast<double>(ds + r + 1);
+  int64_t room = r;
+  for (int round = 0; round < kRounds; ++round) {
+    int64_t best = -1;
+    for (int64_t i = 0; i < n; ++i)
+      if (i != split && !used[i] && next_len[i] > 0 && next_len[i] <= room &&
+          (best < 0 || next_e[i] > next_e[best]))
+        best = i;
+    if (best < 0) break;
+    used[best] = 1;
+    room -= next_len[best];
+    loss_a += (lam - next_e[best]) * static_cast<double>(next_len[best]);
+    mag += next_e[best] * static_cast<double>(next_len[best]);
+  }
+  const double delta_a = loss_a + lam * static_cast<double>(room);
+  // incumbent B: s at B, whole last segments dropped, cheapest (lowest step) first
+  std::fill(used, used + nn, 0);
+  double loss_b = 0.0;
+  int64_t freed = 0;
+  const int64_t need = ds - r;
+  for (int round = 0; round < kRounds && freed < need; ++round) {
+    int64_t best = -1;
+    for (int64_t i = 0; i < n; ++i)
+      if (i != split && !used[i] && prev_len[i] > 0 && (best < 0 || prev_e[i] < prev_e[best]))
+        best = i;
+    if (best < 0) break;
+    used[best] = 1;
+    freed += prev_len[best];
+    loss_b += (prev_e[best] - lam) * static_cast<double>(prev_len[best]);
+    mag += prev_e[best] * static_cast<double>(prev_len[best]);
+  }
+  const double delta_b = freed >= need ? loss_b + lam * static_cast<double>(freed - need)
+                                       : std::numeric_limits<double>::infinity();
+  // a class is fixed when every alternative's gap exceeds delta + margin
+  const double bound = std::min(delta_a, delta_b) + kMarginRel * mag;
+  std::vector<int64_t>& core = sc.core;
+  core.clear();
+  int64_t fixed_steps = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t c = steps_of[i], t = out[i] - offset;
+    const bool in_core = i == split ||
+                         (c > 0 && ((t >= 1 && !(prev_e[i] - lam > bound)) ||
+                                    !(lam - next_e[i] > bound)));
+    if (in_core) {
+      if (core.size() == kMaxCore) return false;
+      core.push_back(i);
+    } else {
+      fixed_steps += t;
+    }
+  }
+  // the core over the quantised values, in the capacity the fixed classes leave
+  const size_t nc = core.size(), KK = static_cast<size_t>(K);
+  int64_t* const q = grow(sc.q, nc * KK);
+  int64_t* const w = grow(sc.w, nc * KK);
+  int64_t* const choice = grow(sc.choice, nc);
+  FloatSource src{nullptr};
+  src.scale1 = scale;
+  for (size_t j = 0; j < nc; ++j) {
+    int64_t top = 0;
+    src.v = row(core[j], &top);
+    const int64_t lim = std::min(std::min(top, m), K);
+    for (int64_t k = 0; k < K; ++k) {
+      q[j * KK + static_cast<size_t>(k)] = k < lim ? src.value(static_cast<size_t>(k)) : 0;
+      w[j * KK + static_cast<size_t>(k)] = (k + 1) * g;
+    }
+  }
+  int64_t stats[N_STATS];
+  if (solve_entry(QuantizedSource{q}, w, static_cast<int64_t>(nc), K, C - fixed_steps * g,
+                  int64_t(1) << 26, choice, stats, 0) != STATUS_OK)
+    return false;
+  for (size_t j = 0; j < nc; ++j) out[core[j]] = choice[j] + offset + 1;
+  return true;
+}
+
 // solve_values_unit_steps over the float values of src (kTwoSteps: src.two_steps);
 // tops[i]: row i's columns to read; g_of[i]: class i's g (< 1: no option with q > 0,
 // when !g_known).  Writes choice also when it refuses.
@@ -1176,55 +1410,7 @@ inline bool unit_steps_impl(const FloatSource& src, int64_t n, int64_t K, int64_
   }
   const size_t S = static_cast<size_t>(e - eff) - nn;
   const size_t m = static_cast<size_t>(C / g);  // >= 1: some option fits
-  if (S <= m) {  // everything fits
-    for (int64_t i = 0; i < n; ++i) choice[i] = steps_of[i] - 1;
-    return true;
-  }
-  // The cut: the m-th largest efficiency thr must exceed the (m+1)-th, below.  The
-  // bucket bc holding the m-th: fewer than m steps in the buckets above it, at
-  // least m with it.  A class's steps above bc are a prefix of its run, those in
-  // bc the next ones: each class takes the former, and the few latter (with their
-  // class) are collected to select thr among them.
-  size_t bc = kStepBuckets - 1;
-  size_t n_above = 0;
-  while (n_above + hist[bc] < m) n_above += hist[bc--];
-  const double lo = step_bucket_low(bc), hi = step_bucket_low(bc + 1);
-  const size_t n_bc = hist[bc];
-  double* const sel = grow(ws.step_sel, 2 * n_bc);  // bc's steps, then a copy to select on
-  int64_t* const sel_cls = grow(ws.step_cls, n_bc);
-  size_t n_sel = 0;
-  double below = 0.0;  // the largest step under bc (0 if none)
-  const double* p = eff;
-  for (int64_t i = 0; i < n; ++i) {  // a class's run ends with 0 < lo
-    const double* const start = p;
-    const int64_t c = steps_of[i];
-    if (start[0] <= lo) {  // takes nothing (an empty class included)
-      choice[i] = -1;
-      below = std::max(below, start[0]);
-    } else if (start[c - 1] > hi) {  // takes all (c >= 1 here)
-      choice[i] = c - 1;
-    } else {
-      while (*p > hi) ++p;
-      choice[i] = (p - start) - 1;  // steps of g taken: the option one less
-      for (; *p > lo; ++p) {
-        sel[n_sel] = *p;
-        sel_cls[n_sel++] = i;
-      }
-      below = std::max(below, *p);
-    }
-    p = start + c + 1;
-  }
-  // thr is the r-th largest in bc; the (r+1)-th, if bc has it, is below
-  const size_t r = m - n_above;  // 1 <= r <= n_sel
-  double* const cp = sel + n_sel;
-  std::copy(sel, sel + n_sel, cp);
-  std::nth_element(cp, cp + (r - 1), cp + n_sel, std::greater<double>());
-  const double thr = cp[r - 1];
-  if (r < n_sel) below = *std::max_element(cp + r, cp + n_sel);
-  if (!(thr > below)) return false;
-  for (size_t j = 0; j < n_sel; ++j)
-    if (sel[j] >= thr) ++choice[sel_cls[j]];
-  return true;
+  return unit_steps_cut(eff, steps_of, hist, n, S, m, -1, choice, ws.step_sel, ws.step_cls);
 }
 
 }  // namespace detail
@@ -1321,6 +1507,200 @@ inline bool solve_values_unit_steps(const double* v, const int64_t* wt, int64_t 
     ws = detail::Workspace();
   return ok;
 }
+
+// The step shortcut fed class by class: solve_values_unit_steps for a caller that
+// computes the values itself, row after row (aryl's table builder), so that each value
+// is quantised, checked and counted while the caller has it at hand, instead of read
+// back from the table afterwards.
+//
+// The quantising grid depends on the instance's largest value, known only at the end:
+// the stream takes a guess, the frexp exponent of the last instance's largest value
+// (they seldom change between consecutive instances), and answers only when the guess
+// is right.  Then each value is quantised exactly as FloatSource::value does with the
+// right scale, and every class's steps and the histogram are those of unit_steps_impl
+// over the same values, tops and g (the same expressions in the same order, see
+// Run::push; one g for every class, so there is no refusal for the weights): so is
+// the answer, through the same unit_steps_cut.  Otherwise solve() says so
+// (GUESS_WRONG) and the caller runs solve_values_unit_steps on the finished table.
+//
+// Use, for an instance of n classes, K columns (no class has more than K options),
+// capacity C and option k of every class weighing (k + 1) * g:
+//   Cursor cur = stream.begin(n, K, C, g);  // a local object: its fields stay in registers
+//   if (cur.on()) for each class i in order:
+//     lim = cur.begin_class(top_i);       // options k < lim are pushed (<= 0: none)
+//     Run run = cur.run();
+//     for k = 0, 1, ... < lim while run.push(x_ik) ...   (x_ik: option k's value)
+//     cur.end_class(run, x_i, lim);       // x_i: the class's values (read only when
+//                                         // one broke the pattern of the usual class)
+//   stream.finish(cur, vmax);             // vmax > 0: the instance's largest value
+//   stream.solve(C, out, offset, row);    // solve_values's choice + offset + 1
+// top_i is solve_values_unit_steps's tops[i] (values of columns >= top_i are not
+// read) and g every steps_g[i].  Without cur.on() (no guess yet, nothing fits, g <
+// 1, beyond the kernel's limits) nothing is pushed and solve() says GUESS_WRONG.
+class UnitStepStream {
+ public:
+  enum Result : int { ANSWERED = 0, REFUSED = 1, GUESS_WRONG = 2 };
+  static constexpr double kMagic = 4503599627370496.0;  // 2**52, as FloatSource::value
+  static constexpr uint64_t kTopKey = uint64_t(1023 + 40) << 52;  // key_of(2**40)
+
+  // One class's steps in the making.  push(x) quantises option k's value x (k = 0, 1,
+  // ...) and keeps the class "usual" (see unit_steps_impl: the increments d_k of the
+  // quantised values positive and non-increasing, t and d as there) while it can;
+  // false at the first value that breaks it (push no more of the class then).  The
+  // first increment is bounded by 2**40 rather than by +inf: the same test when the
+  // guess is right (a quantised value is <= 2**40), and with a wrong guess every
+  // increment pushed stays in [1, 2**40] (t and t_prev are integers >= 2**52), so
+  // its histogram bucket is in range.
+  struct Run {
+    double t_prev;
+    uint64_t dprev;
+    int64_t k;
+    double* e;
+    uint32_t* hist;
+    double scale;
+    bool push(double x) {
+      const double t = x * scale + kMagic;
+      const uint64_t d = detail::key_of(t - t_prev);
+      if (d - 1 >= dprev) return false;
+      std::memcpy(e + k, &d, sizeof d);
+      ++hist[detail::step_bucket_of_key(d)];
+      t_prev = t;
+      dprev = d;
+      ++k;
+      return true;
+    }
+  };
+
+  // The stream's state during one instance.
+  class Cursor {
+   public:
+    bool on() const { return on_; }
+    // Class i's options to push: k < lim = min(top, C / g) (those that fit; none when
+    // lim <= 0).
+    int64_t begin_class(int64_t top) const { return std::min(top, m_); }
+    Run run() const { return Run{kMagic, kTopKey, 0, e_, hist_, scale_}; }
+    // After the class's pushes: x its values (options 0 .. lim - 1).
+    void end_class(const Run& r, const double* x, int64_t lim) {
+      int64_t steps = r.k;
+      if (steps < lim) {
+        // not the usual class: its hull from scratch (as unit_steps_impl), unless a
+        // value is off the guessed grid (>= 2**exp, +inf; and so the guess is wrong,
+        // which finish() finds: the class keeps the steps pushed, all in range)
+        bool on_grid = true;  // (NaN is absent: on it)
+        for (int64_t k = 0; k < lim; ++k) on_grid = on_grid && !(x[k] >= bound_);
+        if (on_grid) {
+          detail::FloatSource src{x};
+          src.scale1 = scale_;
+          steps = detail::other_class_steps(src, 0, lim, steps, hs_, hq_, e_, hist_);
+        }
+      }
+      e_[steps] = 0.0;
+      *steps_of_++ = steps;
+      *lims_++ = lim;
+      e_ += steps + 1;
+    }
+
+   private:
+    friend class UnitStepStream;
+    double* e_ = nullptr;             // where the next class's steps go
+    int64_t* steps_of_ = nullptr;     // where the next class's count of steps goes
+    int64_t* lims_ = nullptr;         // ... and its usable options
+    uint32_t* hist_ = nullptr;
+    int64_t *hs_ = nullptr, *hq_ = nullptr;  // a hull's scratch
+    double scale_ = 0.0, bound_ = 0.0;  // 2**(kQuantBits - exp), 2**exp
+    int64_t m_ = 0;                     // C / g: the steps of g that fit
+    bool on_ = false;
+  };
+
+  // Starts an instance of n classes of at most K options, capacity C, every option k
+  // weighing (k + 1) * g.
+  Cursor begin(int64_t n, int64_t K, int64_t C, int64_t g) {
+    Cursor cur;
+    right_ = false;
+    n_ = n;
+    K_ = K;
+    C_ = C;
+    g_ = g;
+    const int shift = kQuantBits - exp_;
+    // off: nothing fits (C < g), no guess yet, a two-step scale (FloatSource), or
+    // beyond the limits of solve_values_unit_steps (the hull's int64 products, 32-bit
+    // counters)
+    cur.on_ = g >= 1 && C >= g && K >= 1 && n >= 1 && exp_ != kNoGuess && shift <= 1000 &&
+              K <= (int64_t(1) << 22) &&
+              static_cast<uint64_t>(n) * static_cast<uint64_t>(K) < (uint64_t(1) << 32);
+    if (!cur.on_) return cur;
+    const size_t nn = static_cast<size_t>(n);
+    cur.e_ = detail::grow(eff_, nn * static_cast<size_t>(K) + nn);
+    cur.steps_of_ = detail::grow(steps_of_, nn);
+    cur.lims_ = detail::grow(lims_, nn);
+    cur.hs_ = detail::grow(hs_, static_cast<size_t>(K) + 1);
+    cur.hq_ = detail::grow(hq_, static_cast<size_t>(K) + 1);
+    cur.hist_ = detail::grow(hist_, detail::kStepBuckets);
+    std::memset(cur.hist_, 0, detail::kStepBuckets * sizeof(uint32_t));
+    if (scale_exp_ != exp_) {
+      scale_exp_ = exp_;
+      scale_ = std::ldexp(1.0, shift);
+      bound_ = std::ldexp(1.0, exp_);
+    }
+    cur.scale_ = scale_;
+    cur.bound_ = bound_;
+    cur.m_ = C / g;
+    return cur;
+  }
+  // After the last class: vmax > 0, the instance's largest value.  Checks the guess,
+  // and takes vmax's exponent as the next instance's guess.
+  void finish(const Cursor& cur, double vmax) {
+    int e = 0;
+    std::frexp(vmax, &e);
+    right_ = cur.on_ && e == exp_;
+    exp_ = e;
+    if (!right_) return;
+    n_steps_ = static_cast<size_t>(cur.e_ - eff_.data()) - static_cast<size_t>(n_);
+  }
+  // The answer, for capacity C (that of begin): out[i] = the option solve_values
+  // would choose for class i (-1: none) + offset + 1, and ANSWERED; or REFUSED (out
+  // unspecified: run the solver), or GUESS_WRONG (run solve_values_unit_steps; the
+  // stream was off, or its guess wrong).
+  // Answers also when the cut splits one class's hull segment (where
+  // solve_values_unit_steps refuses), by unit_steps_split: row(i, &top) gives class
+  // i's values (those the stream was fed, from option 0; top: their count).
+  template <typename RowFn>
+  Result solve(int64_t C, int64_t* out, int64_t offset, const RowFn& row) const {
+    if (!right_ || C != C_) return GUESS_WRONG;
+    if (n_steps_ == 0) {  // nothing usable
+      for (int64_t i = 0; i < n_; ++i) out[i] = offset;
+      return ANSWERED;
+    }
+    const int64_t m = C_ / g_;  // >= 1: some option fits
+    double thr = 0.0;
+    size_t n_sel = 0;
+    if (detail::unit_steps_cut(eff_.data(), steps_of_.data(), hist_.data(), n_, n_steps_,
+                               static_cast<size_t>(m), offset, out, sel_, sel_cls_, &thr,
+                               &n_sel))
+      return ANSWERED;
+    return detail::unit_steps_split(eff_.data(), steps_of_.data(), lims_.data(), n_, K_, m, g_,
+                                    C_, thr,
+                                    sel_.data(), sel_cls_.data(), n_sel, scale_, offset, out,
+                                    row, split_)
+               ? ANSWERED
+               : REFUSED;
+  }
+
+ private:
+  static constexpr int kNoGuess = std::numeric_limits<int>::min();
+  int exp_ = kNoGuess;  // the guessed frexp exponent of the largest value
+  int scale_exp_ = kNoGuess;  // the exponent of scale_ and bound_ (as Cursor's)
+  double scale_ = 0.0, bound_ = 0.0;
+  bool right_ = false;  // the last instance's
+  int64_t n_ = 0, K_ = 0, C_ = 0, g_ = 0;
+  size_t n_steps_ = 0;
+  std::vector<double> eff_;
+  std::vector<int64_t> steps_of_, lims_, hs_, hq_;
+  std::vector<uint32_t> hist_;
+  mutable std::vector<double> sel_;  // scratch of solve()
+  mutable std::vector<int64_t> sel_cls_;
+  mutable detail::SplitScratch split_;
+};
 
 }  // namespace mckp
 }  // namespace aryl

@@ -95,6 +95,16 @@ inline i64 best_fit_span(const std::vector<i64>& free, const Span& servers, i64 
 constexpr i64 kMaxTableBytes = 100000000;
 
 // ------------------------------------------------------------------ JCT-reduction tables
+// One row of a JCT-reduction table: a candidate job.
+struct RowIn {
+  const double* tput;  // tput[c]: the throughput on base + c workers, c = 0..min(K, extra)
+  double r;            // remaining work
+  i64 c_now;           // today's column: cur - base
+  i64 extra;           // the job's extra workers at most
+  i64 g;               // GPUs a worker
+  bool add_p;          // + p: p > 0 and the row's own pause is 0 (a job starting now)
+};
+
 // Row-major n x K values (NaN = absent option) and weights, as the numpy arrays.
 struct Table {
   i64 n = 0;
@@ -113,105 +123,217 @@ struct Table {
   std::vector<i64> row_g;    // g the row's weights were written for, -1 = unknown
   std::vector<i64> row_top;  // columns >= row_top[i] already NaN (when row_g[i] >= 0)
   i64 rows_K = -1;           // the K of row_g / row_top
+  // Set by build_table given a capacity: the MCKP step shortcut fed with the rows'
+  // values (steps_fed), and the rows, not written to v and w yet (pending: the
+  // caller's rows, read until its next build; write_pending writes them, which
+  // solve_extras does whenever it needs the values).
+  mckp::UnitStepStream steps;
+  bool steps_fed = false;
+  const RowIn* pending = nullptr;
+  double pending_p = 0.0;
+  std::vector<double> row_scratch;  // a fed row's values
 };
 
-// aryl.elastic._table_from_throughput, one row at a time, then the pause correction of
+// aryl.elastic._table_from_throughput over the rows, then the pause correction of
 // kernels._table / extras_table_from_throughput: rows whose own pause is 0 (jobs
-// starting now) get ``+ p`` where p = max(pause) > 0.  build_table feeds it from
+// starting now) get ``+ p`` where p = max(pause) > 0.  The test hooks feed it from
 // arrays; ArylPass::elastic_phase straight from the state (the same rows).  Columns
 // past a job's maximum are NaN whatever they would hold (NaN + p is NaN), so only
-// c <= extra is computed.  Records the largest value and whether the table holds
-// only finite or NaN values and weights >= 1 (Table::vmax, Table::checked).
+// c <= extra is computed; weights c * g.  Records the largest value and whether the
+// table holds only finite or NaN values and weights >= 1 (Table::vmax,
+// Table::checked).
 //
 // Per cell the numpy arithmetic, in its order: time_s = rem / tput (0 where rem ==
 // 0), jct = time_s + p * (base + c != cur), value = jct[0] - jct[c] (+ p).  The
 // product p * (target != cur) is p * 1.0 or p * 0.0: both are taken once per table
 // (the same two floats); the column of today's size (c == cur - base) adds p * 0.0.
-class TableBuilder {
- public:
-  // a table of n rows and K columns, pause p
-  TableBuilder(Table& out, size_t n, i64 K, double p) : out_(out), K_(K), p_(p) {
-    out.n = static_cast<i64>(n);
-    out.K = K;
-    out.v.resize(n * static_cast<size_t>(K));
-    out.w.resize(n * static_cast<size_t>(K));
-    // a row kept from the last build (same K: the same place in v and w) keeps its
-    // weights when its g is the same, and its NaN tail past row_top
-    if (out.rows_K != K) {
-      out.row_g.clear();
-      out.rows_K = K;
-    }
-    out.row_g.resize(n, -1);
-    out.row_top.resize(n, 0);
-    v_ = out.v.data();
-    w_ = out.w.data();
-    row_g_ = out.row_g.data();
-    row_top_ = out.row_top.data();
-    pterm_[0] = p * 1.0;  // p * (target != cur): differs
-    pterm_[1] = p * 0.0;  // the same size
-  }
-  // Row i's values: remaining work r, today's column c_now = cur - base, the job's
-  // extra workers at most `extra`, add_p: + p (p > 0 and the row's own pause is 0);
-  // tput(c) = the throughput on base + c workers (read for c = 0..min(K, extra)).
-  template <typename Tput>
-  void row(size_t i, double r, i64 c_now, i64 extra, bool add_p, Tput&& tput) {
-    const i64 top = std::min(K_, extra);
-    if (top < 1) return;
-    // jct[0] - jct[c] (+ p), c = 1..top, each jct computed once
-    double* vrow = v_ + i * static_cast<size_t>(K_);
-    auto time_of = [&](i64 c) { return r == 0.0 ? 0.0 : r / tput(c); };
-    const double j0 = time_of(0) + pterm_[c_now == 0];
-    // the row's values and the table's extremes (NaN compares false: skipped, as
-    // the solver's own scan skips it), with or without the + p of a job starting now
-    auto fill = [&](auto with_p) {
-      const double p = p_;
-      double hi = vmax_, lo = vmin_;
-      for (i64 c = 1; c <= top; ++c) {
-        double v = j0 - (time_of(c) + pterm_[c == c_now]);
-        if constexpr (decltype(with_p)::value) v += p;
-        vrow[c - 1] = v;
-        hi = v > hi ? v : hi;
-        lo = v < lo ? v : lo;
-      }
-      vmax_ = hi;
-      vmin_ = lo;
-    };
-    if (add_p) fill(std::true_type{});
-    else fill(std::false_type{});
-  }
-  // After the rows: their weights c * g[i], NaN past min(K, extra[i]), the extremes.
-  void finish(const std::vector<i64>& g, const std::vector<i64>& extra) {
-    const i64 K = K_;
-    bool weights_ok = true;  // every row with an option weighs >= 1 GPU a worker
-    for (size_t i = 0; i < g.size(); ++i) {
-      const i64 top = std::min(K, extra[i]), gi = g[i];
-      const i64 had_g = row_g_[i], had_top = row_top_[i];
-      row_g_[i] = top >= 0 ? gi : -1;
-      row_top_[i] = top;
-      if (gi < 1 && top >= 1) weights_ok = false;
-      double* vrow = v_ + i * static_cast<size_t>(K);
-      if (had_g == gi && top >= 0) {
+//
+// One cell: jct[0] - jct[c] (+ p), from j0 = jct[0], time_c = time_s of column c and
+// pt = its pause term.
+inline double table_cell(double j0, double time_c, double pt, bool add_p, double p) {
+  double x = j0 - (time_c + pt);
+  if (add_p) x += p;
+  return x;
+}
+
+// build_table's loop over the rows: writes them to the table (!kFeed: the values,
+// their weights and NaN tails, keeping what the last build of the same K wrote and
+// is still right), or feeds them to the step shortcut through `cur` (kFeed: row i's
+// options c = 1..min(K, extra) weigh c * g, its top is what a written table's
+// row_top[i] would hold), each row's values in row_scratch only; returns false as
+// soon as a row's g is not g (the stream takes one g for all rows).
+template <bool kFeed>
+inline bool table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
+                       mckp::UnitStepStream::Cursor& cur_io, i64 g_all) {
+  using Stream = mckp::UnitStepStream;
+  double* const v = kFeed ? mckp::detail::grow(out.row_scratch, static_cast<size_t>(K))
+                          : out.v.data();
+  i64* const w = out.w.data();
+  i64* const row_g = out.row_g.data();
+  i64* const row_top = out.row_top.data();
+  const double pterm[2] = {p * 1.0,   // p * (target != cur): differs
+                           p * 0.0};  // the same size
+  double hi = -kInf, lo = kInf;  // the extremes (NaN compares false: skipped, as the
+                                 // solver's own scan skips it; the order of the values
+                                 // does not matter: of equal ones only zeros differ)
+  bool weights_ok = true;        // every row with an option weighs >= 1 GPU a worker
+  Stream::Cursor cur = cur_io;   // (a local object: its fields stay in registers)
+  for (size_t i = 0; i < n; ++i) {
+    const RowIn& in = rows[i];
+    const i64 g = in.g, c_now = in.c_now;
+    const i64 top = std::min(K, in.extra);
+    if (kFeed && g != g_all) return false;
+    if (!kFeed && g < 1 && top >= 1) weights_ok = false;  // (fed: g >= 1, see begin)
+    double* const vrow = kFeed ? v : v + i * static_cast<size_t>(K);
+    if (!kFeed) {
+      const i64 had_g = row_g[i], had_top = row_top[i];
+      row_g[i] = top >= 0 ? g : -1;
+      row_top[i] = top;
+      if (had_g == g && top >= 0) {
         // kept: its weights are there, and NaN past its last top
         for (i64 c = top + 1; c <= std::min(K, had_top); ++c) vrow[c - 1] = kNaN;
-        continue;
+      } else {
+        i64* const wrow = w + i * static_cast<size_t>(K);
+        for (i64 c = 1; c <= K; ++c) wrow[c - 1] = c * g;
+        for (i64 c = std::max<i64>(top, 0) + 1; c <= K; ++c) vrow[c - 1] = kNaN;
       }
-      i64* wrow = w_ + i * static_cast<size_t>(K);
-      for (i64 c = 1; c <= K; ++c) wrow[c - 1] = c * gi;
-      for (i64 c = std::max<i64>(top, 0) + 1; c <= K; ++c) vrow[c - 1] = kNaN;
     }
-    out_.vmax = vmax_;
-    out_.checked = vmax_ < kInf && vmin_ > -kInf && weights_ok;
+    // the stream takes options c = 1..lim (lim <= top)
+    const i64 lim = kFeed ? cur.begin_class(top) : 0;
+    Stream::Run run = cur.run();
+    if (top >= 1) {
+      // jct[0] - jct[c] (+ p), c = 1..top, each jct computed once
+      const double* const t = in.tput;
+      const double r = in.r;
+      const bool add_p = in.add_p;
+      auto time_of = [&](i64 c) { return r == 0.0 ? 0.0 : r / t[c]; };
+      const double j0 = time_of(0) + pterm[c_now == 0];
+      auto track = [&](double x) {
+        hi = x > hi ? x : hi;
+        lo = x < lo ? x : lo;
+      };
+      auto value = [&](i64 c) {
+        const double x = table_cell(j0, time_of(c), pterm[c == c_now], add_p, p);
+        vrow[c - 1] = x;
+        return x;
+      };
+      i64 c = 1;
+      if (kFeed && r != 0.0) {
+        // A lean loop over the values pushed.  They increase strictly (their
+        // quantised steps d are > 0) and are > 0: their largest is the last, and
+        // they do not bear on lo (which only tells whether a value is -inf).
+        auto lean = [&](auto with_p) {
+          for (; c <= lim; ++c) {
+            const double x = table_cell(j0, r / t[c], pterm[c == c_now], with_p, p);
+            vrow[c - 1] = x;
+            if (!run.push(x)) {
+              track(x);
+              ++c;
+              break;
+            }
+          }
+        };
+        if (add_p) lean(std::true_type{});
+        else lean(std::false_type{});
+        if (run.k > 0) {
+          const double x = vrow[run.k - 1];
+          hi = x > hi ? x : hi;
+        }
+      } else if (kFeed) {
+        for (; c <= lim; ++c) {
+          const double x = value(c);
+          track(x);
+          if (!run.push(x)) {
+            ++c;
+            break;
+          }
+        }
+      }
+      for (; c <= top; ++c) track(value(c));
+    }
+    if (kFeed) cur.end_class(run, vrow, lim);
   }
+  cur_io = cur;
+  out.vmax = hi;
+  out.checked = hi < kInf && lo > -kInf && weights_ok;
+  return true;
+}
 
- private:
-  Table& out_;
-  double* v_;
-  i64 *w_, *row_g_, *row_top_;
-  const i64 K_;
-  const double p_;
-  double pterm_[2];
-  double vmax_ = -kInf, vmin_ = kInf;
-};
+// build_table writing the rows to the table.
+inline void write_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p) {
+  out.v.resize(n * static_cast<size_t>(K));
+  out.w.resize(n * static_cast<size_t>(K));
+  // a row kept from the last build (same K: the same place in v and w) keeps its
+  // weights when its g is the same, and its NaN tail past row_top
+  if (out.rows_K != K) {
+    out.row_g.clear();
+    out.rows_K = K;
+  }
+  out.row_g.resize(n, -1);
+  out.row_top.resize(n, 0);
+  mckp::UnitStepStream::Cursor none;
+  table_rows<false>(out, rows, n, K, p, none, 0);
+}
+
+// The table of n rows (K columns, pause p).  Given a capacity (>= 0), feeds the MCKP
+// step shortcut (Table::steps) with the rows' values instead of writing them (when
+// it can guess the instance's grid and every row has the same g; else it writes
+// them): solve_extras asks the shortcut first, and writes the rows when it needs the
+// values.
+inline void build_table(Table& out, const RowIn* rows, size_t n, i64 K, double p,
+                        i64 capacity = -1) {
+  out.n = static_cast<i64>(n);
+  out.K = K;
+  out.steps_fed = false;
+  out.pending = nullptr;
+  if (capacity < 0) {
+    write_rows(out, rows, n, K, p);
+    return;
+  }
+  const i64 g = n > 0 ? rows[0].g : 0;
+  mckp::UnitStepStream::Cursor cur = out.steps.begin(static_cast<i64>(n), K, capacity, g);
+  if (cur.on() && table_rows<true>(out, rows, n, K, p, cur, g)) {
+    out.pending = rows;
+    out.pending_p = p;
+  } else {
+    write_rows(out, rows, n, K, p);
+    cur = mckp::UnitStepStream::Cursor();  // (not fed)
+  }
+  out.steps_fed = true;
+  // (the stream learns the grid from every instance, fed or not)
+  if (out.checked && out.vmax > 0.0) out.steps.finish(cur, out.vmax);
+}
+
+// The values and weights of the rows build_table fed to the step shortcut (the
+// same vmax and checked).
+inline void write_pending(Table& t) {
+  if (t.pending == nullptr) return;
+  const RowIn* rows = t.pending;
+  t.pending = nullptr;
+  write_rows(t, rows, static_cast<size_t>(t.n), t.K, t.pending_p);
+}
+
+// Row i's values (columns c = 1..*top) of a table that build_table fed to the step
+// shortcut: from v when written, else computed into row_scratch as build_table
+// computes them (table_cell).
+inline const double* fed_row(Table& t, i64 i, i64* top) {
+  const auto iu = static_cast<size_t>(i);
+  if (t.pending == nullptr) {
+    *top = t.row_top[iu];
+    return t.v.data() + iu * static_cast<size_t>(t.K);
+  }
+  const RowIn& in = t.pending[iu];
+  double* const x = mckp::detail::grow(t.row_scratch, static_cast<size_t>(t.K));
+  *top = std::min(t.K, in.extra);
+  if (*top < 1) return x;
+  const double p = t.pending_p;
+  const double pterm[2] = {p * 1.0, p * 0.0};
+  auto time_of = [&](i64 c) { return in.r == 0.0 ? 0.0 : in.r / in.tput[c]; };
+  const double j0 = time_of(0) + pterm[in.c_now == 0];
+  for (i64 c = 1; c <= *top; ++c)
+    x[c - 1] = table_cell(j0, time_of(c), pterm[c == in.c_now], in.add_p, p);
+  return x;
+}
 
 // float(pause.max()) if pause.size else 0.0 (kernels._table's scalar pause)
 inline double max_pause(const std::vector<double>& pause) {
@@ -222,22 +344,22 @@ inline double max_pause(const std::vector<double>& pause) {
   return p;
 }
 
-// aryl.elastic._table_from_throughput on a throughput table (row stride K + 1).
+// aryl.elastic._table_from_throughput on a throughput table (row stride K + 1);
+// capacity: as build_table's.
 inline void table_from_throughput(const std::vector<double>& rem, const std::vector<i64>& cur,
                                   const std::vector<i64>& base,
                                   const std::vector<i64>& extra, const std::vector<i64>& g,
                                   const std::vector<double>& tput, const std::vector<double>& pause,
-                                  i64 K, Table& out) {
+                                  i64 K, Table& out, std::vector<RowIn>& rows,
+                                  i64 capacity = -1) {
   const size_t n = rem.size();
   const size_t stride = static_cast<size_t>(K) + 1;
   const double p = max_pause(pause);
-  TableBuilder tb(out, n, K, p);
-  for (size_t i = 0; i < n; ++i) {
-    const double* t = tput.data() + i * stride;
-    tb.row(i, rem[i], cur[i] - base[i], extra[i], p > 0 && pause[i] == 0,
-           [t](i64 c) { return t[c]; });
-  }
-  tb.finish(g, extra);
+  rows.resize(n);
+  for (size_t i = 0; i < n; ++i)
+    rows[i] = {tput.data() + i * stride, rem[i], cur[i] - base[i], extra[i], g[i],
+               p > 0 && pause[i] == 0};
+  build_table(out, rows.data(), n, K, p, capacity);
 }
 
 // kernels.extras_table / kernels._table (homogeneous speeds): aryl.elastic.throughput
@@ -255,31 +377,36 @@ inline void extras_table(const std::vector<double>& rem, const std::vector<i64>&
     if (i == 0 || extra[i] > K) K = extra[i];
   }
   const double p = max_pause(pause);
-  TableBuilder tb(out, n, K, p);
+  // the throughputs read: c = 0..min(K, extra), row stride K + 1
+  const size_t stride = static_cast<size_t>(std::max<i64>(K, 0)) + 1;
+  std::vector<double> tput(n * stride);
+  std::vector<RowIn> rows(n);
   for (size_t i = 0; i < n; ++i) {
-    const i64 b = base[i];
-    const double a = alpha[i];
-    tb.row(i, rem[i], cur[i] - b, extra[i], p > 0 && pause[i] == 0,
-           [b, a](i64 c) { return elastic_throughput(b + c, a); });
+    double* t = tput.data() + i * stride;
+    for (i64 c = 0; c <= std::min(K, extra[i]); ++c)
+      t[c] = elastic_throughput(base[i] + c, alpha[i]);
+    rows[i] = {t, rem[i], cur[i] - base[i], extra[i], g[i], p > 0 && pause[i] == 0};
   }
-  tb.finish(g, extra);
+  build_table(out, rows.data(), n, K, p);
 }
 
 // kernels.extras_table_from_throughput: ``tput`` (n x (K + 1), NaN past a job's maximum)
-// is read with NaN -> 1.0 (those columns are cut anyway).
+// is read with NaN -> 1.0 (those columns are cut anyway).  rows: the table's rows
+// (read by the table until its next build); capacity: as build_table's.
 inline void extras_table_from_throughput(const std::vector<double>& rem,
                                          const std::vector<i64>& cur,
                                          const std::vector<i64>& base,
                                          const std::vector<i64>& mx,
                                          const std::vector<i64>& g, std::vector<double>& tput,
                                          i64 K, const std::vector<double>& pause, Table& out,
-                                         std::vector<i64>& extra) {
+                                         std::vector<i64>& extra, std::vector<RowIn>& rows,
+                                         i64 capacity = -1) {
   const size_t n = rem.size();
   extra.resize(n);
   for (size_t i = 0; i < n; ++i) extra[i] = mx[i] - base[i];
   for (double& x : tput)
     if (std::isnan(x)) x = 1.0;
-  table_from_throughput(rem, cur, base, extra, g, tput, pause, K, out);
+  table_from_throughput(rem, cur, base, extra, g, tput, pause, K, out, rows, capacity);
 }
 
 // ------------------------------------------------------------------ solvers
@@ -324,26 +451,48 @@ enum class Solver { mckp, greedy };
 // kernels.solve_extras: extra workers per row; false (``None``) when
 // ``unconstrained_only`` and the rows' own best options do not fit together.
 // ``caps`` (optional, n): options above it are cut (NaN).  ``cut`` is scratch.
-inline bool solve_extras(const Table& t, i64 capacity, Solver solver, bool unconstrained_only,
+// Writes the rows build_table left pending whenever it needs the values, and when
+// given caps (the repair rounds of ArylPass::elastic_phase pass them, and
+// fill_extras reads the values after them).
+inline bool solve_extras(Table& t, i64 capacity, Solver solver, bool unconstrained_only,
                          const std::vector<i64>* caps, std::vector<i64>& out,
                          std::vector<double>& cut) {
   const i64 n = t.n, K = t.K;
   out.assign(static_cast<size_t>(n), 0);
   if (n == 0) return true;
-  const std::vector<double>* values = &t.v;
-  if (caps != nullptr && K) {
-    bool any = false;
-    for (i64 i = 0; i < n && !any; ++i)
-      if ((*caps)[static_cast<size_t>(i)] < K) any = true;
-    if (any) {
-      cut = t.v;
-      const double nan = std::numeric_limits<double>::quiet_NaN();
-      for (i64 i = 0; i < n; ++i) {
-        const i64 c0 = std::max<i64>((*caps)[static_cast<size_t>(i)], 0);
-        for (i64 c = c0; c < K; ++c) cut[static_cast<size_t>(i * K + c)] = nan;
-      }
-      values = &cut;
+  bool cuts = false;  // a cap below K
+  if (caps != nullptr && K)
+    for (i64 i = 0; i < n && !cuts; ++i)
+      if ((*caps)[static_cast<size_t>(i)] < K) cuts = true;
+  // The step shortcut fed by build_table (over the table's own values: nothing cut)
+  // answers most instances exactly as the solver would (the MCKP branch below),
+  // writing the extra workers (the option + 1) directly, without the table written
+  // when the chosen values' total needs no check (see check_total below).
+  using Stream = mckp::UnitStepStream;
+  Stream::Result streamed = Stream::GUESS_WRONG;
+  if (t.steps_fed && !cuts && !unconstrained_only && solver == Solver::mckp && K != 0 &&
+      t.checked && t.vmax > 0.0) {
+    auto row = [&t](i64 i, i64* top) { return fed_row(t, i, top); };
+    streamed = t.steps.solve(capacity, out.data(), 0, row);
+    if (streamed == Stream::GUESS_WRONG && t.pending != nullptr) {
+      // fed on a wrong grid: feed the pending rows again, on the grid it has learned
+      build_table(t, t.pending, static_cast<size_t>(n), K, t.pending_p, capacity);
+      streamed = t.steps.solve(capacity, out.data(), 0, row);
     }
+    if (streamed == Stream::ANSWERED && caps == nullptr &&
+        static_cast<double>(n) * t.vmax < 1e300)
+      return true;
+  }
+  write_pending(t);
+  const std::vector<double>* values = &t.v;
+  if (cuts) {
+    cut = t.v;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (i64 i = 0; i < n; ++i) {
+      const i64 c0 = std::max<i64>((*caps)[static_cast<size_t>(i)], 0);
+      for (i64 c = c0; c < K; ++c) cut[static_cast<size_t>(i * K + c)] = nan;
+    }
+    values = &cut;
   }
   if (unconstrained_only) {
     if (K == 0) return true;
@@ -375,16 +524,38 @@ inline bool solve_extras(const Table& t, i64 capacity, Solver solver, bool uncon
   }
   // aryl.elastic.solve_mckp(values, weights, capacity, backend="native", validate=False)
   if (K == 0) return true;  // _mckp.solve_values: every choice -1
-  i64 stats[mckp::N_STATS];
+  // solve_mckp's check that the chosen values' total is finite (it overflows only for
+  // values near the float64 limit); out[i] + shift is row i's option.  Needless when
+  // n * vmax of a checked table is far below the limit: the chosen values are
+  // positive (q > 0) and <= vmax, and each partial sum is rounded up by at most a
+  // factor 1 + 2**-53.
+  auto check_total = [&](i64 shift) {
+    if (t.checked && static_cast<double>(n) * t.vmax < 1e300) return;
+    double total = 0.0;
+    for (i64 i = 0; i < n; ++i) {
+      const i64 c = out[static_cast<size_t>(i)] + shift;
+      if (c >= 0) total += (*values)[static_cast<size_t>(i * K + c)];
+    }
+    if (!std::isfinite(total))
+      throw InvalidInput(
+          "values too large: the chosen options' total overflows float64 (scale them down)");
+  };
   // the table's own values, scanned by build_table: the solver need not scan them again
   const bool prechecked = values == &t.v && t.checked && t.vmax > 0.0;
-  // build_table's rows: weights (k + 1) * row_g[i], NaN past row_top[i]; the step
-  // shortcut answers most instances as the solver would, and refuses the others
+  if (streamed == Stream::ANSWERED) {
+    check_total(-1);
+    return true;
+  }
+  // The step shortcut (unless the stream refused the instance) over build_table's
+  // rows (weights (k + 1) * row_g[i], NaN past row_top[i]): it answers most instances
+  // as the solver would, and refuses the others.
   const bool rows = t.row_g.size() == static_cast<size_t>(n) && t.rows_K == K;
   const bool stepped =
-      prechecked && mckp::solve_values_unit_steps(values->data(), t.w.data(), n, K, capacity, t.vmax,
-                                                  rows ? t.row_top.data() : nullptr,
-                                                  rows ? t.row_g.data() : nullptr, out.data());
+      prechecked && streamed == Stream::GUESS_WRONG &&
+      mckp::solve_values_unit_steps(values->data(), t.w.data(), n, K, capacity, t.vmax,
+                                    rows ? t.row_top.data() : nullptr,
+                                    rows ? t.row_g.data() : nullptr, out.data());
+  i64 stats[mckp::N_STATS];
   const int status =
       stepped ? mckp::STATUS_OK :
       prechecked ? mckp::solve_values_prechecked(values->data(), t.w.data(), n, K, capacity,
@@ -404,16 +575,7 @@ inline bool solve_extras(const Table& t, i64 capacity, Solver solver, bool uncon
                        " (core of " + std::to_string(stats[mckp::STAT_N_CORE]) +
                        " jobs, capacity " + std::to_string(capacity) + ")");
   }
-  // solve_mckp's check that the chosen values' total is finite (it overflows only for
-  // values near the float64 limit)
-  double total = 0.0;
-  for (i64 i = 0; i < n; ++i) {
-    const i64 c = out[static_cast<size_t>(i)];
-    if (c >= 0) total += (*values)[static_cast<size_t>(i * K + c)];
-  }
-  if (!std::isfinite(total))
-    throw InvalidInput(
-        "values too large: the chosen options' total overflows float64 (scale them down)");
+  check_total(0);
   for (auto& x : out) x += 1;  // option c (c + 1 extra workers) or -1 (none)
   return true;
 }
@@ -1032,6 +1194,7 @@ struct ArylWorkspace {
   std::vector<const Placement*> old;
   std::vector<size_t> new_idx;
   std::vector<double> tput, cut;
+  std::vector<aryl_pass::RowIn> rows;
   aryl_pass::Table table;
   aryl_pass::Placed placed;
   aryl_pass::PlaceScratch psc;
@@ -1524,64 +1687,62 @@ class ArylPass : public SjfPass {
     const size_t n = cand.size();
     std::vector<i64>&g = ws.g, &ext = ws.ext, &max_extra = ws.max_extra;
     for (auto* v : {&g, &ext, &max_extra}) v->resize(n);
+    std::vector<ap::RowIn>& rows = ws.rows;
+    rows.resize(n);
     // ArylPass.elastic_phase: the table sized by what can be placed (capacity // g
     // extra workers at most), not by max_workers: mx = min(max_workers, base +
-    // capacity // g); K = max(mx - base), the table's columns
-    i64 K = std::numeric_limits<i64>::min(), gmax = K;
-    for (size_t i = 0; i < n; ++i) {
-      const auto u = static_cast<size_t>(cand[i]);
-      const i64 b = st.min_workers[u], gi = st.gpus_per_worker[u];
-      const i64 e = std::min(st.max_workers[u], b + (gi == 1 ? capacity : capacity / gi)) - b;
-      g[i] = gi;
-      max_extra[i] = e;
-      K = std::max(K, e);
-      gmax = std::max(gmax, gi);
-    }
+    // capacity // g); K = max(mx - base), the table's columns.
     // kernels._table (extras_table_from_throughput on one GPU type) over the
-    // candidates, row by row: rem = remaining_work, cur (base for a job starting
-    // now), base, mx, g, alpha, pause = rescale_pause_s for a running job and 0.0 for
-    // one starting now: p = max(pause), and + p (a pause of 0) on the starting rows
+    // candidates: rem = remaining_work, cur (base for a job starting now), base, mx, g,
+    // alpha, pause = rescale_pause_s for a running job and 0.0 for one starting now:
+    // p = max(pause), and + p (a pause of 0) on the starting rows
     const double now = st.now_s;
     const double p = n_run > 0 ? st.config.rescale_pause_s : 0.0;
-    std::vector<double>& tput = ws.tput;
-    const size_t stride = static_cast<size_t>(K) + 1;
-    if (gpu_type >= 0) {
-      // kernels.throughput_rows: tput[i, k] on base + k workers of gpu_type (the
-      // table reads no column past a job's max)
-      tput.resize(n * stride);
-      for (size_t i = 0; i < n; ++i) {
-        const i64 b = st.min_workers[static_cast<size_t>(cand[i])];
-        for (i64 c = 0; c <= max_extra[i]; ++c)
-          tput[i * stride + static_cast<size_t>(c)] = st.throughput_on(cand[i], gpu_type, b + c);
-      }
-    }
-    ap::Table& table = ws.table;
-    ap::TableBuilder tb(table, n, K, p);
+    i64 K = std::numeric_limits<i64>::min(), gmax = K, gmin = std::numeric_limits<i64>::max();
+    bool tput_missing = gpu_type >= 0;  // throughputs to compute into ws.tput
     for (size_t i = 0; i < n; ++i) {
       const i64 j = cand[i];
       const auto u = static_cast<size_t>(j);
+      const i64 b = st.min_workers[u], gi = st.gpus_per_worker[u];
+      const i64 e = std::min(st.max_workers[u], b + (gi == 1 ? capacity : capacity / gi)) - b;
       const bool running = static_cast<i64>(i) < n_run;
-      const i64 b = st.min_workers[u];
       const i64 c_now = running ? st.workers[u] - b : 0;  // cur - base
-      const bool add_p = !running && p > 0;
-      const double r = st.remaining_work(j, now);
+      g[i] = gi;
+      max_extra[i] = e;
       ext[i] = c_now;
-      if (gpu_type < 0) {
-        // a started job's throughputs are kept with its record (State::records)
-        const double a = st.alpha[u];
-        const double* t = st.records.throughput_row(u, a, b, max_extra[i] + 1);
-        if (t != nullptr)
-          tb.row(i, r, c_now, max_extra[i], add_p, [t](i64 c) { return t[c]; });
-        else
-          tb.row(i, r, c_now, max_extra[i], add_p,
-                 [b, a](i64 c) { return elastic_throughput(b + c, a); });
-      } else {
-        const double* t = tput.data() + i * stride;
-        tb.row(i, r, c_now, max_extra[i], add_p, [t](i64 c) { return t[c]; });
+      K = std::max(K, e);
+      gmax = std::max(gmax, gi);
+      gmin = std::min(gmin, gi);
+      // a started job's throughputs are kept with its record (State::records)
+      const double* t =
+          gpu_type < 0 ? st.records.throughput_row(u, st.alpha[u], b, e + 1) : nullptr;
+      tput_missing = tput_missing || t == nullptr;
+      rows[i] = {t, st.remaining_work(j, now), c_now, e, gi, !running && p > 0};
+    }
+    if (tput_missing) {
+      // kernels.throughput_rows on gpu_type, or the homogeneous throughputs of a job
+      // without a record: tput[i, c] on base + c workers, c = 0..max (row stride K + 1)
+      std::vector<double>& tput = ws.tput;
+      const size_t stride = static_cast<size_t>(K) + 1;
+      tput.resize(n * stride);
+      for (size_t i = 0; i < n; ++i) {
+        if (rows[i].tput != nullptr) continue;
+        const i64 j = cand[i];
+        const auto u = static_cast<size_t>(j);
+        const i64 b = st.min_workers[u];
+        double* const t = tput.data() + i * stride;
+        for (i64 c = 0; c <= max_extra[i]; ++c)
+          t[c] = gpu_type >= 0 ? st.throughput_on(j, gpu_type, b + c)
+                               : elastic_throughput(b + c, st.alpha[u]);
+        rows[i].tput = t;
       }
     }
-    tb.finish(g, max_extra);
+    ap::Table& table = ws.table;
     const ap::Solver solver = pol.greedy_solver ? ap::Solver::greedy : ap::Solver::mckp;
+    // the MCKP's step shortcut fed as the table is built (not for the unconstrained
+    // choice; one g for all the candidates)
+    const bool feed = solver == ap::Solver::mckp && !unconstrained_only && gmin == gmax;
+    ap::build_table(table, rows.data(), n, K, p, feed ? capacity : -1);
     // (1) per-job caps from per-server worker slots (1-GPU workers always fit)
     std::vector<i64>& caps = ws.caps;
     const bool use_caps = gmax > 1;

@@ -157,13 +157,39 @@ inline void bind_testing(pybind11::module_& m) {
         if (tput.ndim() != 2) throw py::value_error("tput: 2-D");
         Table t;
         std::vector<int64_t> extra;
+        std::vector<RowIn> rows;
         std::vector<double> tp(tput.data(), tput.data() + tput.shape(0) * tput.shape(1));
         extras_table_from_throughput(vec<double>(rem), vec<int64_t>(cur), vec<int64_t>(base),
                                      vec<int64_t>(mx), vec<int64_t>(g), tp, tput.shape(1) - 1,
-                                     vec<double>(pause), t, extra);
+                                     vec<double>(pause), t, extra, rows);
         return bind_detail::table_out(t);
       },
       "kernels.extras_table_from_throughput in C++ (test hook).");
+  m.def(
+      "_aryl_fed_solve_extras",
+      [](const F64& rem, const I64& cur, const I64& base, const I64& mx, const I64& g,
+         const F64& tput, const F64& pause, int64_t capacity, int64_t rounds) {
+        // the table built `rounds` times feeding the MCKP step shortcut (the first
+        // round teaches it the grid), each solved; then the table written
+        if (tput.ndim() != 2) throw py::value_error("tput: 2-D");
+        Table t;
+        std::vector<int64_t> extra, out;
+        std::vector<RowIn> rows;
+        std::vector<double> cut;
+        std::vector<double> tp(tput.data(), tput.data() + tput.shape(0) * tput.shape(1));
+        py::list choices;
+        for (int64_t r = 0; r < rounds; ++r) {
+          extras_table_from_throughput(vec<double>(rem), vec<int64_t>(cur), vec<int64_t>(base),
+                                       vec<int64_t>(mx), vec<int64_t>(g), tp, tput.shape(1) - 1,
+                                       vec<double>(pause), t, extra, rows, capacity);
+          solve_extras(t, capacity, Solver::mckp, false, nullptr, out, cut);
+          choices.append(out);
+        }
+        write_pending(t);
+        return py::make_tuple(choices, bind_detail::table_out(t));
+      },
+      "build_table fed with the capacity then kernels.solve_extras, `rounds` times, in "
+      "C++ (test hook): ([extra workers per round], (values, weights)).");
   m.def(
       "_aryl_solve_extras",
       [](const F64& values, const I64& weights, int64_t capacity, const std::string& solver,
