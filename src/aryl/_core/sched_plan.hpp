@@ -149,9 +149,12 @@ void apply_reclaim(State& st, const Plan& plan, Obs* obs, bool validate) {
         if (a.preempt) {
             st.preempt(a.job, now);
             if (obs) obs->job_preempted(a.job, a.reason);
+        } else if (!validate) {  // (one step: the same state, see apply_rest)
+            const i64 old = st.resize(a.job, a.place, now);
+            if (obs) obs->job_resized(a.job, old, a.reason);
         } else {
             const i64 old = st.unplace_for_resize(a.job, now);
-            if (validate) detail::check_fits(st, a.job, a.place);
+            detail::check_fits(st, a.job, a.place);
             st.place_resized(a.job, a.place, now);
             if (obs) obs->job_resized(a.job, old, a.reason);
         }

@@ -177,6 +177,53 @@ inline void split_placement(const Placement& place, i64 base, Placement* b, Plac
     for (const auto& en : sorted_p) walk(en.first, en.second, left);
 }
 
+// split_placement(place, base, nullptr, &ex): the extra part only, into ex.  The
+// elastic phase builds a placement as its base part in ascending servers, then the
+// extras: when the entries up to the one that completes `base` ascend and every
+// later server is above them (with workers, as in any placement), those are the
+// lowest servers in order, and the extra part (ascending (server, workers) pairs,
+// split_placement's order) is the rest of the last of them, then the later entries
+// sorted (inserted from the end: they come mostly descending).  Else split_placement.
+inline void extra_part(const Placement& place, i64 base, Placement& ex) {
+    const size_t n = place.size();
+    size_t i = 0;  // the entry that completes the base part
+    i64 left = base;
+    bool ok = true;
+    for (; i < n; ++i) {
+        if (i > 0 && place[i].first <= place[i - 1].first) {
+            ok = false;
+            break;
+        }
+        if (place[i].second >= left) break;
+        left -= place[i].second;
+    }
+    if (ok && i < n) {
+        const i64 pivot = place[i].first;
+        for (size_t r = i + 1; r < n; ++r)
+            ok &= (place[r].first > pivot) & (place[r].second > 0);
+    }
+    if (!ok) {
+        split_placement(place, base, nullptr, &ex);
+        return;
+    }
+    if (i >= n) {
+        ex.clear();
+        return;
+    }
+    const i64 rest = place[i].second - left;  // (its part beyond the base)
+    ex.resize((rest != 0) + (n - 1 - i));
+    PlaceEntry* out = ex.data();
+    size_t m = 0;
+    if (rest != 0) out[m++] = PlaceEntry(place[i].first, rest);
+    const size_t first = m;
+    for (size_t r = n; r-- > i + 1;) {
+        const PlaceEntry x = place[r];
+        size_t q = m++;
+        for (; q > first && x < out[q - 1]; --q) out[q] = out[q - 1];
+        out[q] = x;
+    }
+}
+
 // ---------------------------------------------------------------- slot pool
 // Values recycled through a free list and addressed by int32 slots: the store
 // behind the per-job tables below (one int32 slot per job into a pool that only
@@ -340,6 +387,25 @@ public:
         nodes_.release(q);
         --size_;
         return true;
+    }
+    // dict.pop(j, None) then dict[j] = None: j last (added if absent)
+    void move_to_back(i64 j) {
+        if (!contains(j)) {
+            add(j);
+            return;
+        }
+        const int32_t q = slot_[static_cast<size_t>(j)];
+        if (q == tail_) return;
+        Node& nd = nodes_[q];
+        // unlink (q is not the tail: it has a next)
+        if (nd.prev >= 0) nodes_[nd.prev].next = nd.next;
+        else head_ = nd.next;
+        nodes_[nd.next].prev = nd.prev;
+        // relink last
+        nd.prev = tail_;
+        nd.next = -1;
+        nodes_[tail_].next = q;
+        tail_ = q;
     }
     void clear() {
         for (int32_t q = head_; q >= 0; q = nodes_[q].next)
@@ -612,11 +678,10 @@ private:
 
 // ---------------------------------------------------------------- job records
 // The per-job values that only a started job has (its progress, speed and
-// checkpoint, GPU-seconds clock, start sequence, restart flag, the simulator's
-// live finish event): one record per job that holds them, through an int32
-// slot per job (-1 = none) into a pool recycled when a record is released, so
-// that the jobs not yet started and (in the simulator) the finished ones cost
-// 4 bytes instead of ~57.  A job without a record reads the values that
+// checkpoint, GPU-seconds clock, start sequence, restart flag): one record per
+// job that holds them, through an int32 slot per job (-1 = none) into a pool
+// recycled when a record is released, so that the jobs not yet started and (in
+// the simulator) the finished ones cost 4 bytes instead of ~49.  A job without a record reads the values that
 // add_job gives (checkpoint_remaining_s: its remaining_s; see JobRecords::get).
 struct JobRecord {
     double progress_at_s = 0.0, speed = 0.0, checkpoint_remaining_s = 0.0,
@@ -1013,23 +1078,24 @@ struct State {
     // state.py advance
     void advance(i64 j, double now) {
         const auto u = static_cast<size_t>(j);
-        const double lt = progress_at_s[u];
-        if (now > lt) {
-            JobRecord& R = rec(j);
-            const double sp = R.speed;
-            double r = remaining_s[u];
-            const double nc = R.next_checkpoint_s;
-            if (now >= nc) {
-                const double iv = config.checkpoint_interval_s;
-                const double c = nc + std::floor((now - nc) / iv) * iv;
-                R.checkpoint_remaining_s = py_max(0.0, r - (c - lt) * sp);
-                R.next_checkpoint_s = c + iv;
-            }
-            r -= (now - lt) * sp;
-            r = r > 0.0 ? r : 0.0;
-            remaining_s[u] = r;
-            R.progress_at_s = now;
+        if (now > progress_at_s[u]) advance_record(rec(j), u, now);
+    }
+    // advance's update of job u's record R (its progress_at_s is before now)
+    void advance_record(JobRecord& R, size_t u, double now) {
+        const double lt = R.progress_at_s;
+        const double sp = R.speed;
+        double r = remaining_s[u];
+        const double nc = R.next_checkpoint_s;
+        if (now >= nc) {
+            const double iv = config.checkpoint_interval_s;
+            const double c = nc + std::floor((now - nc) / iv) * iv;
+            R.checkpoint_remaining_s = py_max(0.0, r - (c - lt) * sp);
+            R.next_checkpoint_s = c + iv;
         }
+        r -= (now - lt) * sp;
+        r = r > 0.0 ? r : 0.0;
+        remaining_s[u] = r;
+        R.progress_at_s = now;
     }
     // state.py close_attained
     void close_attained(i64 j, double now) {
@@ -1228,15 +1294,19 @@ struct State {
     // job list ends as _unplace then _place leave it: the job's entry last with its
     // new workers (the sum of its new entries there) where it stays or arrives, gone
     // where it leaves; on a server it stays on, the entry moves to the end at once (it
-    // is on a server's list exactly where its placement has the server).  The one
-    // call of _track_extras (after `below` lost j, as _unplace's call leaves it) drops
-    // the old extras and adds the new ones.  Returns the old worker count.
+    // is on a server's list exactly where its placement has the server).  The two
+    // calls of _track_extras (_unplace's, then _place's) in one: the old extras out,
+    // the new ones in, and j out of `below`, appended again when it is still below
+    // its maximum (last, as the two calls leave it).  Returns the old worker count.
     i64 resize(i64 j, const Placement& place, double now) {
         const auto u = static_cast<size_t>(j);
-        advance(j, now);
-        close_attained(j, now);
+        JobRecord& R = rec(j);  // (a running job has one: looked up once for all below)
+        if (now > R.progress_at_s) advance_record(R, u, now);
         const i64 w_old = workers[u];
         const i64 g = gpus_per_worker[u];
+        // close_attained
+        attained_gpu_s[u] += static_cast<double>(w_old * g) * (now - R.attained_at_s);
+        R.attained_at_s = now;
         const i64 nt = n_training();
         Placement& cur = placement.mut(u);
         // mark: 0 = not in the new placement, 1 + workers there = in it, -1 = listed
@@ -1246,9 +1316,8 @@ struct State {
             const auto su = static_cast<size_t>(s);
             free[su] -= kg;
             busy_by_pool[static_cast<size_t>(server_pool_idx[su])] += kg;
-            if (s >= nt) busy_loaned += kg;
+            busy_loaned += kg * static_cast<i64>(s >= nt);
         };
-        for (const auto& e : cur) gpus(e.first, -e.second * g);
         i64 w = 0;
         for (const auto& e : place) {
             gpus(e.first, e.second * g);
@@ -1258,33 +1327,64 @@ struct State {
         }
         busy += (w - w_old) * g;
         for (const auto& e : cur) {
+            gpus(e.first, -e.second * g);
             i64& m = mark[static_cast<size_t>(e.first)];
             if (m < 0) continue;
             Placement& on = jobs_on[static_cast<size_t>(e.first)];
-            size_t q = 0;
-            while (q < on.size() && on[q].first != j) ++q;
-            if (q == on.size()) continue;
-            if (m == 0) {
-                on.erase(on.begin() + static_cast<std::ptrdiff_t>(q));
+            if (m == 0) {  // j leaves the server
+                size_t q = on.size();
+                while (q > 0 && on[q - 1].first != j) --q;
+                if (q > 0) on.erase(on.begin() + static_cast<std::ptrdiff_t>(q - 1));
                 continue;
             }
-            std::rotate(on.begin() + static_cast<std::ptrdiff_t>(q),
-                        on.begin() + static_cast<std::ptrdiff_t>(q) + 1, on.end());
-            on.back().second = m - 1;
+            // j stays: from the end back to j's entry, each entry one slot up and
+            // j's (new workers) last, in one walk (j is on the list: the server is
+            // in its placement)
+            PlaceEntry carry(j, m - 1);
+            for (size_t q = on.size(); q-- > 0;) {
+                std::swap(carry, on[q]);
+                if (carry.first == j) break;
+            }
             m = -1;
         }
-        for (const auto& e : place) {
+        for (const auto& e : place) {  // new servers last; every mark back to 0
             i64& m = mark[static_cast<size_t>(e.first)];
             if (m > 0) jobs_on[static_cast<size_t>(e.first)].emplace_back(j, m - 1);
-            m = -1;
+            m = 0;
         }
-        for (const auto& e : place) mark[static_cast<size_t>(e.first)] = 0;
-        below.remove(j);
-        if (place.empty()) placement.clear(u);
-        else cur = place;
+        // _unplace's _track_extras: the old extras out
+        {
+            const Placement& old = ex_job[u];
+            if (!old.empty()) {
+                for (const auto& e : old) ex_srv[static_cast<size_t>(e.first)] -= e.second * g;
+                --n_ex_job;
+            }
+        }
+        if (place.empty()) {
+            placement.clear(u);
+        } else {  // cur = place (entry by entry: a few of them)
+            cur.resize(place.size());
+            for (size_t i = 0; i < place.size(); ++i) cur[i] = place[i];
+        }
         workers.set(u, w);
-        track_extras(j);
-        JobRecord& R = rec(j);
+        // _place's _track_extras: the new extras in, `below`
+        if (place.empty() || !elastic[u]) {
+            ex_job.clear(u);
+            below.remove(j);
+        } else {
+            const i64 mn = min_workers[u], mx = max_workers[u];
+            if (w > mn) {
+                Placement& ex = ex_job.mut(u);
+                extra_part(place, mn, ex);
+                for (const auto& e : ex) ex_srv[static_cast<size_t>(e.first)] += e.second * g;
+                if (!ex.empty()) ++n_ex_job;
+                else ex_job.clear(u);
+            } else {
+                ex_job.clear(u);
+            }
+            if (w < mx && mx > mn) below.move_to_back(j);
+            else below.remove(j);
+        }
         R.speed = speed_at(j, w, place);
         const double lt = py_max(R.progress_at_s, now + config.rescale_pause_s);
         R.progress_at_s = lt;

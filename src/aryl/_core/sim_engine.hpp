@@ -289,10 +289,12 @@ public:
         heap_push(heap, Event{t, kind, s, payload});
         return s;
     }
+    [[noreturn]] static void log_overflow(i64 x) {
+        throw std::overflow_error("event log: a value outside the int32 range: " +
+                                  std::to_string(x));
+    }
     static int32_t log_int(i64 x) {
-        if (x < static_cast<i64>(INT32_MIN) || x > static_cast<i64>(INT32_MAX))
-            throw std::overflow_error("event log: a value outside the int32 range: " +
-                                      std::to_string(x));
+        if (x < static_cast<i64>(INT32_MIN) || x > static_cast<i64>(INT32_MAX)) log_overflow(x);
         return static_cast<int32_t>(x);
     }
     void log(i64 j, int8_t what, i64 w) {
@@ -303,10 +305,8 @@ public:
         ev_workers.push_back(log_int(w));
     }
     void schedule_finish(i64 j) {
-        const auto u = static_cast<size_t>(j);
-        const double t = st.progress_at_s[u] + st.remaining_s[u] / st.speed[u];
-        const i64 s = push(t, FINISH, j);
-        st.rec(j).fin_seq = s;
+        sched::JobRecord& R = st.rec(j);  // (a started job has one: its values as the columns')
+        R.fin_seq = push(R.progress_at_s + st.remaining_s[static_cast<size_t>(j)] / R.speed, FINISH, j);
     }
 
     // ------------------------------------------- plan observer (accounting)
