@@ -289,20 +289,35 @@ def test_resize_placement_is_pythons(place: dict[int, int], ex: dict[int, int],
     assert workers == sum(newp.values())
 
 
+def assert_places_like_python(sc: dict[str, Any], free: list[int],
+                               free_wo: list[int] | None, *,
+                               native_free_wo: list[int] | None = None,
+                               **native_kw: Any) -> None:
+    """place_extras on ``free`` (and ``free_wo`` as free_wo_extras) in both passes: the
+    same free GPUs after, the same extras per job in the same order, the same touched
+    and short.  ``native_free_wo`` (instead of ``free_wo``) and ``native_kw``
+    (extras_bound, short_pos) go to the compiled side only: hints that must not change
+    the result."""
+    cand, g, ext, k = sc["cand"], sc["g"], sc["ext"], sc["k"]
+    free_py = list(free)
+    placed_py = py_pass(sc["groups"]).place_extras(
+        free_py, None if free_wo is None else list(free_wo), cand, sc["extras_now"],
+        np.array(k, dtype=I64), np.array(ext, dtype=I64), np.array(cand, dtype=I64),
+        np.array(g, dtype=I64), sc["n_run"])
+    wo_c = free_wo if native_free_wo is None else native_free_wo
+    free_c, placed_c = native._aryl_place_extras(
+        list(free), wo_c, cand, sc["extras_now"], k, ext, g, sc["n_run"], sc["groups"],
+        **native_kw)
+    assert free_c == free_py
+    assert c_placed(placed_c) == py_placed(placed_py)
+
+
 @settings(max_examples=500, deadline=None)
 @given(sc=extras_scenario(), exact=st.booleans())
 def test_place_extras_places_like_python(sc: dict[str, Any], exact: bool) -> None:
     """Same free GPUs after, same extras per job in the same order, same touched and short."""
-    cand, g, ext, k = sc["cand"], sc["g"], sc["ext"], sc["k"]
     free_wo = sc["free_wo"] if exact else None
-    free_py = list(sc["free"])
-    placed_py = py_pass(sc["groups"]).place_extras(
-        free_py, free_wo, cand, sc["extras_now"], np.array(k, dtype=I64),
-        np.array(ext, dtype=I64), np.array(cand, dtype=I64), np.array(g, dtype=I64), sc["n_run"])
-    free_c, placed_c = native._aryl_place_extras(
-        list(sc["free"]), free_wo, cand, sc["extras_now"], k, ext, g, sc["n_run"], sc["groups"])
-    assert free_c == free_py
-    assert c_placed(placed_c) == py_placed(placed_py)
+    assert_places_like_python(sc, sc["free"], free_wo)
 
 
 @settings(max_examples=500, deadline=None)
@@ -310,16 +325,8 @@ def test_place_extras_places_like_python(sc: dict[str, Any], exact: bool) -> Non
 def test_keep_with_competing_extras_places_like_python(sc: dict[str, Any], data: Any) -> None:
     """The keep pass (no ``free_wo_extras``) on free GPUs that need not hold every extra:
     the jobs' extras compete for some servers, so the visiting order matters there."""
-    cand, g, ext, k = sc["cand"], sc["g"], sc["ext"], sc["k"]
     free = [data.draw(st.integers(0, 8)) for _ in sc["free"]]
-    free_py = list(free)
-    placed_py = py_pass(sc["groups"]).place_extras(
-        free_py, None, cand, sc["extras_now"], np.array(k, dtype=I64),
-        np.array(ext, dtype=I64), np.array(cand, dtype=I64), np.array(g, dtype=I64), sc["n_run"])
-    free_c, placed_c = native._aryl_place_extras(
-        list(free), None, cand, sc["extras_now"], k, ext, g, sc["n_run"], sc["groups"])
-    assert free_c == free_py
-    assert c_placed(placed_c) == py_placed(placed_py)
+    assert_places_like_python(sc, free, None)
 
 
 @settings(max_examples=500, deadline=None)
@@ -328,22 +335,14 @@ def test_keep_with_a_bound_places_like_python(sc: dict[str, Any], data: Any) -> 
     """The keep pass told a bound on the extras' GPUs per server (``extras_bound``, as
     the pass passes the GPUs of every extra worker): it sums the demand only where
     free is below the bound, and places as Python still."""
-    cand, g, ext, k = sc["cand"], sc["g"], sc["ext"], sc["k"]
+    cand, g = sc["cand"], sc["g"]
     free = [data.draw(st.integers(0, 8)) for _ in sc["free"]]
     bound = [0] * len(free)
     for i, j in enumerate(cand):
         for s, c in sc["extras_now"].get(j, {}).items():
             bound[s] += c * g[i]
     bound = [b + data.draw(st.sampled_from([0, 0, 1, 4])) for b in bound]
-    free_py = list(free)
-    placed_py = py_pass(sc["groups"]).place_extras(
-        free_py, None, cand, sc["extras_now"], np.array(k, dtype=I64),
-        np.array(ext, dtype=I64), np.array(cand, dtype=I64), np.array(g, dtype=I64), sc["n_run"])
-    free_c, placed_c = native._aryl_place_extras(
-        list(free), None, cand, sc["extras_now"], k, ext, g, sc["n_run"], sc["groups"],
-        extras_bound=bound)
-    assert free_c == free_py
-    assert c_placed(placed_c) == py_placed(placed_py)
+    assert_places_like_python(sc, free, None, extras_bound=bound)
 
 
 @settings(max_examples=500, deadline=None)
@@ -354,7 +353,7 @@ def test_keep_from_free_short_of_the_extras_places_like_python(sc: dict[str, Any
     every extra (free_wo_extras, below 0 where free is short of the extras there) and
     the positions with an extra on such a server (short_pos, maybe more): the result
     of Python's keep (no free_wo_extras) on that free."""
-    cand, g, ext, k = sc["cand"], sc["g"], sc["ext"], sc["k"]
+    cand, g = sc["cand"], sc["g"]
     free = [data.draw(st.integers(0, 8)) for _ in sc["free"]]
     wo = list(free)
     for i, j in enumerate(cand):
@@ -363,15 +362,7 @@ def test_keep_from_free_short_of_the_extras_places_like_python(sc: dict[str, Any
     short_pos = [i for i, j in enumerate(cand)
                  if any(wo[s] < 0 for s in sc["extras_now"].get(j, {}))
                  or (i < sc["n_run"] and data.draw(st.booleans()))]
-    free_py = list(free)
-    placed_py = py_pass(sc["groups"]).place_extras(
-        free_py, None, cand, sc["extras_now"], np.array(k, dtype=I64),
-        np.array(ext, dtype=I64), np.array(cand, dtype=I64), np.array(g, dtype=I64), sc["n_run"])
-    free_c, placed_c = native._aryl_place_extras(
-        list(free), wo, cand, sc["extras_now"], k, ext, g, sc["n_run"], sc["groups"],
-        short_pos=short_pos)
-    assert free_c == free_py
-    assert c_placed(placed_c) == py_placed(placed_py)
+    assert_places_like_python(sc, free, None, native_free_wo=wo, short_pos=short_pos)
 
 
 @settings(max_examples=300, deadline=None)

@@ -19,6 +19,8 @@ option" (tie rule 3), subtract its weight, continue with job ``i + 1``.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -130,7 +132,7 @@ def _hull_steps(q_row: NDArray[np.int64]) -> list[float]:
                 break
         hull.append((k + 1, qk))
     steps: list[float] = []
-    for (aw, aq), (bw, bq) in zip(hull, hull[1:]):
+    for (aw, aq), (bw, bq) in itertools.pairwise(hull):
         steps += [(bq - aq) / (bw - aw)] * (bw - aw)
     return steps
 
