@@ -1685,8 +1685,8 @@ class ArylPass : public SjfPass {
         std::all_of(old_run.begin(), old_run.end(), [](const Placement* p) { return p == nullptr; }))
       return true;
     const size_t n = cand.size();
-    std::vector<i64>&g = ws.g, &ext = ws.ext, &max_extra = ws.max_extra;
-    for (auto* v : {&g, &ext, &max_extra}) v->resize(n);
+    std::vector<i64>&g = ws.g, &ext = ws.ext;
+    for (auto* v : {&g, &ext}) v->resize(n);
     std::vector<ap::RowIn>& rows = ws.rows;
     rows.resize(n);
     // ArylPass.elastic_phase: the table sized by what can be placed (capacity // g
@@ -1699,7 +1699,8 @@ class ArylPass : public SjfPass {
     const double now = st.now_s;
     const double p = n_run > 0 ? st.config.rescale_pause_s : 0.0;
     i64 K = std::numeric_limits<i64>::min(), gmax = K, gmin = std::numeric_limits<i64>::max();
-    bool tput_missing = gpu_type >= 0;  // throughputs to compute into ws.tput
+    // the first row whose throughputs are to be computed into ws.tput (n: none)
+    size_t tput_missing = gpu_type >= 0 ? 0 : n;
     for (size_t i = 0; i < n; ++i) {
       const i64 j = cand[i];
       const auto u = static_cast<size_t>(j);
@@ -1708,7 +1709,6 @@ class ArylPass : public SjfPass {
       const bool running = static_cast<i64>(i) < n_run;
       const i64 c_now = running ? st.workers[u] - b : 0;  // cur - base
       g[i] = gi;
-      max_extra[i] = e;
       ext[i] = c_now;
       K = std::max(K, e);
       gmax = std::max(gmax, gi);
@@ -1716,22 +1716,22 @@ class ArylPass : public SjfPass {
       // a started job's throughputs are kept with its record (State::records)
       const double* t =
           gpu_type < 0 ? st.records.throughput_row(u, st.alpha[u], b, e + 1) : nullptr;
-      tput_missing = tput_missing || t == nullptr;
+      if (t == nullptr && tput_missing == n) tput_missing = i;
       rows[i] = {t, st.remaining_work(j, now), c_now, e, gi, !running && p > 0};
     }
-    if (tput_missing) {
+    if (tput_missing < n) {
       // kernels.throughput_rows on gpu_type, or the homogeneous throughputs of a job
       // without a record: tput[i, c] on base + c workers, c = 0..max (row stride K + 1)
       std::vector<double>& tput = ws.tput;
       const size_t stride = static_cast<size_t>(K) + 1;
       tput.resize(n * stride);
-      for (size_t i = 0; i < n; ++i) {
+      for (size_t i = tput_missing; i < n; ++i) {
         if (rows[i].tput != nullptr) continue;
         const i64 j = cand[i];
         const auto u = static_cast<size_t>(j);
         const i64 b = st.min_workers[u];
         double* const t = tput.data() + i * stride;
-        for (i64 c = 0; c <= max_extra[i]; ++c)
+        for (i64 c = 0; c <= rows[i].extra; ++c)
           t[c] = gpu_type >= 0 ? st.throughput_on(j, gpu_type, b + c)
                                : elastic_throughput(b + c, st.alpha[u]);
         rows[i].tput = t;
@@ -1743,10 +1743,18 @@ class ArylPass : public SjfPass {
     // choice; one g for all the candidates)
     const bool feed = solver == ap::Solver::mckp && !unconstrained_only && gmin == gmax;
     ap::build_table(table, rows.data(), n, K, p, feed ? capacity : -1);
+    // the rows' extra workers at most, as a list: for the per-job caps and the repair
+    // only (rare)
+    std::vector<i64>& max_extra = ws.max_extra;
+    auto fill_max_extra = [&]() {
+      max_extra.resize(n);
+      for (size_t i = 0; i < n; ++i) max_extra[i] = rows[i].extra;
+    };
     // (1) per-job caps from per-server worker slots (1-GPU workers always fit)
     std::vector<i64>& caps = ws.caps;
     const bool use_caps = gmax > 1;
     if (use_caps) {
+      fill_max_extra();
       if (servers == nullptr) {
         ap::slot_caps(free_io, g, max_extra, caps);
       } else {
@@ -1786,6 +1794,7 @@ class ArylPass : public SjfPass {
       if (unconstrained_only) return false;  // free_io is the caller's scratch copy
       // (2) repair: cap the jobs whose extras did not all fit, solve again
       std::vector<i64>& caps_r = ws.caps_r;
+      if (!use_caps) fill_max_extra();
       caps_r = use_caps ? caps : max_extra;
       while (!placed.shorts.empty()) {
         for (const auto& sh : placed.shorts) caps_r[static_cast<size_t>(sh.first)] = sh.second;
