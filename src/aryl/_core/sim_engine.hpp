@@ -100,9 +100,13 @@ template <typename T>
 class ChunkedColumn {
 public:
     static constexpr size_t kBlock = size_t(1) << 16;
+    ChunkedColumn() = default;
+    ChunkedColumn(const ChunkedColumn&) = delete;  // (next_ points into its own blocks)
+    ChunkedColumn& operator=(const ChunkedColumn&) = delete;
     void push_back(const T& x) {
-        if (n_ == blocks_.size() * kBlock) blocks_.emplace_back(new T[kBlock]);
-        blocks_[n_ / kBlock][n_ % kBlock] = x;
+        if (room_ == 0) grow();
+        *next_++ = x;
+        --room_;
         ++n_;
     }
     size_t size() const { return n_; }
@@ -117,11 +121,20 @@ public:
         }
         blocks_.clear();
         n_ = 0;
+        next_ = nullptr;
+        room_ = 0;
     }
 
 private:
+    void grow() {
+        blocks_.emplace_back(new T[kBlock]);
+        next_ = blocks_.back().get();
+        room_ = kBlock;
+    }
     std::vector<std::unique_ptr<T[]>> blocks_;
     size_t n_ = 0;
+    T* next_ = nullptr;  // the next free slot of the last block
+    size_t room_ = 0;    // free slots left in the last block
 };
 
 // event kinds = priorities (engine.py FINISH .. TICK)
@@ -131,17 +144,26 @@ enum LogCode : int8_t { EV_ARRIVE = 0, EV_INFEASIBLE = 1, EV_START = 2, EV_SCALE
                         EV_SCALE_IN = 4, EV_MOVE = 5, EV_PREEMPT = 6, EV_FINISH = 7,
                         EV_LOAN = 8, EV_LOAN_RETURN = 9, EV_RECLAIM = 10 };
 
+// An event: engine.py's (t, kind, seq, payload) tuple.  kind and seq are packed
+// into one key, kind * 2^60 + (seq + 1) (seq >= -1: the first demand event has
+// -1), so that comparing keys compares (kind, seq) as the tuple does.
 struct Event {
+    static constexpr int kKindShift = 60;
+    static constexpr i64 kSeqMask = (i64(1) << kKindShift) - 1;
     double t;
-    int kind;
-    i64 seq;
+    i64 key;
     i64 payload;
+    Event(double t_, int kind, i64 seq, i64 payload_)
+        : t(t_), key((i64(kind) << kKindShift) + (seq + 1)), payload(payload_) {}
+    int kind() const { return static_cast<int>(key >> kKindShift); }
+    i64 seq() const { return (key & kSeqMask) - 1; }
     bool operator<(const Event& o) const {
         if (t != o.t) return t < o.t;
-        if (kind != o.kind) return kind < o.kind;
-        return seq < o.seq;
+        return key < o.key;
     }
 };
+// the keys of kinds below `kind` are below this
+constexpr i64 kind_key(int kind) { return i64(kind) << Event::kKindShift; }
 
 // CPython heapq on a vector of Events
 inline void heap_siftdown(std::vector<Event>& h, size_t startpos, size_t pos) {
@@ -253,6 +275,7 @@ public:
     // metrics.py build_result reads nothing else
     std::vector<double> ts_t;
     std::vector<i64> ts_q, ts_busy, ts_loaned, ts_running, ts_needed;
+    double ts_grid_next = kNaN;  // first_grid_point(ts_t.back()) (kept with the last row)
     i64 n_open = 0, n_arrived = 0, n_infeasible = 0;
     bool have_last_plan = false;
     i64 last_starts = 0, last_resizes = 0, last_preemptions = 0;
@@ -508,7 +531,8 @@ public:
         std::vector<std::pair<std::string, i64>> due;
         for (const auto& e : heap) {
             if (e.t <= now) {
-                const std::string name = (e.kind >= 0 && e.kind <= 4) ? kinds[e.kind] : std::to_string(e.kind);
+                const int k = e.kind();
+                const std::string name = (k >= 0 && k <= 4) ? kinds[k] : std::to_string(k);
                 bool found = false;
                 for (auto& d : due)
                     if (d.first == name) {
@@ -586,8 +610,10 @@ public:
                 return;
             }
         }
-        if (!ts_t.empty() && !grid_point_in(ts_t.back(), now)) {
-            // the last row holds at no grid point: replace it
+        if (!ts_t.empty() && !(ts_grid_next < now)) {
+            // the last row holds at no grid point (none in [its time, now)): replace
+            // it (the first grid point at or after its time stays ts_grid_next: it
+            // is at or after now)
             const size_t k = ts_t.size() - 1;
             ts_t[k] = now;
             ts_q[k] = q;
@@ -603,16 +629,18 @@ public:
         ts_loaned.push_back(l);
         ts_running.push_back(r);
         ts_needed.push_back(nd);
+        ts_grid_next = first_grid_point(now);
     }
 
-    // Is there a grid point t0 + step * k (k >= 0, metrics.py's float arithmetic) in [a, b)?
-    bool grid_point_in(double a, double b) const {
+    // The first grid point t0 + step * k (k >= 0, metrics.py's float arithmetic) at
+    // or after a: a row at a holds at a grid point in [a, b) when it is below b.
+    double first_grid_point(double a) const {
         const double step = cfg.ts_step_s;
         double kf = std::floor((a - t0) / step) - 1.0;
         if (!(kf > 0.0)) kf = 0.0;
         auto k = static_cast<i64>(kf);
         while (t0 + step * static_cast<double>(k) < a) ++k;
-        return t0 + step * static_cast<double>(k) < b;
+        return t0 + step * static_cast<double>(k);
     }
 
     // engine.py Engine.run, in chunks: runs at most `max_iterations` loop
@@ -651,10 +679,10 @@ public:
                 n_same_t = 0;
             }
             bool changed = false, ticked = false;
-            while (!heap.empty() && heap[0].t <= t && heap[0].kind < ARRIVAL) {
+            while (!heap.empty() && heap[0].t <= t && heap[0].key < kind_key(ARRIVAL)) {
                 const Event e = heap_pop(heap);
-                last_kind = e.kind;
-                if (handle(e.kind, e.seq, e.payload)) {
+                last_kind = e.kind();
+                if (handle(e.kind(), e.seq(), e.payload)) {
                     changed = true;
                     ++n_same_t;
                 }
@@ -667,14 +695,14 @@ public:
             n_arrived = ptr;
             while (!heap.empty() && heap[0].t <= t) {
                 const Event e = heap_pop(heap);
-                last_kind = e.kind;
+                last_kind = e.kind();
                 ++n_same_t;
                 if (n_same_t > same_t_limit) break;
-                if (e.kind == TICK) {
+                if (e.kind() == TICK) {
                     ticked = true;
                     if (n_open > 0) push(t + cfg.tick_s, TICK, 0);
                 } else {
-                    changed |= handle(e.kind, e.seq, e.payload);
+                    changed |= handle(e.kind(), e.seq(), e.payload);
                 }
             }
             if (n_same_t > same_t_limit)
