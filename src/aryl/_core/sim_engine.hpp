@@ -157,10 +157,7 @@ struct Event {
         : t(t_), key((i64(kind) << kKindShift) + (seq + 1)), payload(payload_) {}
     int kind() const { return static_cast<int>(key >> kKindShift); }
     i64 seq() const { return (key & kSeqMask) - 1; }
-    bool operator<(const Event& o) const {
-        if (t != o.t) return t < o.t;
-        return key < o.key;
-    }
+    bool operator<(const Event& o) const { return t < o.t || (t == o.t && key < o.key); }
 };
 // the keys of kinds below `kind` are below this
 constexpr i64 kind_key(int kind) { return i64(kind) << Event::kKindShift; }
