@@ -104,37 +104,41 @@ public:
     ChunkedColumn(const ChunkedColumn&) = delete;  // (next_ points into its own blocks)
     ChunkedColumn& operator=(const ChunkedColumn&) = delete;
     void push_back(const T& x) {
-        if (room_ == 0) grow();
-        *next_++ = x;
-        --room_;
-        ++n_;
+        if (full()) grow();
+        put(x);
     }
-    size_t size() const { return n_; }
+    // push_back in two steps (columns that grow in lockstep check one of them):
+    // a full column grows, then takes values
+    bool full() const { return next_ == end_; }
+    void grow() {
+        blocks_.emplace_back(new T[kBlock]);
+        next_ = blocks_.back().get();
+        end_ = next_ + kBlock;
+    }
+    void put(const T& x) { *next_++ = x; }  // (not full())
+    size_t size() const {
+        return blocks_.empty() ? 0
+                               : (blocks_.size() - 1) * kBlock +
+                                     static_cast<size_t>(next_ - blocks_.back().get());
+    }
     const T& operator[](size_t i) const { return blocks_[i / kBlock][i % kBlock]; }
     // copy out (converting to U) and release the blocks one by one
     template <typename U>
     void drain(U* out) {
+        const size_t n = size();
         for (size_t b = 0; b < blocks_.size(); ++b) {
-            const size_t m = std::min(kBlock, n_ - b * kBlock);
+            const size_t m = std::min(kBlock, n - b * kBlock);
             std::copy(blocks_[b].get(), blocks_[b].get() + m, out + b * kBlock);
             blocks_[b].reset();
         }
         blocks_.clear();
-        n_ = 0;
-        next_ = nullptr;
-        room_ = 0;
+        next_ = end_ = nullptr;
     }
 
 private:
-    void grow() {
-        blocks_.emplace_back(new T[kBlock]);
-        next_ = blocks_.back().get();
-        room_ = kBlock;
-    }
     std::vector<std::unique_ptr<T[]>> blocks_;
-    size_t n_ = 0;
     T* next_ = nullptr;  // the next free slot of the last block
-    size_t room_ = 0;    // free slots left in the last block
+    T* end_ = nullptr;   // the end of the last block
 };
 
 // event kinds = priorities (engine.py FINISH .. TICK)
@@ -319,10 +323,17 @@ public:
     }
     void log(i64 j, int8_t what, i64 w) {
         if (!cfg.record_events) return;
-        ev_time.push_back(now);
-        ev_job.push_back(log_int(j));
-        ev_what.push_back(what);
-        ev_workers.push_back(log_int(w));
+        const int32_t j32 = log_int(j), w32 = log_int(w);
+        if (ev_time.full()) {  // (the four columns grow in lockstep)
+            ev_time.grow();
+            ev_job.grow();
+            ev_what.grow();
+            ev_workers.grow();
+        }
+        ev_time.put(now);
+        ev_job.put(j32);
+        ev_what.put(what);
+        ev_workers.put(w32);
     }
     void schedule_finish(i64 j) {
         sched::JobRecord& R = st.rec(j);  // (a started job has one: its values as the columns')
