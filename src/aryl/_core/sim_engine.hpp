@@ -100,28 +100,45 @@ template <typename T>
 class ChunkedColumn {
 public:
     static constexpr size_t kBlock = size_t(1) << 16;
+    ChunkedColumn() = default;
+    ChunkedColumn(const ChunkedColumn&) = delete;  // (next_ points into its own blocks)
+    ChunkedColumn& operator=(const ChunkedColumn&) = delete;
     void push_back(const T& x) {
-        if (n_ == blocks_.size() * kBlock) blocks_.emplace_back(new T[kBlock]);
-        blocks_[n_ / kBlock][n_ % kBlock] = x;
-        ++n_;
+        if (full()) grow();
+        put(x);
     }
-    size_t size() const { return n_; }
+    // push_back in two steps (columns that grow in lockstep check one of them):
+    // a full column grows, then takes values
+    bool full() const { return next_ == end_; }
+    void grow() {
+        blocks_.emplace_back(new T[kBlock]);
+        next_ = blocks_.back().get();
+        end_ = next_ + kBlock;
+    }
+    void put(const T& x) { *next_++ = x; }  // (not full())
+    size_t size() const {
+        return blocks_.empty() ? 0
+                               : (blocks_.size() - 1) * kBlock +
+                                     static_cast<size_t>(next_ - blocks_.back().get());
+    }
     const T& operator[](size_t i) const { return blocks_[i / kBlock][i % kBlock]; }
     // copy out (converting to U) and release the blocks one by one
     template <typename U>
     void drain(U* out) {
+        const size_t n = size();
         for (size_t b = 0; b < blocks_.size(); ++b) {
-            const size_t m = std::min(kBlock, n_ - b * kBlock);
+            const size_t m = std::min(kBlock, n - b * kBlock);
             std::copy(blocks_[b].get(), blocks_[b].get() + m, out + b * kBlock);
             blocks_[b].reset();
         }
         blocks_.clear();
-        n_ = 0;
+        next_ = end_ = nullptr;
     }
 
 private:
     std::vector<std::unique_ptr<T[]>> blocks_;
-    size_t n_ = 0;
+    T* next_ = nullptr;  // the next free slot of the last block
+    T* end_ = nullptr;   // the end of the last block
 };
 
 // event kinds = priorities (engine.py FINISH .. TICK)
@@ -131,17 +148,23 @@ enum LogCode : int8_t { EV_ARRIVE = 0, EV_INFEASIBLE = 1, EV_START = 2, EV_SCALE
                         EV_SCALE_IN = 4, EV_MOVE = 5, EV_PREEMPT = 6, EV_FINISH = 7,
                         EV_LOAN = 8, EV_LOAN_RETURN = 9, EV_RECLAIM = 10 };
 
+// An event: engine.py's (t, kind, seq, payload) tuple.  kind and seq are packed
+// into one key, kind * 2^60 + (seq + 1) (seq >= -1: the first demand event has
+// -1), so that comparing keys compares (kind, seq) as the tuple does.
 struct Event {
+    static constexpr int kKindShift = 60;
+    static constexpr i64 kSeqMask = (i64(1) << kKindShift) - 1;
     double t;
-    int kind;
-    i64 seq;
+    i64 key;
     i64 payload;
-    bool operator<(const Event& o) const {
-        if (t != o.t) return t < o.t;
-        if (kind != o.kind) return kind < o.kind;
-        return seq < o.seq;
-    }
+    Event(double t_, int kind, i64 seq, i64 payload_)
+        : t(t_), key((i64(kind) << kKindShift) + (seq + 1)), payload(payload_) {}
+    int kind() const { return static_cast<int>(key >> kKindShift); }
+    i64 seq() const { return (key & kSeqMask) - 1; }
+    bool operator<(const Event& o) const { return t < o.t || (t == o.t && key < o.key); }
 };
+// the keys of kinds below `kind` are below this
+constexpr i64 kind_key(int kind) { return i64(kind) << Event::kKindShift; }
 
 // CPython heapq on a vector of Events
 inline void heap_siftdown(std::vector<Event>& h, size_t startpos, size_t pos) {
@@ -253,6 +276,7 @@ public:
     // metrics.py build_result reads nothing else
     std::vector<double> ts_t;
     std::vector<i64> ts_q, ts_busy, ts_loaned, ts_running, ts_needed;
+    double ts_grid_next = kNaN;  // first_grid_point(ts_t.back()) (kept with the last row)
     i64 n_open = 0, n_arrived = 0, n_infeasible = 0;
     bool have_last_plan = false;
     i64 last_starts = 0, last_resizes = 0, last_preemptions = 0;
@@ -299,10 +323,17 @@ public:
     }
     void log(i64 j, int8_t what, i64 w) {
         if (!cfg.record_events) return;
-        ev_time.push_back(now);
-        ev_job.push_back(log_int(j));
-        ev_what.push_back(what);
-        ev_workers.push_back(log_int(w));
+        const int32_t j32 = log_int(j), w32 = log_int(w);
+        if (ev_time.full()) {  // (the four columns grow in lockstep)
+            ev_time.grow();
+            ev_job.grow();
+            ev_what.grow();
+            ev_workers.grow();
+        }
+        ev_time.put(now);
+        ev_job.put(j32);
+        ev_what.put(what);
+        ev_workers.put(w32);
     }
     void schedule_finish(i64 j) {
         sched::JobRecord& R = st.rec(j);  // (a started job has one: its values as the columns')
@@ -508,7 +539,8 @@ public:
         std::vector<std::pair<std::string, i64>> due;
         for (const auto& e : heap) {
             if (e.t <= now) {
-                const std::string name = (e.kind >= 0 && e.kind <= 4) ? kinds[e.kind] : std::to_string(e.kind);
+                const int k = e.kind();
+                const std::string name = (k >= 0 && k <= 4) ? kinds[k] : std::to_string(k);
                 bool found = false;
                 for (auto& d : due)
                     if (d.first == name) {
@@ -586,8 +618,10 @@ public:
                 return;
             }
         }
-        if (!ts_t.empty() && !grid_point_in(ts_t.back(), now)) {
-            // the last row holds at no grid point: replace it
+        if (!ts_t.empty() && !(ts_grid_next < now)) {
+            // the last row holds at no grid point (none in [its time, now)): replace
+            // it (the first grid point at or after its time stays ts_grid_next: it
+            // is at or after now)
             const size_t k = ts_t.size() - 1;
             ts_t[k] = now;
             ts_q[k] = q;
@@ -603,16 +637,18 @@ public:
         ts_loaned.push_back(l);
         ts_running.push_back(r);
         ts_needed.push_back(nd);
+        ts_grid_next = first_grid_point(now);
     }
 
-    // Is there a grid point t0 + step * k (k >= 0, metrics.py's float arithmetic) in [a, b)?
-    bool grid_point_in(double a, double b) const {
+    // The first grid point t0 + step * k (k >= 0, metrics.py's float arithmetic) at
+    // or after a: a row at a holds at a grid point in [a, b) when it is below b.
+    double first_grid_point(double a) const {
         const double step = cfg.ts_step_s;
         double kf = std::floor((a - t0) / step) - 1.0;
         if (!(kf > 0.0)) kf = 0.0;
         auto k = static_cast<i64>(kf);
         while (t0 + step * static_cast<double>(k) < a) ++k;
-        return t0 + step * static_cast<double>(k) < b;
+        return t0 + step * static_cast<double>(k);
     }
 
     // engine.py Engine.run, in chunks: runs at most `max_iterations` loop
@@ -651,10 +687,10 @@ public:
                 n_same_t = 0;
             }
             bool changed = false, ticked = false;
-            while (!heap.empty() && heap[0].t <= t && heap[0].kind < ARRIVAL) {
+            while (!heap.empty() && heap[0].t <= t && heap[0].key < kind_key(ARRIVAL)) {
                 const Event e = heap_pop(heap);
-                last_kind = e.kind;
-                if (handle(e.kind, e.seq, e.payload)) {
+                last_kind = e.kind();
+                if (handle(e.kind(), e.seq(), e.payload)) {
                     changed = true;
                     ++n_same_t;
                 }
@@ -667,14 +703,14 @@ public:
             n_arrived = ptr;
             while (!heap.empty() && heap[0].t <= t) {
                 const Event e = heap_pop(heap);
-                last_kind = e.kind;
+                last_kind = e.kind();
                 ++n_same_t;
                 if (n_same_t > same_t_limit) break;
-                if (e.kind == TICK) {
+                if (e.kind() == TICK) {
                     ticked = true;
                     if (n_open > 0) push(t + cfg.tick_s, TICK, 0);
                 } else {
-                    changed |= handle(e.kind, e.seq, e.payload);
+                    changed |= handle(e.kind(), e.seq(), e.payload);
                 }
             }
             if (n_same_t > same_t_limit)
