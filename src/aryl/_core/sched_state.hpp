@@ -824,7 +824,13 @@ struct State {
     std::vector<i64> training_servers;
     i64 training_gpus = 0;
     std::vector<i64> free;
-    std::vector<Placement> jobs_on;  // per server: (job, workers), insertion order
+    // per server: (job, workers), in no particular order (Python's dict keeps
+    // insertion order, but no reader depends on it: the reclaim code sorts a
+    // server's jobs by run_seq (unique), set_short sorts what it collects, the
+    // rest looks up a job or reads emptiness or size); so an entry leaves by
+    // taking the last one's slot, and a resize that keeps a job's workers on a
+    // server leaves its entry alone
+    std::vector<Placement> jobs_on;
     i64 n_loaned = 0;
     i64 loaned_gpus = 0;
     i64 n_pools = 0;
@@ -1188,10 +1194,11 @@ struct State {
             const i64 s = e.first, k = e.second;
             const auto su = static_cast<size_t>(s);
             free[su] += k * g;
-            Placement& on = jobs_on[su];
+            Placement& on = jobs_on[su];  // j's entry out: the last one takes its slot
             for (size_t q = 0; q < on.size(); ++q)
                 if (on[q].first == j) {
-                    on.erase(on.begin() + static_cast<std::ptrdiff_t>(q));
+                    on[q] = on.back();
+                    on.pop_back();
                     break;
                 }
             busy_by_pool[static_cast<size_t>(server_pool_idx[su])] -= k * g;
@@ -1291,10 +1298,11 @@ struct State {
     // unplace_for_resize(j) then place_resized(j, place) in one step, for running job
     // j: the same state, with the job's placement slot rewritten in place.  GPU counts
     // go back per old entry and are taken per new one (sums: any order).  A server's
-    // job list ends as _unplace then _place leave it: the job's entry last with its
-    // new workers (the sum of its new entries there) where it stays or arrives, gone
-    // where it leaves; on a server it stays on, the entry moves to the end at once (it
-    // is on a server's list exactly where its placement has the server).  The two
+    // job list (no order, see jobs_on) holds the same entries as _unplace then _place
+    // leave it: the job's entry with its new workers where it stays or arrives (left
+    // as it is where they do not change), gone where it leaves (it is on a server's
+    // list exactly where its placement has the server; a placement names a server
+    // once, as a Python dict).  The two
     // calls of _track_extras (_unplace's, then _place's) in one: the old extras out,
     // the new ones in, and j out of `below`, appended again when it is still below
     // its maximum (last, as the two calls leave it).  Returns the old worker count.
@@ -1329,25 +1337,23 @@ struct State {
         for (const auto& e : cur) {
             gpus(e.first, -e.second * g);
             i64& m = mark[static_cast<size_t>(e.first)];
-            if (m < 0) continue;
-            Placement& on = jobs_on[static_cast<size_t>(e.first)];
-            if (m == 0) {  // j leaves the server
-                size_t q = on.size();
-                while (q > 0 && on[q - 1].first != j) --q;
-                if (q > 0) on.erase(on.begin() + static_cast<std::ptrdiff_t>(q - 1));
+            if (m == e.second + 1) {  // j stays with its workers: its entry as it is
+                m = -1;
                 continue;
             }
-            // j stays: from the end back to j's entry, each entry one slot up and
-            // j's (new workers) last, in one walk (j is on the list: the server is
-            // in its placement)
-            PlaceEntry carry(j, m - 1);
-            for (size_t q = on.size(); q-- > 0;) {
-                std::swap(carry, on[q]);
-                if (carry.first == j) break;
+            Placement& on = jobs_on[static_cast<size_t>(e.first)];
+            size_t q = on.size();  // j's entry (j is on the list: the server is in cur)
+            while (on[--q].first != j) {
             }
-            m = -1;
+            if (m == 0) {  // j leaves the server: the last entry takes its slot
+                on[q] = on.back();
+                on.pop_back();
+            } else {  // j stays with other workers
+                on[q].second = m - 1;
+                m = -1;
+            }
         }
-        for (const auto& e : place) {  // new servers last; every mark back to 0
+        for (const auto& e : place) {  // new servers; every mark back to 0
             i64& m = mark[static_cast<size_t>(e.first)];
             if (m > 0) jobs_on[static_cast<size_t>(e.first)].emplace_back(j, m - 1);
             m = 0;
