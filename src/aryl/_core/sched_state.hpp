@@ -1162,7 +1162,8 @@ struct State {
     }
 
     // ------------------------------------------------------------ mutators
-    // state.py _place
+    // state.py _place, for job j on no server's list (not running, or just unplaced):
+    // `on.get(j, 0) + k` is k there (a placement names a server once)
     i64 place_job(i64 j, const Placement& place) {
         const auto u = static_cast<size_t>(j);
         const i64 g = gpus_per_worker[u];
@@ -1172,7 +1173,7 @@ struct State {
             const i64 s = e.first, k = e.second;
             const auto su = static_cast<size_t>(s);
             free[su] -= k * g;
-            place_add(jobs_on[su], j, k);
+            jobs_on[su].emplace_back(j, k);
             w += k;
             busy_by_pool[static_cast<size_t>(server_pool_idx[su])] += k * g;
             if (s >= nt) busy_loaned += k * g;
@@ -1320,22 +1321,23 @@ struct State {
         // mark: 0 = not in the new placement, 1 + workers there = in it, -1 = listed
         std::vector<i64>& mark = resize_mark;
         if (mark.size() < free.size()) mark.resize(free.size(), 0);
+        // GPUs: each server's change only (taken back, then taken: integer sums, the
+        // same in any order), none where the job keeps its workers
+        i64 loaned_kg = 0;  // (busy_loaned's change)
         auto gpus = [&](i64 s, i64 kg) {  // kg GPUs taken on server s (< 0: given back)
             const auto su = static_cast<size_t>(s);
             free[su] -= kg;
             busy_by_pool[static_cast<size_t>(server_pool_idx[su])] += kg;
-            busy_loaned += kg * static_cast<i64>(s >= nt);
+            loaned_kg += kg * static_cast<i64>(s >= nt);
         };
         i64 w = 0;
         for (const auto& e : place) {
-            gpus(e.first, e.second * g);
             w += e.second;
             i64& m = mark[static_cast<size_t>(e.first)];
             m = (m ? m : 1) + e.second;
         }
         busy += (w - w_old) * g;
         for (const auto& e : cur) {
-            gpus(e.first, -e.second * g);
             i64& m = mark[static_cast<size_t>(e.first)];
             if (m == e.second + 1) {  // j stays with its workers: its entry as it is
                 m = -1;
@@ -1346,18 +1348,24 @@ struct State {
             while (on[--q].first != j) {
             }
             if (m == 0) {  // j leaves the server: the last entry takes its slot
+                gpus(e.first, -e.second * g);
                 on[q] = on.back();
                 on.pop_back();
             } else {  // j stays with other workers
+                gpus(e.first, (m - 1 - e.second) * g);
                 on[q].second = m - 1;
                 m = -1;
             }
         }
         for (const auto& e : place) {  // new servers; every mark back to 0
             i64& m = mark[static_cast<size_t>(e.first)];
-            if (m > 0) jobs_on[static_cast<size_t>(e.first)].emplace_back(j, m - 1);
+            if (m > 0) {
+                gpus(e.first, (m - 1) * g);
+                jobs_on[static_cast<size_t>(e.first)].emplace_back(j, m - 1);
+            }
             m = 0;
         }
+        busy_loaned += loaned_kg;
         // _unplace's _track_extras: the old extras out
         {
             const Placement& old = ex_job[u];
