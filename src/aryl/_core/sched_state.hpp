@@ -512,39 +512,41 @@ enum QueueKey : int { Q_ARRIVAL = 0, Q_WAIT_ORIGIN = 1, Q_SJF_RIGID = 2, Q_SJF_E
                       Q_LAS = 4, N_QUEUE_KEYS = 5 };
 using QueueEntry = std::pair<double, i64>;
 
-// Allocator of single nodes that recycles them through a per-thread free list
-// (a queue index inserts and erases a node per enqueue / start: no malloc then).
+// Allocator of single nodes that recycles them through the free list of the queue
+// index that owns the set (a queue index inserts and erases a node per enqueue /
+// start: no malloc then).  Not a thread_local list: in a shared library every
+// access of one is a __tls_get_addr call.  A node is plain memory from operator
+// new, so any list may take any node: the allocators compare equal (a set moved
+// or swapped keeps its own list and the other set's nodes).
+struct NodeFreeList {
+    std::vector<void*> v;
+    NodeFreeList() = default;
+    NodeFreeList(const NodeFreeList&) = delete;
+    NodeFreeList& operator=(const NodeFreeList&) = delete;
+    ~NodeFreeList() {
+        for (void* p : v) ::operator delete(p);
+    }
+};
 template <class T>
 struct NodeAllocator {
     using value_type = T;
+    NodeFreeList* fl = nullptr;  // nullptr: no recycling
     NodeAllocator() noexcept = default;
+    explicit NodeAllocator(NodeFreeList* f) noexcept : fl(f) {}
     template <class U>
-    NodeAllocator(const NodeAllocator<U>&) noexcept {}
-    struct FreeList {
-        std::vector<void*> v;
-        ~FreeList() {
-            for (void* p : v) ::operator delete(p);
-        }
-    };
-    static FreeList& free_list() {
-        thread_local FreeList fl;
-        return fl;
-    }
+    NodeAllocator(const NodeAllocator<U>& o) noexcept : fl(o.fl) {}
     T* allocate(std::size_t n) {
-        if (n == 1) {
-            FreeList& fl = free_list();
-            if (!fl.v.empty()) {
-                void* p = fl.v.back();
-                fl.v.pop_back();
-                return static_cast<T*>(p);
-            }
+        if (n == 1 && fl != nullptr && !fl->v.empty()) {
+            void* p = fl->v.back();
+            fl->v.pop_back();
+            return static_cast<T*>(p);
         }
         return static_cast<T*>(::operator new(n * sizeof(T)));
     }
     void deallocate(T* p, std::size_t n) noexcept {
-        if (n == 1) {
+        if (n == 1 && fl != nullptr) {
             try {
-                free_list().v.push_back(p);
+                fl->v.push_back(p);
                 return;
             } catch (...) {
             }
@@ -565,6 +567,15 @@ using QueueSet = std::set<QueueEntry, std::less<QueueEntry>, NodeAllocator<Queue
 // Iterate it with a range-for: entries (key, job) ascending.
 class QueueIndex {
 public:
+    QueueIndex() : fl_(new NodeFreeList), set_(std::less<QueueEntry>(), NodeAllocator<QueueEntry>(fl_.get())) {}
+    // (a copy or move has its own free list: the set is copied into a set of its own)
+    QueueIndex(const QueueIndex& o) : QueueIndex() { *this = o; }
+    QueueIndex& operator=(const QueueIndex& o) {
+        flat_v_ = o.flat_v_;
+        set_ = o.set_;  // (the set keeps its allocator: no propagation on copy)
+        flat_ = o.flat_;
+        return *this;
+    }
     class iterator {
     public:
         iterator(const QueueEntry* p, QueueSet::const_iterator it, bool flat)
@@ -631,6 +642,7 @@ private:
         flat_v_.clear();
         flat_ = false;
     }
+    std::unique_ptr<NodeFreeList> fl_;  // (before set_: the set's nodes go back to it)
     std::vector<QueueEntry> flat_v_;
     QueueSet set_;
     bool flat_ = true;
