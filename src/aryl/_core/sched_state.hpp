@@ -354,15 +354,15 @@ class OrderedSet {
 public:
     void resize(i64 n) { slot_.resize(static_cast<size_t>(n), -1); }
     i64 capacity() const { return static_cast<i64>(slot_.size()); }
-    bool contains(i64 j) const {
-        return j >= 0 && j < capacity() && slot_[static_cast<size_t>(j)] >= 0;
+    bool contains(i64 j) const {  // (j < 0 converts to an unsigned value past the size)
+        return static_cast<uint64_t>(j) < slot_.size() && slot_[static_cast<size_t>(j)] >= 0;
     }
     void add(i64 j) {
         if (contains(j)) return;
         if (j > static_cast<i64>(INT32_MAX))
             throw std::overflow_error("an ordered set index outside the int32 range: " +
                                       std::to_string(j));
-        const int32_t q = nodes_.acquire("members of an ordered set");
+        const int32_t q = nodes_.acquire();
         Node& nd = nodes_[q];
         nd.job = static_cast<int32_t>(j);
         nd.prev = tail_;
@@ -375,9 +375,10 @@ public:
     }
     // dict.pop(j, None) / del: removes j if present; returns whether it was
     bool remove(i64 j) {
-        if (!contains(j)) return false;
+        if (static_cast<uint64_t>(j) >= slot_.size()) return false;  // (as in contains)
         int32_t& sl = slot_[static_cast<size_t>(j)];
         const int32_t q = sl;
+        if (q < 0) return false;
         const Node nd = nodes_[q];
         if (nd.prev >= 0) nodes_[nd.prev].next = nd.next;
         else head_ = nd.next;
@@ -451,8 +452,38 @@ private:
     struct Node {
         int32_t job = -1, prev = -1, next = -1;
     };
+    // The members' nodes, a removed member's recycled through a list linked by the
+    // free nodes' `next` (a SlotPool's free list without a vector of its own to grow)
+    class NodePool {
+    public:
+        int32_t acquire() {
+            if (free_ >= 0) {
+                const int32_t q = free_;
+                free_ = v_[static_cast<size_t>(q)].next;
+                return q;
+            }
+            if (v_.size() >= static_cast<size_t>(INT32_MAX))
+                throw std::overflow_error("more than 2**31 - 1 members of an ordered set");
+            v_.emplace_back();
+            return static_cast<int32_t>(v_.size() - 1);
+        }
+        void release(int32_t q) {
+            v_[static_cast<size_t>(q)].next = free_;
+            free_ = q;
+        }
+        Node& operator[](int32_t q) { return v_[static_cast<size_t>(q)]; }
+        const Node& operator[](int32_t q) const { return v_[static_cast<size_t>(q)]; }
+        void clear() {
+            v_.clear();
+            free_ = -1;
+        }
+
+    private:
+        std::vector<Node> v_;
+        int32_t free_ = -1;  // the first free node, -1: none
+    };
     std::vector<int32_t> slot_;  // per index: its node, -1 = absent
-    SlotPool<Node> nodes_;  // the members' nodes, recycled on removal
+    NodePool nodes_;  // the members' nodes, recycled on removal
     int32_t head_ = -1, tail_ = -1;
     i64 size_ = 0;
 };
@@ -723,13 +754,8 @@ public:
     // remaining_s) if it has none.  The reference is valid until the next mut()
     // of another job.
     JobRecord& mut(size_t j, double remaining) {
-        int32_t& s = slot_[j];
-        if (s < 0) {
-            s = pool_.acquire("job records");
-            pool_[s] = JobRecord();
-            pool_[s].checkpoint_remaining_s = remaining;
-        }
-        return pool_[s];
+        const int32_t s = slot_[j];
+        return s >= 0 ? pool_[s] : create(j, remaining);
     }
     // job j reads add_job's values again; its record goes back to the pool
     void release(size_t j) {
@@ -760,6 +786,14 @@ public:
     }
 
 private:
+    // mut() of a job without a record
+    JobRecord& create(size_t j, double remaining) {
+        int32_t& s = slot_[j];
+        s = pool_.acquire("job records");
+        pool_[s] = JobRecord();
+        pool_[s].checkpoint_remaining_s = remaining;
+        return pool_[s];
+    }
     struct TputRow {
         double alpha = 0.0;
         i64 base = 0, n = 0;  // t[c] on base + c workers, c < n
