@@ -710,11 +710,13 @@ public:
     std::vector<i64> to_i64() const { return std::vector<i64>(v_.begin(), v_.end()); }
 
 private:
+    // (the check inline, the error out of line: a write is a compare and a store)
     static int32_t narrow(i64 x) {
-        if (x < static_cast<i64>(INT32_MIN) || x > static_cast<i64>(INT32_MAX))
-            throw std::overflow_error("a per-job count outside the int32 range: " +
-                                      std::to_string(x));
+        if (x < static_cast<i64>(INT32_MIN) || x > static_cast<i64>(INT32_MAX)) overflow(x);
         return static_cast<int32_t>(x);
+    }
+    [[noreturn]] static void overflow(i64 x) {
+        throw std::overflow_error("a per-job count outside the int32 range: " + std::to_string(x));
     }
     std::vector<int32_t> v_;
 };
