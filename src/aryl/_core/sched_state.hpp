@@ -354,15 +354,15 @@ class OrderedSet {
 public:
     void resize(i64 n) { slot_.resize(static_cast<size_t>(n), -1); }
     i64 capacity() const { return static_cast<i64>(slot_.size()); }
-    bool contains(i64 j) const {
-        return j >= 0 && j < capacity() && slot_[static_cast<size_t>(j)] >= 0;
+    bool contains(i64 j) const {  // (j < 0 converts to an unsigned value past the size)
+        return static_cast<uint64_t>(j) < slot_.size() && slot_[static_cast<size_t>(j)] >= 0;
     }
     void add(i64 j) {
         if (contains(j)) return;
         if (j > static_cast<i64>(INT32_MAX))
             throw std::overflow_error("an ordered set index outside the int32 range: " +
                                       std::to_string(j));
-        const int32_t q = nodes_.acquire("members of an ordered set");
+        const int32_t q = nodes_.acquire();
         Node& nd = nodes_[q];
         nd.job = static_cast<int32_t>(j);
         nd.prev = tail_;
@@ -375,9 +375,10 @@ public:
     }
     // dict.pop(j, None) / del: removes j if present; returns whether it was
     bool remove(i64 j) {
-        if (!contains(j)) return false;
+        if (static_cast<uint64_t>(j) >= slot_.size()) return false;  // (as in contains)
         int32_t& sl = slot_[static_cast<size_t>(j)];
         const int32_t q = sl;
+        if (q < 0) return false;
         const Node nd = nodes_[q];
         if (nd.prev >= 0) nodes_[nd.prev].next = nd.next;
         else head_ = nd.next;
@@ -451,8 +452,38 @@ private:
     struct Node {
         int32_t job = -1, prev = -1, next = -1;
     };
+    // The members' nodes, a removed member's recycled through a list linked by the
+    // free nodes' `next` (a SlotPool's free list without a vector of its own to grow)
+    class NodePool {
+    public:
+        int32_t acquire() {
+            if (free_ >= 0) {
+                const int32_t q = free_;
+                free_ = v_[static_cast<size_t>(q)].next;
+                return q;
+            }
+            if (v_.size() >= static_cast<size_t>(INT32_MAX))
+                throw std::overflow_error("more than 2**31 - 1 members of an ordered set");
+            v_.emplace_back();
+            return static_cast<int32_t>(v_.size() - 1);
+        }
+        void release(int32_t q) {
+            v_[static_cast<size_t>(q)].next = free_;
+            free_ = q;
+        }
+        Node& operator[](int32_t q) { return v_[static_cast<size_t>(q)]; }
+        const Node& operator[](int32_t q) const { return v_[static_cast<size_t>(q)]; }
+        void clear() {
+            v_.clear();
+            free_ = -1;
+        }
+
+    private:
+        std::vector<Node> v_;
+        int32_t free_ = -1;  // the first free node, -1: none
+    };
     std::vector<int32_t> slot_;  // per index: its node, -1 = absent
-    SlotPool<Node> nodes_;  // the members' nodes, recycled on removal
+    NodePool nodes_;  // the members' nodes, recycled on removal
     int32_t head_ = -1, tail_ = -1;
     i64 size_ = 0;
 };
@@ -512,39 +543,41 @@ enum QueueKey : int { Q_ARRIVAL = 0, Q_WAIT_ORIGIN = 1, Q_SJF_RIGID = 2, Q_SJF_E
                       Q_LAS = 4, N_QUEUE_KEYS = 5 };
 using QueueEntry = std::pair<double, i64>;
 
-// Allocator of single nodes that recycles them through a per-thread free list
-// (a queue index inserts and erases a node per enqueue / start: no malloc then).
+// Allocator of single nodes that recycles them through the free list of the queue
+// index that owns the set (a queue index inserts and erases a node per enqueue /
+// start: no malloc then).  Not a thread_local list: in a shared library every
+// access of one is a __tls_get_addr call.  A node is plain memory from operator
+// new, so any list may take any node: the allocators compare equal (a set moved
+// or swapped keeps its own list and the other set's nodes).
+struct NodeFreeList {
+    std::vector<void*> v;
+    NodeFreeList() = default;
+    NodeFreeList(const NodeFreeList&) = delete;
+    NodeFreeList& operator=(const NodeFreeList&) = delete;
+    ~NodeFreeList() {
+        for (void* p : v) ::operator delete(p);
+    }
+};
 template <class T>
 struct NodeAllocator {
     using value_type = T;
+    NodeFreeList* fl = nullptr;  // nullptr: no recycling
     NodeAllocator() noexcept = default;
+    explicit NodeAllocator(NodeFreeList* f) noexcept : fl(f) {}
     template <class U>
-    NodeAllocator(const NodeAllocator<U>&) noexcept {}
-    struct FreeList {
-        std::vector<void*> v;
-        ~FreeList() {
-            for (void* p : v) ::operator delete(p);
-        }
-    };
-    static FreeList& free_list() {
-        thread_local FreeList fl;
-        return fl;
-    }
+    NodeAllocator(const NodeAllocator<U>& o) noexcept : fl(o.fl) {}
     T* allocate(std::size_t n) {
-        if (n == 1) {
-            FreeList& fl = free_list();
-            if (!fl.v.empty()) {
-                void* p = fl.v.back();
-                fl.v.pop_back();
-                return static_cast<T*>(p);
-            }
+        if (n == 1 && fl != nullptr && !fl->v.empty()) {
+            void* p = fl->v.back();
+            fl->v.pop_back();
+            return static_cast<T*>(p);
         }
         return static_cast<T*>(::operator new(n * sizeof(T)));
     }
     void deallocate(T* p, std::size_t n) noexcept {
-        if (n == 1) {
+        if (n == 1 && fl != nullptr) {
             try {
-                free_list().v.push_back(p);
+                fl->v.push_back(p);
                 return;
             } catch (...) {
             }
@@ -565,6 +598,15 @@ using QueueSet = std::set<QueueEntry, std::less<QueueEntry>, NodeAllocator<Queue
 // Iterate it with a range-for: entries (key, job) ascending.
 class QueueIndex {
 public:
+    QueueIndex() : fl_(new NodeFreeList), set_(std::less<QueueEntry>(), NodeAllocator<QueueEntry>(fl_.get())) {}
+    // (a copy or move has its own free list: the set is copied into a set of its own)
+    QueueIndex(const QueueIndex& o) : QueueIndex() { *this = o; }
+    QueueIndex& operator=(const QueueIndex& o) {
+        flat_v_ = o.flat_v_;
+        set_ = o.set_;  // (the set keeps its allocator: no propagation on copy)
+        flat_ = o.flat_;
+        return *this;
+    }
     class iterator {
     public:
         iterator(const QueueEntry* p, QueueSet::const_iterator it, bool flat)
@@ -631,6 +673,7 @@ private:
         flat_v_.clear();
         flat_ = false;
     }
+    std::unique_ptr<NodeFreeList> fl_;  // (before set_: the set's nodes go back to it)
     std::vector<QueueEntry> flat_v_;
     QueueSet set_;
     bool flat_ = true;
@@ -667,11 +710,13 @@ public:
     std::vector<i64> to_i64() const { return std::vector<i64>(v_.begin(), v_.end()); }
 
 private:
+    // (the check inline, the error out of line: a write is a compare and a store)
     static int32_t narrow(i64 x) {
-        if (x < static_cast<i64>(INT32_MIN) || x > static_cast<i64>(INT32_MAX))
-            throw std::overflow_error("a per-job count outside the int32 range: " +
-                                      std::to_string(x));
+        if (x < static_cast<i64>(INT32_MIN) || x > static_cast<i64>(INT32_MAX)) overflow(x);
         return static_cast<int32_t>(x);
+    }
+    [[noreturn]] static void overflow(i64 x) {
+        throw std::overflow_error("a per-job count outside the int32 range: " + std::to_string(x));
     }
     std::vector<int32_t> v_;
 };
@@ -711,13 +756,8 @@ public:
     // remaining_s) if it has none.  The reference is valid until the next mut()
     // of another job.
     JobRecord& mut(size_t j, double remaining) {
-        int32_t& s = slot_[j];
-        if (s < 0) {
-            s = pool_.acquire("job records");
-            pool_[s] = JobRecord();
-            pool_[s].checkpoint_remaining_s = remaining;
-        }
-        return pool_[s];
+        const int32_t s = slot_[j];
+        return s >= 0 ? pool_[s] : create(j, remaining);
     }
     // job j reads add_job's values again; its record goes back to the pool
     void release(size_t j) {
@@ -748,6 +788,14 @@ public:
     }
 
 private:
+    // mut() of a job without a record
+    JobRecord& create(size_t j, double remaining) {
+        int32_t& s = slot_[j];
+        s = pool_.acquire("job records");
+        pool_[s] = JobRecord();
+        pool_[s].checkpoint_remaining_s = remaining;
+        return pool_[s];
+    }
     struct TputRow {
         double alpha = 0.0;
         i64 base = 0, n = 0;  // t[c] on base + c workers, c < n
@@ -824,7 +872,13 @@ struct State {
     std::vector<i64> training_servers;
     i64 training_gpus = 0;
     std::vector<i64> free;
-    std::vector<Placement> jobs_on;  // per server: (job, workers), insertion order
+    // per server: (job, workers), in no particular order (Python's dict keeps
+    // insertion order, but no reader depends on it: the reclaim code sorts a
+    // server's jobs by run_seq (unique), set_short sorts what it collects, the
+    // rest looks up a job or reads emptiness or size); so an entry leaves by
+    // taking the last one's slot, and a resize that keeps a job's workers on a
+    // server leaves its entry alone
+    std::vector<Placement> jobs_on;
     i64 n_loaned = 0;
     i64 loaned_gpus = 0;
     i64 n_pools = 0;
@@ -1156,7 +1210,8 @@ struct State {
     }
 
     // ------------------------------------------------------------ mutators
-    // state.py _place
+    // state.py _place, for job j on no server's list (not running, or just unplaced):
+    // `on.get(j, 0) + k` is k there (a placement names a server once)
     i64 place_job(i64 j, const Placement& place) {
         const auto u = static_cast<size_t>(j);
         const i64 g = gpus_per_worker[u];
@@ -1166,7 +1221,7 @@ struct State {
             const i64 s = e.first, k = e.second;
             const auto su = static_cast<size_t>(s);
             free[su] -= k * g;
-            place_add(jobs_on[su], j, k);
+            jobs_on[su].emplace_back(j, k);
             w += k;
             busy_by_pool[static_cast<size_t>(server_pool_idx[su])] += k * g;
             if (s >= nt) busy_loaned += k * g;
@@ -1188,10 +1243,11 @@ struct State {
             const i64 s = e.first, k = e.second;
             const auto su = static_cast<size_t>(s);
             free[su] += k * g;
-            Placement& on = jobs_on[su];
+            Placement& on = jobs_on[su];  // j's entry out: the last one takes its slot
             for (size_t q = 0; q < on.size(); ++q)
                 if (on[q].first == j) {
-                    on.erase(on.begin() + static_cast<std::ptrdiff_t>(q));
+                    on[q] = on.back();
+                    on.pop_back();
                     break;
                 }
             busy_by_pool[static_cast<size_t>(server_pool_idx[su])] -= k * g;
@@ -1291,10 +1347,11 @@ struct State {
     // unplace_for_resize(j) then place_resized(j, place) in one step, for running job
     // j: the same state, with the job's placement slot rewritten in place.  GPU counts
     // go back per old entry and are taken per new one (sums: any order).  A server's
-    // job list ends as _unplace then _place leave it: the job's entry last with its
-    // new workers (the sum of its new entries there) where it stays or arrives, gone
-    // where it leaves; on a server it stays on, the entry moves to the end at once (it
-    // is on a server's list exactly where its placement has the server).  The two
+    // job list (no order, see jobs_on) holds the same entries as _unplace then _place
+    // leave it: the job's entry with its new workers where it stays or arrives (left
+    // as it is where they do not change), gone where it leaves (it is on a server's
+    // list exactly where its placement has the server; a placement names a server
+    // once, as a Python dict).  The two
     // calls of _track_extras (_unplace's, then _place's) in one: the old extras out,
     // the new ones in, and j out of `below`, appended again when it is still below
     // its maximum (last, as the two calls leave it).  Returns the old worker count.
@@ -1312,46 +1369,51 @@ struct State {
         // mark: 0 = not in the new placement, 1 + workers there = in it, -1 = listed
         std::vector<i64>& mark = resize_mark;
         if (mark.size() < free.size()) mark.resize(free.size(), 0);
+        // GPUs: each server's change only (taken back, then taken: integer sums, the
+        // same in any order), none where the job keeps its workers
+        i64 loaned_kg = 0;  // (busy_loaned's change)
         auto gpus = [&](i64 s, i64 kg) {  // kg GPUs taken on server s (< 0: given back)
             const auto su = static_cast<size_t>(s);
             free[su] -= kg;
             busy_by_pool[static_cast<size_t>(server_pool_idx[su])] += kg;
-            busy_loaned += kg * static_cast<i64>(s >= nt);
+            loaned_kg += kg * static_cast<i64>(s >= nt);
         };
         i64 w = 0;
         for (const auto& e : place) {
-            gpus(e.first, e.second * g);
             w += e.second;
             i64& m = mark[static_cast<size_t>(e.first)];
             m = (m ? m : 1) + e.second;
         }
         busy += (w - w_old) * g;
         for (const auto& e : cur) {
-            gpus(e.first, -e.second * g);
             i64& m = mark[static_cast<size_t>(e.first)];
-            if (m < 0) continue;
-            Placement& on = jobs_on[static_cast<size_t>(e.first)];
-            if (m == 0) {  // j leaves the server
-                size_t q = on.size();
-                while (q > 0 && on[q - 1].first != j) --q;
-                if (q > 0) on.erase(on.begin() + static_cast<std::ptrdiff_t>(q - 1));
+            if (m == e.second + 1) {  // j stays with its workers: its entry as it is
+                m = -1;
                 continue;
             }
-            // j stays: from the end back to j's entry, each entry one slot up and
-            // j's (new workers) last, in one walk (j is on the list: the server is
-            // in its placement)
-            PlaceEntry carry(j, m - 1);
-            for (size_t q = on.size(); q-- > 0;) {
-                std::swap(carry, on[q]);
-                if (carry.first == j) break;
+            Placement& on = jobs_on[static_cast<size_t>(e.first)];
+            size_t q = on.size();  // j's entry (j is on the list: the server is in cur)
+            while (on[--q].first != j) {
             }
-            m = -1;
+            if (m == 0) {  // j leaves the server: the last entry takes its slot
+                gpus(e.first, -e.second * g);
+                on[q] = on.back();
+                on.pop_back();
+            } else {  // j stays with other workers
+                gpus(e.first, (m - 1 - e.second) * g);
+                on[q].second = m - 1;
+                m = -1;
+            }
         }
-        for (const auto& e : place) {  // new servers last; every mark back to 0
+        for (const auto& e : place) {  // new servers; every mark back to 0
             i64& m = mark[static_cast<size_t>(e.first)];
-            if (m > 0) jobs_on[static_cast<size_t>(e.first)].emplace_back(j, m - 1);
+            if (m > 0) {
+                gpus(e.first, (m - 1) * g);
+                jobs_on[static_cast<size_t>(e.first)].emplace_back(j, m - 1);
+            }
             m = 0;
         }
+        busy_loaned += loaned_kg;
         // _unplace's _track_extras: the old extras out
         {
             const Placement& old = ex_job[u];
