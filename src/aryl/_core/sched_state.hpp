@@ -803,6 +803,97 @@ private:
     const std::vector<double>* rem_;
 };
 
+// ---------------------------------------------------------------- gather rows
+// What the elastic phase reads of one running elastic job for its row of the
+// JCT-reduction table (sched_aryl.hpp ArylPass::elastic_phase), in one record
+// instead of ~10 per-job columns and records: remaining_work's inputs (the job's
+// remaining_s, its record's progress_at_s and speed, ref_throughput), base and
+// maximum workers, GPUs per worker, current workers, and its homogeneous
+// throughputs elastic_throughput(base + c, alpha), c = 0..max - base (the same
+// expression on the same inputs as every other row of them: the same floats).
+struct GatherRow {
+    const double* tput = nullptr;  // GatherRows' buffer of the row's slot
+    double remaining_s = 0.0, progress_at_s = 0.0, speed = 0.0, ref_throughput = 0.0;
+    int32_t base = 0, max_workers = 0, gpus = 0, workers = 0;
+};
+
+// The GatherRow of every job in State::elastic_running (by job: an int32 slot per
+// job, -1 = none, into rows recycled as jobs come and go), added by State::start
+// and rebuild_indexes, dropped by preempt and finish, its progress values and
+// workers kept by State::sync_gather wherever State changes them.
+class GatherRows {
+public:
+    GatherRows() = default;
+    GatherRows(const GatherRows& o) { *this = o; }
+    GatherRows& operator=(const GatherRows& o) {
+        if (this == &o) return *this;
+        slot_ = o.slot_;
+        rows_ = o.rows_;
+        tput_ = o.tput_;
+        free_ = o.free_;
+        for (size_t q = 0; q < rows_.size(); ++q) rows_[q].tput = tput_[q].data();  // ours
+        return *this;
+    }
+    void resize(size_t n) { slot_.resize(n, -1); }
+    // job j's row, nullptr when it has none
+    const GatherRow* get(size_t j) const {
+        const int32_t s = slot_[j];
+        return s < 0 ? nullptr : &rows_[static_cast<size_t>(s)];
+    }
+    GatherRow* mut(size_t j) {
+        const int32_t s = slot_[j];
+        return s < 0 ? nullptr : &rows_[static_cast<size_t>(s)];
+    }
+    // job j's row (created if it has none) with its static values and throughputs;
+    // the progress values and workers are the caller's to set
+    GatherRow& add(size_t j, i64 base, i64 max_w, i64 gpus, double alpha, double ref_tp) {
+        int32_t& s = slot_[j];
+        if (s < 0) {
+            if (!free_.empty()) {
+                s = free_.back();
+                free_.pop_back();
+            } else {
+                if (rows_.size() >= static_cast<size_t>(INT32_MAX))
+                    throw std::overflow_error("more than 2**31 - 1 gather rows");
+                s = static_cast<int32_t>(rows_.size());
+                rows_.emplace_back();
+                tput_.emplace_back();
+            }
+        }
+        const auto q = static_cast<size_t>(s);
+        std::vector<double>& t = tput_[q];
+        t.resize(static_cast<size_t>(max_w - base + 1));
+        for (i64 c = 0; c <= max_w - base; ++c)
+            t[static_cast<size_t>(c)] = elastic_throughput(base + c, alpha);
+        GatherRow& r = rows_[q];
+        r.tput = t.data();
+        r.ref_throughput = ref_tp;
+        r.base = static_cast<int32_t>(base);
+        r.max_workers = static_cast<int32_t>(max_w);
+        r.gpus = static_cast<int32_t>(gpus);
+        return r;
+    }
+    void release(size_t j) {
+        int32_t& s = slot_[j];
+        if (s < 0) return;
+        free_.push_back(s);
+        s = -1;
+    }
+    void clear() {
+        std::fill(slot_.begin(), slot_.end(), -1);
+        rows_.clear();
+        tput_.clear();
+        free_.clear();
+    }
+    size_t n_rows() const { return rows_.size() - free_.size(); }
+
+private:
+    std::vector<int32_t> slot_;
+    std::vector<GatherRow> rows_;            // by slot
+    std::vector<std::vector<double>> tput_;  // by slot: the rows' throughputs
+    std::vector<int32_t> free_;
+};
+
 // ---------------------------------------------------------------- the state
 // state.py ClusterState
 struct State {
@@ -869,6 +960,7 @@ struct State {
     PlacementTable ex_job;    // extra part per job (empty = not in Python's ex_job)
     i64 n_ex_job = 0;                 // len(ex_job)
     OrderedSet below, elastic_running;
+    GatherRows gather;  // elastic_running's rows of the elastic phase (sync_gather)
     // queue indexes (built on first use; LAS thresholds of the built index)
     // (mutable: a cache of the state's own content, built by a const pass)
     mutable QueueIndex qidx[N_QUEUE_KEYS];
@@ -947,6 +1039,7 @@ struct State {
         running.resize(n);
         below.resize(n);
         elastic_running.resize(n);
+        gather.resize(u);
     }
 
     // state.py add_job / add_jobs (validated by the caller): a PENDING job.
@@ -1096,6 +1189,31 @@ struct State {
         r = r > 0.0 ? r : 0.0;
         remaining_s[u] = r;
         R.progress_at_s = now;
+        sync_gather(u, R);
+    }
+    // job u's GatherRow (if it has one) after a change of its progress values (R: its
+    // record) or workers
+    void sync_gather(size_t u, const JobRecord& R) {
+        GatherRow* g = gather.mut(u);
+        if (g == nullptr) return;
+        g->remaining_s = remaining_s[u];
+        g->progress_at_s = R.progress_at_s;
+        g->speed = R.speed;
+        g->workers = static_cast<int32_t>(workers[u]);
+    }
+    // job j's GatherRow, created with its values (an elastic running job)
+    void add_gather(i64 j) {
+        const auto u = static_cast<size_t>(j);
+        gather.add(u, min_workers[u], max_workers[u], gpus_per_worker[u], alpha[u],
+                   ref_throughput[u]);
+        sync_gather(u, rec(j));
+    }
+    // every running job of elastic_running gets its GatherRow (after the state was
+    // set column by column: _sched.cpp; a job without one is read from its columns)
+    void rebuild_gather() {
+        gather.clear();
+        for (i64 j : elastic_running)
+            if (status[static_cast<size_t>(j)] == RUNNING) add_gather(j);
     }
     // state.py close_attained
     void close_attained(i64 j, double now) {
@@ -1265,6 +1383,7 @@ struct State {
         R.progress_at_s = lt;
         R.checkpoint_remaining_s = remaining_s[u];
         R.next_checkpoint_s = lt + config.checkpoint_interval_s;
+        if (elastic_running.contains(j)) add_gather(j);
         return w;
     }
     // state.py unplace_for_resize
@@ -1273,6 +1392,7 @@ struct State {
         close_attained(j, now);
         const i64 w = workers[static_cast<size_t>(j)];
         unplace_job(j);
+        sync_gather(static_cast<size_t>(j), rec(j));
         return w;
     }
     // state.py place_resized
@@ -1286,6 +1406,7 @@ struct State {
         R.progress_at_s = lt;
         R.checkpoint_remaining_s = remaining_s[u];
         R.next_checkpoint_s = lt + config.checkpoint_interval_s;
+        sync_gather(u, R);
         return w;
     }
     // unplace_for_resize(j) then place_resized(j, place) in one step, for running job
@@ -1390,6 +1511,7 @@ struct State {
         R.progress_at_s = lt;
         R.checkpoint_remaining_s = remaining_s[u];
         R.next_checkpoint_s = lt + config.checkpoint_interval_s;
+        sync_gather(u, R);
         return w_old;
     }
     // state.py preempt
@@ -1400,6 +1522,7 @@ struct State {
         unplace_job(j);
         running.remove(j);
         elastic_running.remove(j);
+        gather.release(u);
         base_busy -= min_workers[u] * gpus_per_worker[u];
         JobRecord& R = rec(j);
         remaining_s[u] = R.checkpoint_remaining_s;
@@ -1418,6 +1541,7 @@ struct State {
         unplace_job(j);
         running.remove(j);
         elastic_running.remove(j);
+        gather.release(u);
         base_busy -= min_workers[u] * gpus_per_worker[u];
         status[u] = DONE;
     }
@@ -1643,6 +1767,25 @@ struct State {
             if (!r.below.contains(j)) return "jobs below their maximum drifted";
         if (r.elastic_running.to_vector() != elastic_running.to_vector())
             return "running elastic jobs (start order) drifted";
+        // the elastic phase's rows (GatherRows): one per elastic running job, holding its
+        // values now and the throughputs on base + c workers
+        if (gather.n_rows() != static_cast<size_t>(elastic_running.size()))
+            return "gather rows drifted";
+        auto same = [](double a, double b) { return a == b || (a != a && b != b); };
+        for (i64 j : elastic_running) {
+            const auto u = static_cast<size_t>(j);
+            const GatherRow* g = gather.get(u);
+            const JobRecord* R = records.get(u);
+            if (g == nullptr || R == nullptr || !same(g->remaining_s, remaining_s[u]) ||
+                !same(g->progress_at_s, R->progress_at_s) || !same(g->speed, R->speed) ||
+                !same(g->ref_throughput, ref_throughput[u]) || g->base != min_workers[u] ||
+                g->max_workers != max_workers[u] || g->gpus != gpus_per_worker[u] ||
+                g->workers != workers[u])
+                return "gather rows drifted";
+            for (i64 c = 0; c <= g->max_workers - g->base; ++c)
+                if (!same(g->tput[c], elastic_throughput(g->base + c, alpha[u])))
+                    return "gather rows drifted";
+        }
         if (r.busy != busy) return "busy GPUs drifted";
         if (r.base_busy != base_busy) return "base-worker GPUs drifted";
         if (r.n_loaned != n_loaned) return "loaned servers drifted";
