@@ -1125,7 +1125,6 @@ py::tuple schedule_state(const py::handle& obj, StateCache& cache, const py::dic
     // the Python state's orders of its ordered sets
     st.elastic_running.clear();
     for (i64 j : keys_of(obj, "elastic_running")) st.elastic_running.add(j);
-    st.rebuild_gather();
     st.below.clear();
     for (i64 j : keys_of(obj, "below")) st.below.add(j);
 

@@ -1703,10 +1703,10 @@ class ArylPass : public SjfPass {
     size_t tput_missing = gpu_type >= 0 ? 0 : n;
     size_t i = 0;
     // the running candidates (elastic running jobs) from their GatherRows (State::
-    // gather): the same values as below, read from one record each (remaining_work:
+    // gather_row): the same values as below, read from one record each (remaining_work:
     // remaining_at's operations on a running job's values, in the same order)
     for (; static_cast<i64>(i) < n_run; ++i) {
-      const GatherRow* r = st.gather.get(static_cast<size_t>(cand[i]));
+      const GatherRow* r = st.gather_row(cand[i]);
       if (r == nullptr) break;  // (not one: the general gather below)
       const i64 b = r->base, gi = r->gpus;
       const i64 e = std::min<i64>(r->max_workers, b + (gi == 1 ? capacity : capacity / gi)) - b;

@@ -817,10 +817,11 @@ struct GatherRow {
     int32_t base = 0, max_workers = 0, gpus = 0, workers = 0;
 };
 
-// The GatherRow of every job in State::elastic_running (by job: an int32 slot per
-// job, -1 = none, into rows recycled as jobs come and go), added by State::start
-// and rebuild_indexes, dropped by preempt and finish, its progress values and
-// workers kept by State::sync_gather wherever State changes them.
+// The GatherRows of the jobs of State::elastic_running that the elastic phase read
+// (by job: an int32 slot per job, -1 = none, into rows recycled as jobs come and
+// go): made by State::gather_row on first use, dropped by preempt, finish, set_job
+// and rebuild_indexes, their progress values and workers kept by State::sync_gather
+// wherever State changes them.
 class GatherRows {
 public:
     GatherRows() = default;
@@ -960,7 +961,9 @@ struct State {
     PlacementTable ex_job;    // extra part per job (empty = not in Python's ex_job)
     i64 n_ex_job = 0;                 // len(ex_job)
     OrderedSet below, elastic_running;
-    GatherRows gather;  // elastic_running's rows of the elastic phase (sync_gather)
+    // the elastic phase's rows of elastic running jobs (gather_row; mutable: a cache
+    // of the jobs' own values, made by a const pass, kept by sync_gather)
+    mutable GatherRows gather;
     // queue indexes (built on first use; LAS thresholds of the built index)
     // (mutable: a cache of the state's own content, built by a const pass)
     mutable QueueIndex qidx[N_QUEUE_KEYS];
@@ -1058,6 +1061,7 @@ struct State {
         status[u] = PENDING;
         workers.set(u, 0);
         placement.clear(u);
+        gather.release(u);
         remaining_s[u] = remaining;
         // progress_at_s 0, speed 0, checkpoint_remaining_s = remaining,
         // next_checkpoint_s inf, restarted 0, attained_at_s 0: no record
@@ -1194,26 +1198,34 @@ struct State {
     // job u's GatherRow (if it has one) after a change of its progress values (R: its
     // record) or workers
     void sync_gather(size_t u, const JobRecord& R) {
-        GatherRow* g = gather.mut(u);
-        if (g == nullptr) return;
-        g->remaining_s = remaining_s[u];
-        g->progress_at_s = R.progress_at_s;
-        g->speed = R.speed;
-        g->workers = static_cast<int32_t>(workers[u]);
+        if (GatherRow* g = gather.mut(u)) fill_gather(*g, u, R);
     }
-    // job j's GatherRow, created with its values (an elastic running job)
-    void add_gather(i64 j) {
-        const auto u = static_cast<size_t>(j);
-        gather.add(u, min_workers[u], max_workers[u], gpus_per_worker[u], alpha[u],
-                   ref_throughput[u]);
-        sync_gather(u, rec(j));
+    // g's progress values and workers: job u's now (R: its record)
+    void fill_gather(GatherRow& g, size_t u, const JobRecord& R) const {
+        g.remaining_s = remaining_s[u];
+        g.progress_at_s = R.progress_at_s;
+        g.speed = R.speed;
+        g.workers = static_cast<int32_t>(workers[u]);
     }
-    // every running job of elastic_running gets its GatherRow (after the state was
-    // set column by column: _sched.cpp; a job without one is read from its columns)
-    void rebuild_gather() {
-        gather.clear();
-        for (i64 j : elastic_running)
-            if (status[static_cast<size_t>(j)] == RUNNING) add_gather(j);
+    // The GatherRow of job j of elastic_running, made from its values on first use;
+    // nullptr for a job not running or without a record (read from its columns then)
+    const GatherRow* gather_row(i64 j) const {
+        const GatherRow* r = gather.get(static_cast<size_t>(j));
+        return r != nullptr ? r : make_gather_row(static_cast<size_t>(j));
+    }
+    // (not inlined: once per job, it would weigh on the gather's loop)
+#if defined(_MSC_VER)
+    __declspec(noinline)
+#else
+    __attribute__((noinline))
+#endif
+    const GatherRow* make_gather_row(size_t u) const {
+        const JobRecord* R = records.get(u);
+        if (status[u] != RUNNING || R == nullptr) return nullptr;
+        GatherRow& r = gather.add(u, min_workers[u], max_workers[u], gpus_per_worker[u],
+                                  alpha[u], ref_throughput[u]);
+        fill_gather(r, u, *R);
+        return &r;
     }
     // state.py close_attained
     void close_attained(i64 j, double now) {
@@ -1383,7 +1395,6 @@ struct State {
         R.progress_at_s = lt;
         R.checkpoint_remaining_s = remaining_s[u];
         R.next_checkpoint_s = lt + config.checkpoint_interval_s;
-        if (elastic_running.contains(j)) add_gather(j);
         return w;
     }
     // state.py unplace_for_resize
@@ -1676,6 +1687,7 @@ struct State {
         n_ex_job = 0;
         below.clear();
         elastic_running.clear();
+        gather.clear();
         busy = base_busy = busy_loaned = 0;
         std::fill(busy_by_pool.begin(), busy_by_pool.end(), 0);
         for (i64 j : running) {
@@ -1767,16 +1779,17 @@ struct State {
             if (!r.below.contains(j)) return "jobs below their maximum drifted";
         if (r.elastic_running.to_vector() != elastic_running.to_vector())
             return "running elastic jobs (start order) drifted";
-        // the elastic phase's rows (GatherRows): one per elastic running job, holding its
-        // values now and the throughputs on base + c workers
-        if (gather.n_rows() != static_cast<size_t>(elastic_running.size()))
-            return "gather rows drifted";
+        // the elastic phase's rows (GatherRows): of elastic running jobs only, each
+        // holding the job's values now and its throughputs on base + c workers
         auto same = [](double a, double b) { return a == b || (a != a && b != b); };
+        size_t n_rows = 0;
         for (i64 j : elastic_running) {
             const auto u = static_cast<size_t>(j);
             const GatherRow* g = gather.get(u);
+            if (g == nullptr) continue;
+            ++n_rows;
             const JobRecord* R = records.get(u);
-            if (g == nullptr || R == nullptr || !same(g->remaining_s, remaining_s[u]) ||
+            if (R == nullptr || status[u] != RUNNING || !same(g->remaining_s, remaining_s[u]) ||
                 !same(g->progress_at_s, R->progress_at_s) || !same(g->speed, R->speed) ||
                 !same(g->ref_throughput, ref_throughput[u]) || g->base != min_workers[u] ||
                 g->max_workers != max_workers[u] || g->gpus != gpus_per_worker[u] ||
@@ -1786,6 +1799,7 @@ struct State {
                 if (!same(g->tput[c], elastic_throughput(g->base + c, alpha[u])))
                     return "gather rows drifted";
         }
+        if (n_rows != gather.n_rows()) return "gather rows drifted";
         if (r.busy != busy) return "busy GPUs drifted";
         if (r.base_busy != base_busy) return "base-worker GPUs drifted";
         if (r.n_loaned != n_loaned) return "loaned servers drifted";
