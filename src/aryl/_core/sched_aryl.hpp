@@ -1701,7 +1701,31 @@ class ArylPass : public SjfPass {
     i64 K = std::numeric_limits<i64>::min(), gmax = K, gmin = std::numeric_limits<i64>::max();
     // the first row whose throughputs are to be computed into ws.tput (n: none)
     size_t tput_missing = gpu_type >= 0 ? 0 : n;
-    for (size_t i = 0; i < n; ++i) {
+    size_t i = 0;
+    // the running candidates (elastic running jobs) from their GatherRows (State::
+    // gather_row): the same values as below, read from one record each (remaining_work:
+    // remaining_at's operations on a running job's values, in the same order)
+    for (; static_cast<i64>(i) < n_run; ++i) {
+      const GatherRow* r = st.gather_row(cand[i]);
+      if (r == nullptr) break;  // (not one: the general gather below)
+      const i64 b = r->base, gi = r->gpus;
+      const i64 e = std::min<i64>(r->max_workers, b + (gi == 1 ? capacity : capacity / gi)) - b;
+      const i64 c_now = r->workers - b;  // cur - base
+      g[i] = gi;
+      ext[i] = c_now;
+      K = std::max(K, e);
+      gmax = std::max(gmax, gi);
+      gmin = std::min(gmin, gi);
+      double rem = r->remaining_s;
+      if (now > r->progress_at_s) {
+        rem = rem - (now - r->progress_at_s) * r->speed;
+        rem = rem > 0.0 ? rem : 0.0;
+      }
+      const double* t = gpu_type < 0 ? r->tput : nullptr;
+      if (t == nullptr && tput_missing == n) tput_missing = i;
+      rows[i] = {t, rem * r->ref_throughput, c_now, e, gi, false};
+    }
+    for (; i < n; ++i) {
       const i64 j = cand[i];
       const auto u = static_cast<size_t>(j);
       const i64 b = st.min_workers[u], gi = st.gpus_per_worker[u];

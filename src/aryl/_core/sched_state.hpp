@@ -851,6 +851,98 @@ private:
     const std::vector<double>* rem_;
 };
 
+// ---------------------------------------------------------------- gather rows
+// What the elastic phase reads of one running elastic job for its row of the
+// JCT-reduction table (sched_aryl.hpp ArylPass::elastic_phase), in one record
+// instead of ~10 per-job columns and records: remaining_work's inputs (the job's
+// remaining_s, its record's progress_at_s and speed, ref_throughput), base and
+// maximum workers, GPUs per worker, current workers, and its homogeneous
+// throughputs elastic_throughput(base + c, alpha), c = 0..max - base (the same
+// expression on the same inputs as every other row of them: the same floats).
+struct GatherRow {
+    const double* tput = nullptr;  // GatherRows' buffer of the row's slot
+    double remaining_s = 0.0, progress_at_s = 0.0, speed = 0.0, ref_throughput = 0.0;
+    int32_t base = 0, max_workers = 0, gpus = 0, workers = 0;
+};
+
+// The GatherRows of the jobs of State::elastic_running that the elastic phase read
+// (by job: an int32 slot per job, -1 = none, into rows recycled as jobs come and
+// go): made by State::gather_row on first use, dropped by preempt, finish, set_job
+// and rebuild_indexes, their progress values and workers kept by State::sync_gather
+// wherever State changes them.
+class GatherRows {
+public:
+    GatherRows() = default;
+    GatherRows(const GatherRows& o) { *this = o; }
+    GatherRows& operator=(const GatherRows& o) {
+        if (this == &o) return *this;
+        slot_ = o.slot_;
+        rows_ = o.rows_;
+        tput_ = o.tput_;
+        free_ = o.free_;
+        for (size_t q = 0; q < rows_.size(); ++q) rows_[q].tput = tput_[q].data();  // ours
+        return *this;
+    }
+    void resize(size_t n) { slot_.resize(n, -1); }
+    // job j's row, nullptr when it has none
+    const GatherRow* get(size_t j) const {
+        const int32_t s = slot_[j];
+        return s < 0 ? nullptr : &rows_[static_cast<size_t>(s)];
+    }
+    GatherRow* mut(size_t j) {
+        const int32_t s = slot_[j];
+        return s < 0 ? nullptr : &rows_[static_cast<size_t>(s)];
+    }
+    // job j's row (created if it has none) with its static values and throughputs;
+    // the progress values and workers are the caller's to set
+    GatherRow& add(size_t j, i64 base, i64 max_w, i64 gpus, double alpha, double ref_tp) {
+        int32_t& s = slot_[j];
+        if (s < 0) {
+            if (!free_.empty()) {
+                s = free_.back();
+                free_.pop_back();
+            } else {
+                if (rows_.size() >= static_cast<size_t>(INT32_MAX))
+                    throw std::overflow_error("more than 2**31 - 1 gather rows");
+                s = static_cast<int32_t>(rows_.size());
+                rows_.emplace_back();
+                tput_.emplace_back();
+            }
+        }
+        const auto q = static_cast<size_t>(s);
+        std::vector<double>& t = tput_[q];
+        t.resize(static_cast<size_t>(max_w - base + 1));
+        for (i64 c = 0; c <= max_w - base; ++c)
+            t[static_cast<size_t>(c)] = elastic_throughput(base + c, alpha);
+        GatherRow& r = rows_[q];
+        r.tput = t.data();
+        r.ref_throughput = ref_tp;
+        r.base = static_cast<int32_t>(base);
+        r.max_workers = static_cast<int32_t>(max_w);
+        r.gpus = static_cast<int32_t>(gpus);
+        return r;
+    }
+    void release(size_t j) {
+        int32_t& s = slot_[j];
+        if (s < 0) return;
+        free_.push_back(s);
+        s = -1;
+    }
+    void clear() {
+        std::fill(slot_.begin(), slot_.end(), -1);
+        rows_.clear();
+        tput_.clear();
+        free_.clear();
+    }
+    size_t n_rows() const { return rows_.size() - free_.size(); }
+
+private:
+    std::vector<int32_t> slot_;
+    std::vector<GatherRow> rows_;            // by slot
+    std::vector<std::vector<double>> tput_;  // by slot: the rows' throughputs
+    std::vector<int32_t> free_;
+};
+
 // ---------------------------------------------------------------- the state
 // state.py ClusterState
 struct State {
@@ -923,6 +1015,9 @@ struct State {
     PlacementTable ex_job;    // extra part per job (empty = not in Python's ex_job)
     i64 n_ex_job = 0;                 // len(ex_job)
     OrderedSet below, elastic_running;
+    // the elastic phase's rows of elastic running jobs (gather_row; mutable: a cache
+    // of the jobs' own values, made by a const pass, kept by sync_gather)
+    mutable GatherRows gather;
     // queue indexes (built on first use; LAS thresholds of the built index)
     // (mutable: a cache of the state's own content, built by a const pass)
     mutable QueueIndex qidx[N_QUEUE_KEYS];
@@ -1001,6 +1096,7 @@ struct State {
         running.resize(n);
         below.resize(n);
         elastic_running.resize(n);
+        gather.resize(u);
     }
 
     // state.py add_job / add_jobs (validated by the caller): a PENDING job.
@@ -1019,6 +1115,7 @@ struct State {
         status[u] = PENDING;
         workers.set(u, 0);
         placement.clear(u);
+        gather.release(u);
         remaining_s[u] = remaining;
         // progress_at_s 0, speed 0, checkpoint_remaining_s = remaining,
         // next_checkpoint_s inf, restarted 0, attained_at_s 0: no record
@@ -1150,6 +1247,39 @@ struct State {
         r = r > 0.0 ? r : 0.0;
         remaining_s[u] = r;
         R.progress_at_s = now;
+        sync_gather(u, R);
+    }
+    // job u's GatherRow (if it has one) after a change of its progress values (R: its
+    // record) or workers
+    void sync_gather(size_t u, const JobRecord& R) {
+        if (GatherRow* g = gather.mut(u)) fill_gather(*g, u, R);
+    }
+    // g's progress values and workers: job u's now (R: its record)
+    void fill_gather(GatherRow& g, size_t u, const JobRecord& R) const {
+        g.remaining_s = remaining_s[u];
+        g.progress_at_s = R.progress_at_s;
+        g.speed = R.speed;
+        g.workers = static_cast<int32_t>(workers[u]);
+    }
+    // The GatherRow of job j of elastic_running, made from its values on first use;
+    // nullptr for a job not running or without a record (read from its columns then)
+    const GatherRow* gather_row(i64 j) const {
+        const GatherRow* r = gather.get(static_cast<size_t>(j));
+        return r != nullptr ? r : make_gather_row(static_cast<size_t>(j));
+    }
+    // (not inlined: once per job, it would weigh on the gather's loop)
+#if defined(_MSC_VER)
+    __declspec(noinline)
+#else
+    __attribute__((noinline))
+#endif
+    const GatherRow* make_gather_row(size_t u) const {
+        const JobRecord* R = records.get(u);
+        if (status[u] != RUNNING || R == nullptr) return nullptr;
+        GatherRow& r = gather.add(u, min_workers[u], max_workers[u], gpus_per_worker[u],
+                                  alpha[u], ref_throughput[u]);
+        fill_gather(r, u, *R);
+        return &r;
     }
     // state.py close_attained
     void close_attained(i64 j, double now) {
@@ -1329,6 +1459,7 @@ struct State {
         close_attained(j, now);
         const i64 w = workers[static_cast<size_t>(j)];
         unplace_job(j);
+        sync_gather(static_cast<size_t>(j), rec(j));
         return w;
     }
     // state.py place_resized
@@ -1342,6 +1473,7 @@ struct State {
         R.progress_at_s = lt;
         R.checkpoint_remaining_s = remaining_s[u];
         R.next_checkpoint_s = lt + config.checkpoint_interval_s;
+        sync_gather(u, R);
         return w;
     }
     // unplace_for_resize(j) then place_resized(j, place) in one step, for running job
@@ -1452,6 +1584,7 @@ struct State {
         R.progress_at_s = lt;
         R.checkpoint_remaining_s = remaining_s[u];
         R.next_checkpoint_s = lt + config.checkpoint_interval_s;
+        sync_gather(u, R);
         return w_old;
     }
     // state.py preempt
@@ -1462,6 +1595,7 @@ struct State {
         unplace_job(j);
         running.remove(j);
         elastic_running.remove(j);
+        gather.release(u);
         base_busy -= min_workers[u] * gpus_per_worker[u];
         JobRecord& R = rec(j);
         remaining_s[u] = R.checkpoint_remaining_s;
@@ -1480,6 +1614,7 @@ struct State {
         unplace_job(j);
         running.remove(j);
         elastic_running.remove(j);
+        gather.release(u);
         base_busy -= min_workers[u] * gpus_per_worker[u];
         status[u] = DONE;
     }
@@ -1614,6 +1749,7 @@ struct State {
         n_ex_job = 0;
         below.clear();
         elastic_running.clear();
+        gather.clear();
         busy = base_busy = busy_loaned = 0;
         std::fill(busy_by_pool.begin(), busy_by_pool.end(), 0);
         for (i64 j : running) {
@@ -1705,6 +1841,27 @@ struct State {
             if (!r.below.contains(j)) return "jobs below their maximum drifted";
         if (r.elastic_running.to_vector() != elastic_running.to_vector())
             return "running elastic jobs (start order) drifted";
+        // the elastic phase's rows (GatherRows): of elastic running jobs only, each
+        // holding the job's values now and its throughputs on base + c workers
+        auto same = [](double a, double b) { return a == b || (a != a && b != b); };
+        size_t n_rows = 0;
+        for (i64 j : elastic_running) {
+            const auto u = static_cast<size_t>(j);
+            const GatherRow* g = gather.get(u);
+            if (g == nullptr) continue;
+            ++n_rows;
+            const JobRecord* R = records.get(u);
+            if (R == nullptr || status[u] != RUNNING || !same(g->remaining_s, remaining_s[u]) ||
+                !same(g->progress_at_s, R->progress_at_s) || !same(g->speed, R->speed) ||
+                !same(g->ref_throughput, ref_throughput[u]) || g->base != min_workers[u] ||
+                g->max_workers != max_workers[u] || g->gpus != gpus_per_worker[u] ||
+                g->workers != workers[u])
+                return "gather rows drifted";
+            for (i64 c = 0; c <= g->max_workers - g->base; ++c)
+                if (!same(g->tput[c], elastic_throughput(g->base + c, alpha[u])))
+                    return "gather rows drifted";
+        }
+        if (n_rows != gather.n_rows()) return "gather rows drifted";
         if (r.busy != busy) return "busy GPUs drifted";
         if (r.base_busy != base_busy) return "base-worker GPUs drifted";
         if (r.n_loaned != n_loaned) return "loaned servers drifted";
