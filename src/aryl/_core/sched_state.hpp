@@ -874,6 +874,9 @@ class GatherRows {
 public:
     GatherRows() = default;
     GatherRows(const GatherRows& o) { *this = o; }
+    // a move keeps the throughput buffers where they are (the rows' pointers stay right)
+    GatherRows(GatherRows&&) noexcept = default;
+    GatherRows& operator=(GatherRows&&) noexcept = default;
     GatherRows& operator=(const GatherRows& o) {
         if (this == &o) return *this;
         slot_ = o.slot_;

@@ -763,6 +763,7 @@ public:
         drop(st.running);
         drop(st.below);
         drop(st.elastic_running);
+        drop(st.gather);
         for (auto& q : st.qidx) q.clear();
         st.workers.release();
         st.family.release();
