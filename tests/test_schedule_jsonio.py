@@ -15,6 +15,8 @@ from __future__ import annotations
 import copy
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -740,6 +742,26 @@ def test_a_document_at_every_upper_size_limit_is_valid_and_planned(backend: str)
     assert st.job_id[j] == "R"
     assert place == {0: (2**20 - 4) // 2 + 2, 2: 4}
     state_validator().validate(state_to_json(st))
+
+
+def test_the_compiled_pass_sizes_its_rows_by_what_can_be_placed(tmp_path: Path) -> None:
+    # R may grow to 2**31 - 1 workers: a row of throughputs sized by max_workers
+    # would take 16 GiB (the compiled pass's per-job rows once were, and a CI machine
+    # killed the test above for it); sized by what can be placed it is a few MB.
+    # Peak memory of a fresh process (ru_maxrss, KiB), two passes (the second reads
+    # the rows the first kept).
+    doc = tmp_path / "state.json"
+    doc.write_text(json.dumps(_upper_edge_doc(), allow_nan=False), encoding="utf-8")
+    code = ("import json, resource, sys\n"
+            "from aryl.scheduling import schedule\n"
+            "from aryl.scheduling.jsonio import state_from_json\n"
+            "st = state_from_json(json.loads(open(sys.argv[1], encoding='utf-8').read()))\n"
+            "plans = [schedule(st, backend='native') for _ in range(2)]\n"
+            "assert plans[0].resizes, 'R was not resized'\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(doc)], capture_output=True,
+                         text=True, timeout=120, check=True)
+    assert int(out.stdout) < 1_000_000, out.stdout  # under 1 GB
 
 
 _ABOVE_1E9 = math.nextafter(1e9, math.inf)

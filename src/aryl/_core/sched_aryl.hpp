@@ -1721,7 +1721,9 @@ class ArylPass : public SjfPass {
         rem = rem - (now - r->progress_at_s) * r->speed;
         rem = rem > 0.0 ? rem : 0.0;
       }
-      const double* t = gpu_type < 0 ? r->tput : nullptr;
+      const double* t = gpu_type >= 0      ? nullptr
+                        : e < r->n_tput ? r->tput
+                                        : st.gather_tput(cand[i], e + 1);
       if (t == nullptr && tput_missing == n) tput_missing = i;
       rows[i] = {t, rem * r->ref_throughput, c_now, e, gi, false};
     }

@@ -857,12 +857,16 @@ private:
 // instead of ~10 per-job columns and records: remaining_work's inputs (the job's
 // remaining_s, its record's progress_at_s and speed, ref_throughput), base and
 // maximum workers, GPUs per worker, current workers, and its homogeneous
-// throughputs elastic_throughput(base + c, alpha), c = 0..max - base (the same
-// expression on the same inputs as every other row of them: the same floats).
+// throughputs elastic_throughput(base + c, alpha) for c = 0..n_tput - 1 (the same
+// expression on the same inputs as every other row of them: the same floats),
+// computed as far as a table has needed them (State::gather_tput): never sized by
+// max_workers, which may be 2**31 - 1 where only a few workers can be placed.
 struct GatherRow {
     const double* tput = nullptr;  // GatherRows' buffer of the row's slot
     double remaining_s = 0.0, progress_at_s = 0.0, speed = 0.0, ref_throughput = 0.0;
+    double alpha = 0.0;
     int32_t base = 0, max_workers = 0, gpus = 0, workers = 0;
+    i64 n_tput = 0;  // throughputs in tput (c = 0..n_tput - 1)
 };
 
 // The GatherRows of the jobs of State::elastic_running that the elastic phase read
@@ -913,16 +917,31 @@ public:
             }
         }
         const auto q = static_cast<size_t>(s);
-        std::vector<double>& t = tput_[q];
-        t.resize(static_cast<size_t>(max_w - base + 1));
-        for (i64 c = 0; c <= max_w - base; ++c)
-            t[static_cast<size_t>(c)] = elastic_throughput(base + c, alpha);
         GatherRow& r = rows_[q];
-        r.tput = t.data();
+        tput_[q].clear();
+        r.tput = tput_[q].data();
+        r.n_tput = 0;
+        r.alpha = alpha;
         r.ref_throughput = ref_tp;
         r.base = static_cast<int32_t>(base);
         r.max_workers = static_cast<int32_t>(max_w);
         r.gpus = static_cast<int32_t>(gpus);
+        return r;
+    }
+    // job j's row (it has one) with its throughputs for c = 0..n - 1 at least (n <=
+    // max - base + 1): the missing ones computed, the buffer grown at least twofold
+    // (a job's tables grow a little at a time) but never past max - base + 1
+    const GatherRow& grow_tput(size_t j, i64 n) {
+        const auto q = static_cast<size_t>(slot_[j]);
+        GatherRow& r = rows_[q];
+        std::vector<double>& t = tput_[q];
+        const i64 top = static_cast<i64>(r.max_workers) - r.base + 1;
+        const i64 want = std::min(top, std::max(n, 2 * r.n_tput));
+        t.resize(static_cast<size_t>(want));
+        for (i64 c = r.n_tput; c < want; ++c)
+            t[static_cast<size_t>(c)] = elastic_throughput(r.base + c, r.alpha);
+        r.tput = t.data();
+        r.n_tput = want;
         return r;
     }
     void release(size_t j) {
@@ -1283,6 +1302,16 @@ struct State {
                                   alpha[u], ref_throughput[u]);
         fill_gather(r, u, *R);
         return &r;
+    }
+    // job j's GatherRow throughputs for c = 0..n - 1 (it has a row; n <= max - base +
+    // 1), computed as far as needed (not inlined: seldom, it would weigh on the loop)
+#if defined(_MSC_VER)
+    __declspec(noinline)
+#else
+    __attribute__((noinline))
+#endif
+    const double* gather_tput(i64 j, i64 n) const {
+        return gather.grow_tput(static_cast<size_t>(j), n).tput;
     }
     // state.py close_attained
     void close_attained(i64 j, double now) {
@@ -1860,7 +1889,10 @@ struct State {
                 g->max_workers != max_workers[u] || g->gpus != gpus_per_worker[u] ||
                 g->workers != workers[u])
                 return "gather rows drifted";
-            for (i64 c = 0; c <= g->max_workers - g->base; ++c)
+            if (!same(g->alpha, alpha[u]) || g->n_tput < 0 ||
+                g->n_tput > g->max_workers - g->base + 1)
+                return "gather rows drifted";
+            for (i64 c = 0; c < g->n_tput; ++c)
                 if (!same(g->tput[c], elastic_throughput(g->base + c, alpha[u])))
                     return "gather rows drifted";
         }
