@@ -160,11 +160,11 @@ inline double table_cell(double j0, double time_c, double pt, bool add_p, double
 // their weights and NaN tails, keeping what the last build of the same K wrote and
 // is still right), or feeds them to the step shortcut through `cur` (kFeed: row i's
 // options c = 1..min(K, extra) weigh c * g, its top is what a written table's
-// row_top[i] would hold), each row's values in row_scratch only; returns false as
-// soon as a row's g is not g (the stream takes one g for all rows).
+// row_top[i] would hold), each row's values in row_scratch only (every row's g is
+// the stream's: build_table sees to it).
 template <bool kFeed>
-inline bool table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
-                       mckp::UnitStepStream::Cursor& cur_io, i64 g_all) {
+inline void table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
+                       mckp::UnitStepStream::Cursor& cur_io) {
   using Stream = mckp::UnitStepStream;
   double* const v = kFeed ? mckp::detail::grow(out.row_scratch, static_cast<size_t>(K))
                           : out.v.data();
@@ -182,7 +182,6 @@ inline bool table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
     const RowIn& in = rows[i];
     const i64 g = in.g, c_now = in.c_now;
     const i64 top = std::min(K, in.extra);
-    if (kFeed && g != g_all) return false;
     if (!kFeed && g < 1 && top >= 1) weights_ok = false;  // (fed: g >= 1, see begin)
     double* const vrow = kFeed ? v : v + i * static_cast<size_t>(K);
     if (!kFeed) {
@@ -256,7 +255,6 @@ inline bool table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
   cur_io = cur;
   out.vmax = hi;
   out.checked = hi < kInf && lo > -kInf && weights_ok;
-  return true;
 }
 
 // build_table writing the rows to the table.
@@ -272,16 +270,16 @@ inline void write_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p)
   out.row_g.resize(n, -1);
   out.row_top.resize(n, 0);
   mckp::UnitStepStream::Cursor none;
-  table_rows<false>(out, rows, n, K, p, none, 0);
+  table_rows<false>(out, rows, n, K, p, none);
 }
 
 // The table of n rows (K columns, pause p).  Given a capacity (>= 0), feeds the MCKP
 // step shortcut (Table::steps) with the rows' values instead of writing them (when
 // it can guess the instance's grid and every row has the same g; else it writes
 // them): solve_extras asks the shortcut first, and writes the rows when it needs the
-// values.
+// values.  same_g: the caller knows that every row has the same g.
 inline void build_table(Table& out, const RowIn* rows, size_t n, i64 K, double p,
-                        i64 capacity = -1) {
+                        i64 capacity = -1, bool same_g = false) {
   out.n = static_cast<i64>(n);
   out.K = K;
   out.steps_fed = false;
@@ -292,7 +290,13 @@ inline void build_table(Table& out, const RowIn* rows, size_t n, i64 K, double p
   }
   const i64 g = n > 0 ? rows[0].g : 0;
   mckp::UnitStepStream::Cursor cur = out.steps.begin(static_cast<i64>(n), K, capacity, g);
-  if (cur.on() && table_rows<true>(out, rows, n, K, p, cur, g)) {
+  // (the stream takes one g for all rows)
+  if (cur.on() && !same_g) {
+    same_g = true;
+    for (size_t i = 1; i < n && same_g; ++i) same_g = rows[i].g == g;
+  }
+  if (cur.on() && same_g) {
+    table_rows<true>(out, rows, n, K, p, cur);
     out.pending = rows;
     out.pending_p = p;
   } else {
@@ -1766,7 +1770,7 @@ class ArylPass : public SjfPass {
     // the MCKP's step shortcut fed as the table is built (not for the unconstrained
     // choice; one g for all the candidates)
     const bool feed = solver == ap::Solver::mckp && !unconstrained_only && gmin == gmax;
-    ap::build_table(table, rows.data(), n, K, p, feed ? capacity : -1);
+    ap::build_table(table, rows.data(), n, K, p, feed ? capacity : -1, true);
     // the rows' extra workers at most, as a list: for the per-job caps and the repair
     // only (rare)
     std::vector<i64>& max_extra = ws.max_extra;
