@@ -1693,6 +1693,10 @@ class ArylPass : public SjfPass {
     for (auto* v : {&g, &ext}) v->resize(n);
     std::vector<ap::RowIn>& rows = ws.rows;
     rows.resize(n);
+    // (through plain pointers: the vectors' own would be read again after every store)
+    i64* const g_p = g.data();
+    i64* const ext_p = ext.data();
+    ap::RowIn* const rows_p = rows.data();
     // ArylPass.elastic_phase: the table sized by what can be placed (capacity // g
     // extra workers at most), not by max_workers: mx = min(max_workers, base +
     // capacity // g); K = max(mx - base), the table's columns.
@@ -1715,8 +1719,8 @@ class ArylPass : public SjfPass {
       const i64 b = r->base, gi = r->gpus;
       const i64 e = std::min<i64>(r->max_workers, b + (gi == 1 ? capacity : capacity / gi)) - b;
       const i64 c_now = r->workers - b;  // cur - base
-      g[i] = gi;
-      ext[i] = c_now;
+      g_p[i] = gi;
+      ext_p[i] = c_now;
       K = std::max(K, e);
       gmax = std::max(gmax, gi);
       gmin = std::min(gmin, gi);
@@ -1727,7 +1731,7 @@ class ArylPass : public SjfPass {
       }
       const double* t = gpu_type < 0 ? r->tput : nullptr;
       if (t == nullptr && tput_missing == n) tput_missing = i;
-      rows[i] = {t, rem * r->ref_throughput, c_now, e, gi, false};
+      rows_p[i] = {t, rem * r->ref_throughput, c_now, e, gi, false};
     }
     for (; i < n; ++i) {
       const i64 j = cand[i];
@@ -1736,8 +1740,8 @@ class ArylPass : public SjfPass {
       const i64 e = std::min(st.max_workers[u], b + (gi == 1 ? capacity : capacity / gi)) - b;
       const bool running = static_cast<i64>(i) < n_run;
       const i64 c_now = running ? st.workers[u] - b : 0;  // cur - base
-      g[i] = gi;
-      ext[i] = c_now;
+      g_p[i] = gi;
+      ext_p[i] = c_now;
       K = std::max(K, e);
       gmax = std::max(gmax, gi);
       gmin = std::min(gmin, gi);
@@ -1745,7 +1749,7 @@ class ArylPass : public SjfPass {
       const double* t =
           gpu_type < 0 ? st.records.throughput_row(u, st.alpha[u], b, e + 1) : nullptr;
       if (t == nullptr && tput_missing == n) tput_missing = i;
-      rows[i] = {t, st.remaining_work(j, now), c_now, e, gi, !running && p > 0};
+      rows_p[i] = {t, st.remaining_work(j, now), c_now, e, gi, !running && p > 0};
     }
     if (tput_missing < n) {
       // kernels.throughput_rows on gpu_type, or the homogeneous throughputs of a job
