@@ -946,6 +946,17 @@ inline void keep(std::vector<i64>& free, const ExtrasInput& in, const std::vecto
   kd::order_and_keep(free, in, k, out, sc);
 }
 
+// The first position i >= from with a[i] != b[i] (n: none): four positions a step
+// while they all match (keep_exact's walk: most counts do not change).
+inline size_t next_change(const i64* a, const i64* b, size_t from, size_t n) {
+  size_t i = from;
+  for (; i + 4 <= n; i += 4)
+    if (((a[i] ^ b[i]) | (a[i + 1] ^ b[i + 1]) | (a[i + 2] ^ b[i + 2]) | (a[i + 3] ^ b[i + 3])) != 0)
+      break;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+
 // ArylPass.keep_exact: the keep pass when free = free_wo_extras + every extra in
 // ``old``.  One walk over the positions: the running ones whose count changes go to
 // ``touched`` (ascending), the shrinking ones (k < ext) keep their extras as keep
@@ -978,9 +989,8 @@ inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
     }
   const i64* kp = k.data();
   const i64* ep = ext.data();
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = next_change(kp, ep, 0, n); i < n; i = next_change(kp, ep, i + 1, n)) {
     const i64 ki = kp[i], ei = ep[i];
-    if (ki == ei) continue;
     if (listed != nullptr && sc.listed[i]) continue;
     if (i < n_run) out.touched.push_back(static_cast<i64>(i));
     if (ki > ei) {  // growing: keeps every extra in order_a order, then places the rest
