@@ -1720,6 +1720,15 @@ class ArylPass : public SjfPass {
     // the first row whose throughputs are to be computed into ws.tput (n: none)
     size_t tput_missing = gpu_type >= 0 ? 0 : n;
     size_t i = 0;
+    // the last row's g and capacity // g: rows mostly share one g, so gmin/gmax and the
+    // quotient change only where g does (min(mx, b + q) - b is min(mx - b, q))
+    i64 g_last = std::numeric_limits<i64>::min(), per_g = 0;
+    auto new_g = [&](i64 gi) {
+      g_last = gi;
+      per_g = gi == 1 ? capacity : capacity / gi;
+      gmax = std::max(gmax, gi);
+      gmin = std::min(gmin, gi);
+    };
     // the running candidates (elastic running jobs) from their GatherRows (State::
     // gather_row): the same values as below, read from one record each (remaining_work:
     // remaining_at's operations on a running job's values, in the same order)
@@ -1727,13 +1736,12 @@ class ArylPass : public SjfPass {
       const GatherRow* r = st.gather_row(cand[i]);
       if (r == nullptr) break;  // (not one: the general gather below)
       const i64 b = r->base, gi = r->gpus;
-      const i64 e = std::min<i64>(r->max_workers, b + (gi == 1 ? capacity : capacity / gi)) - b;
+      if (gi != g_last) new_g(gi);
+      const i64 e = std::min<i64>(r->max_workers - b, per_g);
       const i64 c_now = r->workers - b;  // cur - base
       g_p[i] = gi;
       ext_p[i] = c_now;
       K = std::max(K, e);
-      gmax = std::max(gmax, gi);
-      gmin = std::min(gmin, gi);
       double rem = r->remaining_s;
       if (now > r->progress_at_s) {
         rem = rem - (now - r->progress_at_s) * r->speed;
@@ -1747,14 +1755,13 @@ class ArylPass : public SjfPass {
       const i64 j = cand[i];
       const auto u = static_cast<size_t>(j);
       const i64 b = st.min_workers[u], gi = st.gpus_per_worker[u];
-      const i64 e = std::min(st.max_workers[u], b + (gi == 1 ? capacity : capacity / gi)) - b;
+      if (gi != g_last) new_g(gi);
+      const i64 e = std::min<i64>(st.max_workers[u] - b, per_g);
       const bool running = static_cast<i64>(i) < n_run;
       const i64 c_now = running ? st.workers[u] - b : 0;  // cur - base
       g_p[i] = gi;
       ext_p[i] = c_now;
       K = std::max(K, e);
-      gmax = std::max(gmax, gi);
-      gmin = std::min(gmin, gi);
       // a started job's throughputs are kept with its record (State::records)
       const double* t =
           gpu_type < 0 ? st.records.throughput_row(u, st.alpha[u], b, e + 1) : nullptr;
