@@ -160,11 +160,11 @@ inline double table_cell(double j0, double time_c, double pt, bool add_p, double
 // their weights and NaN tails, keeping what the last build of the same K wrote and
 // is still right), or feeds them to the step shortcut through `cur` (kFeed: row i's
 // options c = 1..min(K, extra) weigh c * g, its top is what a written table's
-// row_top[i] would hold), each row's values in row_scratch only; returns false as
-// soon as a row's g is not g (the stream takes one g for all rows).
+// row_top[i] would hold), each row's values in row_scratch only (every row's g is
+// the stream's: build_table sees to it).
 template <bool kFeed>
-inline bool table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
-                       mckp::UnitStepStream::Cursor& cur_io, i64 g_all) {
+inline void table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
+                       mckp::UnitStepStream::Cursor& cur_io) {
   using Stream = mckp::UnitStepStream;
   double* const v = kFeed ? mckp::detail::grow(out.row_scratch, static_cast<size_t>(K))
                           : out.v.data();
@@ -182,7 +182,6 @@ inline bool table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
     const RowIn& in = rows[i];
     const i64 g = in.g, c_now = in.c_now;
     const i64 top = std::min(K, in.extra);
-    if (kFeed && g != g_all) return false;
     if (!kFeed && g < 1 && top >= 1) weights_ok = false;  // (fed: g >= 1, see begin)
     double* const vrow = kFeed ? v : v + i * static_cast<size_t>(K);
     if (!kFeed) {
@@ -256,7 +255,6 @@ inline bool table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
   cur_io = cur;
   out.vmax = hi;
   out.checked = hi < kInf && lo > -kInf && weights_ok;
-  return true;
 }
 
 // build_table writing the rows to the table.
@@ -272,16 +270,16 @@ inline void write_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p)
   out.row_g.resize(n, -1);
   out.row_top.resize(n, 0);
   mckp::UnitStepStream::Cursor none;
-  table_rows<false>(out, rows, n, K, p, none, 0);
+  table_rows<false>(out, rows, n, K, p, none);
 }
 
 // The table of n rows (K columns, pause p).  Given a capacity (>= 0), feeds the MCKP
 // step shortcut (Table::steps) with the rows' values instead of writing them (when
 // it can guess the instance's grid and every row has the same g; else it writes
 // them): solve_extras asks the shortcut first, and writes the rows when it needs the
-// values.
+// values.  same_g: the caller knows that every row has the same g.
 inline void build_table(Table& out, const RowIn* rows, size_t n, i64 K, double p,
-                        i64 capacity = -1) {
+                        i64 capacity = -1, bool same_g = false) {
   out.n = static_cast<i64>(n);
   out.K = K;
   out.steps_fed = false;
@@ -292,7 +290,13 @@ inline void build_table(Table& out, const RowIn* rows, size_t n, i64 K, double p
   }
   const i64 g = n > 0 ? rows[0].g : 0;
   mckp::UnitStepStream::Cursor cur = out.steps.begin(static_cast<i64>(n), K, capacity, g);
-  if (cur.on() && table_rows<true>(out, rows, n, K, p, cur, g)) {
+  // (the stream takes one g for all rows)
+  if (cur.on() && !same_g) {
+    same_g = true;
+    for (size_t i = 1; i < n && same_g; ++i) same_g = rows[i].g == g;
+  }
+  if (cur.on() && same_g) {
+    table_rows<true>(out, rows, n, K, p, cur);
     out.pending = rows;
     out.pending_p = p;
   } else {
@@ -942,6 +946,17 @@ inline void keep(std::vector<i64>& free, const ExtrasInput& in, const std::vecto
   kd::order_and_keep(free, in, k, out, sc);
 }
 
+// The first position i >= from with a[i] != b[i] (n: none): four positions a step
+// while they all match (keep_exact's walk: most counts do not change).
+inline size_t next_change(const i64* a, const i64* b, size_t from, size_t n) {
+  size_t i = from;
+  for (; i + 4 <= n; i += 4)
+    if (((a[i] ^ b[i]) | (a[i + 1] ^ b[i + 1]) | (a[i + 2] ^ b[i + 2]) | (a[i + 3] ^ b[i + 3])) != 0)
+      break;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+
 // ArylPass.keep_exact: the keep pass when free = free_wo_extras + every extra in
 // ``old``.  One walk over the positions: the running ones whose count changes go to
 // ``touched`` (ascending), the shrinking ones (k < ext) keep their extras as keep
@@ -974,9 +989,8 @@ inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
     }
   const i64* kp = k.data();
   const i64* ep = ext.data();
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = next_change(kp, ep, 0, n); i < n; i = next_change(kp, ep, i + 1, n)) {
     const i64 ki = kp[i], ei = ep[i];
-    if (ki == ei) continue;
     if (listed != nullptr && sc.listed[i]) continue;
     if (i < n_run) out.touched.push_back(static_cast<i64>(i));
     if (ki > ei) {  // growing: keeps every extra in order_a order, then places the rest
@@ -1689,6 +1703,10 @@ class ArylPass : public SjfPass {
     for (auto* v : {&g, &ext}) v->resize(n);
     std::vector<ap::RowIn>& rows = ws.rows;
     rows.resize(n);
+    // (through plain pointers: the vectors' own would be read again after every store)
+    i64* const g_p = g.data();
+    i64* const ext_p = ext.data();
+    ap::RowIn* const rows_p = rows.data();
     // ArylPass.elastic_phase: the table sized by what can be placed (capacity // g
     // extra workers at most), not by max_workers: mx = min(max_workers, base +
     // capacity // g); K = max(mx - base), the table's columns.
@@ -1702,6 +1720,15 @@ class ArylPass : public SjfPass {
     // the first row whose throughputs are to be computed into ws.tput (n: none)
     size_t tput_missing = gpu_type >= 0 ? 0 : n;
     size_t i = 0;
+    // the last row's g and capacity // g: rows mostly share one g, so gmin/gmax and the
+    // quotient change only where g does (min(mx, b + q) - b is min(mx - b, q))
+    i64 g_last = std::numeric_limits<i64>::min(), per_g = 0;
+    auto new_g = [&](i64 gi) {
+      g_last = gi;
+      per_g = gi == 1 ? capacity : capacity / gi;
+      gmax = std::max(gmax, gi);
+      gmin = std::min(gmin, gi);
+    };
     // the running candidates (elastic running jobs) from their GatherRows (State::
     // gather_row): the same values as below, read from one record each (remaining_work:
     // remaining_at's operations on a running job's values, in the same order)
@@ -1709,13 +1736,12 @@ class ArylPass : public SjfPass {
       const GatherRow* r = st.gather_row(cand[i]);
       if (r == nullptr) break;  // (not one: the general gather below)
       const i64 b = r->base, gi = r->gpus;
-      const i64 e = std::min<i64>(r->max_workers, b + (gi == 1 ? capacity : capacity / gi)) - b;
+      if (gi != g_last) new_g(gi);
+      const i64 e = std::min<i64>(r->max_workers - b, per_g);
       const i64 c_now = r->workers - b;  // cur - base
-      g[i] = gi;
-      ext[i] = c_now;
+      g_p[i] = gi;
+      ext_p[i] = c_now;
       K = std::max(K, e);
-      gmax = std::max(gmax, gi);
-      gmin = std::min(gmin, gi);
       double rem = r->remaining_s;
       if (now > r->progress_at_s) {
         rem = rem - (now - r->progress_at_s) * r->speed;
@@ -1725,25 +1751,24 @@ class ArylPass : public SjfPass {
                         : e < r->n_tput ? r->tput
                                         : st.gather_tput(cand[i], e + 1);
       if (t == nullptr && tput_missing == n) tput_missing = i;
-      rows[i] = {t, rem * r->ref_throughput, c_now, e, gi, false};
+      rows_p[i] = {t, rem * r->ref_throughput, c_now, e, gi, false};
     }
     for (; i < n; ++i) {
       const i64 j = cand[i];
       const auto u = static_cast<size_t>(j);
       const i64 b = st.min_workers[u], gi = st.gpus_per_worker[u];
-      const i64 e = std::min(st.max_workers[u], b + (gi == 1 ? capacity : capacity / gi)) - b;
+      if (gi != g_last) new_g(gi);
+      const i64 e = std::min<i64>(st.max_workers[u] - b, per_g);
       const bool running = static_cast<i64>(i) < n_run;
       const i64 c_now = running ? st.workers[u] - b : 0;  // cur - base
-      g[i] = gi;
-      ext[i] = c_now;
+      g_p[i] = gi;
+      ext_p[i] = c_now;
       K = std::max(K, e);
-      gmax = std::max(gmax, gi);
-      gmin = std::min(gmin, gi);
       // a started job's throughputs are kept with its record (State::records)
       const double* t =
           gpu_type < 0 ? st.records.throughput_row(u, st.alpha[u], b, e + 1) : nullptr;
       if (t == nullptr && tput_missing == n) tput_missing = i;
-      rows[i] = {t, st.remaining_work(j, now), c_now, e, gi, !running && p > 0};
+      rows_p[i] = {t, st.remaining_work(j, now), c_now, e, gi, !running && p > 0};
     }
     if (tput_missing < n) {
       // kernels.throughput_rows on gpu_type, or the homogeneous throughputs of a job
@@ -1768,7 +1793,7 @@ class ArylPass : public SjfPass {
     // the MCKP's step shortcut fed as the table is built (not for the unconstrained
     // choice; one g for all the candidates)
     const bool feed = solver == ap::Solver::mckp && !unconstrained_only && gmin == gmax;
-    ap::build_table(table, rows.data(), n, K, p, feed ? capacity : -1);
+    ap::build_table(table, rows.data(), n, K, p, feed ? capacity : -1, true);
     // the rows' extra workers at most, as a list: for the per-job caps and the repair
     // only (rare)
     std::vector<i64>& max_extra = ws.max_extra;
