@@ -981,6 +981,7 @@ struct State {
     // server leaves its entry alone
     std::vector<Placement> jobs_on;
     i64 n_loaned = 0;
+    std::vector<i64> on_loan;  // the n_loaned LOANED servers, ascending (loaned_servers())
     i64 loaned_gpus = 0;
     i64 n_pools = 0;
     std::vector<i64> server_pool_idx;
@@ -1075,6 +1076,7 @@ struct State {
         ex_srv.push_back(0);
         if (st == LOANED) {
             ++n_loaned;
+            on_loan.push_back(i);  // (i is past every server already listed)
             loaned_gpus += gpus;
             loaned_gpus_by_pool[static_cast<size_t>(pool_idx)] += gpus;
         }
@@ -1643,6 +1645,7 @@ struct State {
         const i64 gpus = server_gpus[su];
         free[su] = gpus;
         ++n_loaned;
+        on_loan.insert(std::lower_bound(on_loan.begin(), on_loan.end(), s), s);
         loaned_gpus += gpus;
         loaned_gpus_by_pool[static_cast<size_t>(server_pool_idx[su])] += gpus;
     }
@@ -1655,6 +1658,7 @@ struct State {
         server_status[su] = IDLE;
         free[su] = 0;
         --n_loaned;
+        on_loan.erase(std::lower_bound(on_loan.begin(), on_loan.end(), s));
         const i64 gpus = server_gpus[su];
         loaned_gpus -= gpus;
         loaned_gpus_by_pool[static_cast<size_t>(server_pool_idx[su])] -= gpus;
@@ -1737,12 +1741,7 @@ struct State {
 
     // ------------------------------------------------------------ views
     // state.py loaned_servers
-    std::vector<i64> loaned_servers() const {
-        std::vector<i64> out;
-        for (i64 s = n_training(); s < n_servers(); ++s)
-            if (server_status[static_cast<size_t>(s)] == LOANED) out.push_back(s);
-        return out;
-    }
+    const std::vector<i64>& loaned_servers() const { return on_loan; }
     i64 not_loaned() const { return n_servers() - n_training() - n_loaned; }
     i64 reclaim_deficit() const { return py_max(i64(0), servers_needed - not_loaned()); }
 
@@ -1800,12 +1799,14 @@ struct State {
             }
         }
         n_loaned = loaned_gpus = 0;
+        on_loan.clear();
         std::fill(loaned_gpus_by_pool.begin(), loaned_gpus_by_pool.end(), 0);
         last_reclaim_s = -kInf;
         for (i64 s = 0; s < n; ++s) {
             const auto su = static_cast<size_t>(s);
             if (server_status[su] == LOANED) {
                 ++n_loaned;
+                on_loan.push_back(s);
                 loaned_gpus_by_pool[static_cast<size_t>(server_pool_idx[su])] += server_gpus[su];
             }
             if (server_reclaimed_s[su] > last_reclaim_s) last_reclaim_s = server_reclaimed_s[su];
@@ -1879,7 +1880,7 @@ struct State {
         if (n_rows != gather.n_rows()) return "gather rows drifted";
         if (r.busy != busy) return "busy GPUs drifted";
         if (r.base_busy != base_busy) return "base-worker GPUs drifted";
-        if (r.n_loaned != n_loaned) return "loaned servers drifted";
+        if (r.n_loaned != n_loaned || r.on_loan != on_loan) return "loaned servers drifted";
         if (r.busy_loaned != busy_loaned) return "GPUs busy on loaned servers drifted";
         if (r.busy_by_pool != busy_by_pool) return "busy GPUs per pool drifted";
         if (r.loaned_gpus_by_pool != loaned_gpus_by_pool) return "loaned GPUs per pool drifted";
