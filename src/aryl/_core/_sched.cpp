@@ -990,6 +990,7 @@ py::tuple schedule_state(const py::handle& obj, StateCache& cache, const py::dic
     st.gpu_types.clear();
     st.training_gpus = 0;
     st.n_loaned = st.loaned_gpus = 0;
+    st.on_loan.clear();
     st.last_reclaim_s = -S::kInf;
     st.n_pools = py::len(obj.attr("pool_names"));
     st.busy_by_pool.assign(static_cast<size_t>(st.n_pools), 0);

@@ -449,21 +449,15 @@ void schedule(State& st, const Policy& pol, Plan& plan, Obs* obs, const ReclaimH
         }
     }
     PassContext& ctx = ws.ctx;
-    // st.loaned_servers(): the n_loaned LOANED servers (inference servers), written
-    // from the highest index down into a list of that size (ascending); with offered
-    // servers, sorted(loaned + offered) is the merge of the two lists
+    // st.loaned_servers(): the LOANED servers, ascending (kept by the state); with
+    // offered servers, sorted(loaned + offered) is the merge of the two lists
     std::vector<i64>& loaned = ctx.loaned;
     std::vector<i64>& held = offered.empty() ? loaned : ws.held;
     ws.n_idle_loans = 0;  // (for settle) loaned servers without jobs
     if (st.n_loaned) {
-        held.resize(static_cast<size_t>(st.n_loaned));
-        size_t n_left = held.size();
-        for (i64 s = st.n_servers() - 1; n_left > 0 && s >= st.n_training(); --s)
-            if (st.server_status[static_cast<size_t>(s)] == LOANED) {
-                held[--n_left] = s;
-                if (st.jobs_on[static_cast<size_t>(s)].empty()) ++ws.n_idle_loans;
-            }
-        if (n_left != 0) throw std::logic_error("schedule: n_loaned drifted");
+        held = st.on_loan;
+        for (i64 s : held)
+            if (st.jobs_on[static_cast<size_t>(s)].empty()) ++ws.n_idle_loans;
     } else {
         held.clear();
     }

@@ -168,8 +168,11 @@ void apply_reclaim(State& st, const Plan& plan, Obs* obs, bool validate) {
 // plan.py SchedulePlan.apply(inplace=True) from step 3 on (borrowed servers,
 // preemptions, resizes, starts, returned servers, set_serving, memo).
 // `reclaimed` tells whether steps 1-2 returned servers (for set_serving).
+// The state takes the placements of the plan's resizes and starts (their buffers
+// swapped, State::resize and State::start): afterwards each of those moves holds
+// an unspecified placement, whose buffer Plan::clear keeps for take_place.
 template <class Obs>
-void apply_rest(State& st, const Plan& plan, Obs* obs, bool validate, bool reclaimed) {
+void apply_rest(State& st, Plan& plan, Obs* obs, bool validate, bool reclaimed) {
     const double now = plan.now_s;
     for (const auto& b : plan.borrowed_servers) {
         st.lend(b.first);
@@ -191,12 +194,12 @@ void apply_rest(State& st, const Plan& plan, Obs* obs, bool validate, bool recla
         // names a job at most once (the passes and plan_decision see to it).  Only
         // the checks need every resized job's GPUs back first, and the observer's
         // hooks of job j (the engine's accounting) read and write job j's values only.
-        for (const auto& r : plan.resizes) {
+        for (auto& r : plan.resizes) {
             if (!st.running.contains(r.job))
                 throw InvalidInput("resize of job index " + std::to_string(r.job) +
                                    ", not running");
             if (obs) obs->before_job_change(r.job);
-            const i64 old = st.resize(r.job, r.place, now);
+            const i64 old = st.resize(r.job, std::move(r.place), now);
             if (obs) obs->job_resized(r.job, old, r.reason);
         }
     } else if (!plan.resizes.empty()) {
@@ -216,11 +219,11 @@ void apply_rest(State& st, const Plan& plan, Obs* obs, bool validate, bool recla
             if (obs) obs->job_resized(r.job, olds[i], r.reason);
         }
     }
-    for (const auto& s : plan.starts) {
+    for (auto& s : plan.starts) {
         if (!st.queued.contains(s.job))
             throw InvalidInput("start of job index " + std::to_string(s.job) + ", not queued");
         if (validate) detail::check_fits(st, s.job, s.place);
-        st.start(s.job, s.place, now);
+        st.start(s.job, std::move(s.place), now);
         if (obs) obs->job_started(s.job, s.reason);
     }
     for (const auto& r : plan.returned_servers) {
@@ -232,15 +235,16 @@ void apply_rest(State& st, const Plan& plan, Obs* obs, bool validate, bool recla
     st.memo_loaned = plan.memo_loaned;
 }
 
-// plan.py SchedulePlan.apply(inplace=True): the whole plan in its order.
+// plan.py SchedulePlan.apply(inplace=True): the whole plan in its order (taking
+// the placements of its resizes and starts, see apply_rest).
 template <class Obs>
-void apply(State& st, const Plan& plan, Obs* obs, bool validate = true) {
+void apply(State& st, Plan& plan, Obs* obs, bool validate = true) {
     if (plan.now_s < st.now_s) throw InvalidInput("plan is older than the state");
     st.now_s = plan.now_s;
     apply_reclaim(st, plan, obs, validate);
     apply_rest(st, plan, obs, validate, !plan.reclaimed_servers.empty());
 }
-inline void apply(State& st, const Plan& plan) { apply<NoObserver>(st, plan, nullptr, true); }
+inline void apply(State& st, Plan& plan) { apply<NoObserver>(st, plan, nullptr, true); }
 
 // ---------------------------------------------------------------- policy interface
 // policy.py PassContext: this pass's view of capacity.

@@ -333,6 +333,12 @@ public:
         if (p.empty()) clear(j);
         else mut(j) = p;
     }
+    // set(j, p) without copying: p's buffer becomes j's entry and p is left with
+    // the buffer j's entry had (unspecified entries: a moved-from value)
+    void take(size_t j, Placement&& p) {
+        if (p.empty()) clear(j);
+        else std::swap(mut(j), p);
+    }
     void clear_all() {
         for (size_t j = 0; j < slot_.size(); ++j) clear(j);
     }
@@ -994,6 +1000,7 @@ struct State {
     // server leaves its entry alone
     std::vector<Placement> jobs_on;
     i64 n_loaned = 0;
+    std::vector<i64> on_loan;  // the n_loaned LOANED servers, ascending (loaned_servers())
     i64 loaned_gpus = 0;
     i64 n_pools = 0;
     std::vector<i64> server_pool_idx;
@@ -1049,6 +1056,7 @@ struct State {
     i64 memo_left = -1, memo_loaned = -1;
     // resize's scratch per server (0 between calls)
     std::vector<i64> resize_mark;
+    Placement resize_copy;  // resize(j, const Placement&): the copy it takes
 
     // ------------------------------------------------------------ building
     i64 n_servers() const { return static_cast<i64>(server_gpus.size()); }
@@ -1087,6 +1095,7 @@ struct State {
         ex_srv.push_back(0);
         if (st == LOANED) {
             ++n_loaned;
+            on_loan.push_back(i);  // (i is past every server already listed)
             loaned_gpus += gpus;
             loaned_gpus_by_pool[static_cast<size_t>(pool_idx)] += gpus;
         }
@@ -1373,8 +1382,10 @@ struct State {
 
     // ------------------------------------------------------------ mutators
     // state.py _place, for job j on no server's list (not running, or just unplaced):
-    // `on.get(j, 0) + k` is k there (a placement names a server once)
-    i64 place_job(i64 j, const Placement& place) {
+    // `on.get(j, 0) + k` is k there (a placement names a server once).  Takes
+    // place's buffer (PlacementTable::take); the const overload copies it first.
+    i64 place_job(i64 j, const Placement& place) { return place_job(j, Placement(place)); }
+    i64 place_job(i64 j, Placement&& place) {
         const auto u = static_cast<size_t>(j);
         const i64 g = gpus_per_worker[u];
         const i64 nt = n_training();
@@ -1389,7 +1400,7 @@ struct State {
             if (s >= nt) busy_loaned += k * g;
         }
         busy += w * g;
-        placement.set(u, place);
+        placement.take(u, std::move(place));
         workers.set(u, w);
         track_extras(j);
         return w;
@@ -1465,11 +1476,11 @@ struct State {
         for (int k = 0; k < N_QUEUE_KEYS; ++k)
             if (qidx_built[k]) qidx[k].erase(QueueEntry(queue_key(k, j), j));
     }
-    // state.py start
-    i64 start(i64 j, const Placement& place, double now) {
+    // state.py start (takes place's buffer, see place_job)
+    i64 start(i64 j, Placement&& place, double now) {
         const auto u = static_cast<size_t>(j);
         dequeue(j);
-        const i64 w = place_job(j, place);
+        const i64 w = place_job(j, std::move(place));
         status[u] = RUNNING;
         running.add(j);
         JobRecord& R = rec(j);
@@ -1519,7 +1530,13 @@ struct State {
     // calls of _track_extras (_unplace's, then _place's) in one: the old extras out,
     // the new ones in, and j out of `below`, appended again when it is still below
     // its maximum (last, as the two calls leave it).  Returns the old worker count.
+    // Takes place's buffer (it is left with the job's old placement buffer); the
+    // const overload copies place into a kept buffer first.
     i64 resize(i64 j, const Placement& place, double now) {
+        resize_copy = place;
+        return resize(j, std::move(resize_copy), now);
+    }
+    i64 resize(i64 j, Placement&& place, double now) {
         const auto u = static_cast<size_t>(j);
         JobRecord& R = rec(j);  // (a running job has one: looked up once for all below)
         if (now > R.progress_at_s) advance_record(R, u, now);
@@ -1586,22 +1603,19 @@ struct State {
                 --n_ex_job;
             }
         }
-        if (place.empty()) {
-            placement.clear(u);
-        } else {  // cur = place (entry by entry: a few of them)
-            cur.resize(place.size());
-            for (size_t i = 0; i < place.size(); ++i) cur[i] = place[i];
-        }
+        const bool placed = !place.empty();
+        if (placed) std::swap(cur, place);  // (from here on the new placement is cur)
+        else placement.clear(u);
         workers.set(u, w);
         // _place's _track_extras: the new extras in, `below`
-        if (place.empty() || !elastic[u]) {
+        if (!placed || !elastic[u]) {
             ex_job.clear(u);
             below.remove(j);
         } else {
             const i64 mn = min_workers[u], mx = max_workers[u];
             if (w > mn) {
                 Placement& ex = ex_job.mut(u);
-                extra_part(place, mn, ex);
+                extra_part(cur, mn, ex);
                 for (const auto& e : ex) ex_srv[static_cast<size_t>(e.first)] += e.second * g;
                 if (!ex.empty()) ++n_ex_job;
                 else ex_job.clear(u);
@@ -1611,7 +1625,7 @@ struct State {
             if (w < mx && mx > mn) below.move_to_back(j);
             else below.remove(j);
         }
-        R.speed = speed_at(j, w, place);
+        R.speed = speed_at(j, w, placement[u]);
         const double lt = py_max(R.progress_at_s, now + config.rescale_pause_s);
         R.progress_at_s = lt;
         R.checkpoint_remaining_s = remaining_s[u];
@@ -1660,6 +1674,7 @@ struct State {
         const i64 gpus = server_gpus[su];
         free[su] = gpus;
         ++n_loaned;
+        on_loan.insert(std::lower_bound(on_loan.begin(), on_loan.end(), s), s);
         loaned_gpus += gpus;
         loaned_gpus_by_pool[static_cast<size_t>(server_pool_idx[su])] += gpus;
     }
@@ -1672,6 +1687,7 @@ struct State {
         server_status[su] = IDLE;
         free[su] = 0;
         --n_loaned;
+        on_loan.erase(std::lower_bound(on_loan.begin(), on_loan.end(), s));
         const i64 gpus = server_gpus[su];
         loaned_gpus -= gpus;
         loaned_gpus_by_pool[static_cast<size_t>(server_pool_idx[su])] -= gpus;
@@ -1754,12 +1770,7 @@ struct State {
 
     // ------------------------------------------------------------ views
     // state.py loaned_servers
-    std::vector<i64> loaned_servers() const {
-        std::vector<i64> out;
-        for (i64 s = n_training(); s < n_servers(); ++s)
-            if (server_status[static_cast<size_t>(s)] == LOANED) out.push_back(s);
-        return out;
-    }
+    const std::vector<i64>& loaned_servers() const { return on_loan; }
     i64 not_loaned() const { return n_servers() - n_training() - n_loaned; }
     i64 reclaim_deficit() const { return py_max(i64(0), servers_needed - not_loaned()); }
 
@@ -1817,12 +1828,14 @@ struct State {
             }
         }
         n_loaned = loaned_gpus = 0;
+        on_loan.clear();
         std::fill(loaned_gpus_by_pool.begin(), loaned_gpus_by_pool.end(), 0);
         last_reclaim_s = -kInf;
         for (i64 s = 0; s < n; ++s) {
             const auto su = static_cast<size_t>(s);
             if (server_status[su] == LOANED) {
                 ++n_loaned;
+                on_loan.push_back(s);
                 loaned_gpus_by_pool[static_cast<size_t>(server_pool_idx[su])] += server_gpus[su];
             }
             if (server_reclaimed_s[su] > last_reclaim_s) last_reclaim_s = server_reclaimed_s[su];
@@ -1899,7 +1912,7 @@ struct State {
         if (n_rows != gather.n_rows()) return "gather rows drifted";
         if (r.busy != busy) return "busy GPUs drifted";
         if (r.base_busy != base_busy) return "base-worker GPUs drifted";
-        if (r.n_loaned != n_loaned) return "loaned servers drifted";
+        if (r.n_loaned != n_loaned || r.on_loan != on_loan) return "loaned servers drifted";
         if (r.busy_loaned != busy_loaned) return "GPUs busy on loaned servers drifted";
         if (r.busy_by_pool != busy_by_pool) return "busy GPUs per pool drifted";
         if (r.loaned_gpus_by_pool != loaned_gpus_by_pool) return "loaned GPUs per pool drifted";
