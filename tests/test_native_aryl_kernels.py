@@ -69,15 +69,22 @@ def test_extras_table_is_the_numpy_table(r: dict[str, np.ndarray]) -> None:
     assert w_c.shape == w_py.shape
 
 
-@settings(max_examples=300, deadline=None)
-@given(r=job_rows(), data=st.data())
-def test_table_from_throughput_is_the_numpy_table(r: dict[str, np.ndarray], data: Any) -> None:
+def draw_throughputs(r: dict[str, np.ndarray], data: Any) -> np.ndarray:
+    """Throughputs on base + c workers, c = 0..max - base, drawn per row; NaN past a
+    row's maximum."""
     n = len(r["rem"])
     extra = r["mx"] - r["base"]
     n_cols = int(extra.max()) + 1 if n else 1
     tput = np.full((n, n_cols), np.nan)
     for i in range(n):
         tput[i, : extra[i] + 1] = [data.draw(st.floats(0.05, 64.0)) for _ in range(extra[i] + 1)]
+    return tput
+
+
+@settings(max_examples=300, deadline=None)
+@given(r=job_rows(), data=st.data())
+def test_table_from_throughput_is_the_numpy_table(r: dict[str, np.ndarray], data: Any) -> None:
+    tput = draw_throughputs(r, data)
     v_py, w_py = extras_table_from_throughput(r["rem"], r["cur"], r["base"], r["mx"], r["g"],
                                               tput, r["pause"])
     v_c, w_c = native._aryl_extras_table_from_throughput(
@@ -105,12 +112,7 @@ def fed_rounds(r: dict[str, np.ndarray], tput: np.ndarray, capacity: int) -> Non
 @given(r=job_rows(n_max=10), capacity=st.integers(0, 40), data=st.data())
 def test_fed_table_solves_like_python(r: dict[str, np.ndarray], capacity: int,
                                       data: Any) -> None:
-    n = len(r["rem"])
-    extra = r["mx"] - r["base"]
-    n_cols = int(extra.max()) + 1 if n else 1
-    tput = np.full((n, n_cols), np.nan)
-    for i in range(n):
-        tput[i, : extra[i] + 1] = [data.draw(st.floats(0.05, 64.0)) for _ in range(extra[i] + 1)]
+    tput = draw_throughputs(r, data)
     fed_rounds(r, tput, capacity)
 
 

@@ -1505,6 +1505,16 @@ struct State {
         sync_gather(static_cast<size_t>(j), rec(j));
         return w;
     }
+    // the end of state.py place_resized (and of a resize in one step): progress resumes
+    // after the rescale pause, from a checkpoint of the remaining work; the job's
+    // GatherRow follows
+    void rescale_pause(size_t u, JobRecord& R, double now) {
+        const double lt = py_max(R.progress_at_s, now + config.rescale_pause_s);
+        R.progress_at_s = lt;
+        R.checkpoint_remaining_s = remaining_s[u];
+        R.next_checkpoint_s = lt + config.checkpoint_interval_s;
+        sync_gather(u, R);
+    }
     // state.py place_resized
     i64 place_resized(i64 j, const Placement& place, double now) {
         const auto u = static_cast<size_t>(j);
@@ -1512,11 +1522,7 @@ struct State {
         const double sp = speed_at(j, w, placement[u]);
         JobRecord& R = rec(j);
         R.speed = sp;
-        const double lt = py_max(R.progress_at_s, now + config.rescale_pause_s);
-        R.progress_at_s = lt;
-        R.checkpoint_remaining_s = remaining_s[u];
-        R.next_checkpoint_s = lt + config.checkpoint_interval_s;
-        sync_gather(u, R);
+        rescale_pause(u, R, now);
         return w;
     }
     // unplace_for_resize(j) then place_resized(j, place) in one step, for running job
@@ -1626,11 +1632,7 @@ struct State {
             else below.remove(j);
         }
         R.speed = speed_at(j, w, placement[u]);
-        const double lt = py_max(R.progress_at_s, now + config.rescale_pause_s);
-        R.progress_at_s = lt;
-        R.checkpoint_remaining_s = remaining_s[u];
-        R.next_checkpoint_s = lt + config.checkpoint_interval_s;
-        sync_gather(u, R);
+        rescale_pause(u, R, now);
         return w_old;
     }
     // state.py preempt
