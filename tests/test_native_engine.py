@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -412,3 +414,24 @@ def test_which_engine_runs() -> None:
     assert not uses_native(dataclasses.replace(cfg, backend="reference"), "aryl")
     with pytest.raises(Exception, match="engine: must be 'native' or 'python'"):
         SimConfig(engine="gpu")
+
+
+def test_a_job_that_may_grow_to_2_31_workers_replays_in_little_memory() -> None:
+    # The compiled pass once sized an elastic job's throughput row by max_workers (16 GiB
+    # for 2**31 - 1); rows are sized by what can be placed. A fresh process (ru_maxrss,
+    # KiB): the native replay in which that job grows onto the free GPUs.
+    code = (
+        "import resource, pandas as pd\n"
+        "from aryl.sim import simulate, SimConfig\n"
+        "jobs = pd.DataFrame({'job_id': ['a', 'b'], 'submit_time_s': [0.0, 10.0],\n"
+        "    'duration_s': [3600.0, 600.0], 'gpus': [1, 1], 'gpus_per_worker': [1, 1],\n"
+        "    'min_workers': [1, 1], 'max_workers': [2**31 - 1, 4], 'elastic': [True, True],\n"
+        "    'alpha': [0.05, 0.05]})\n"
+        "r = simulate(jobs, policy='aryl', config=SimConfig(engine='native',\n"
+        "    n_training_servers=2, n_inference_servers=1))\n"
+        "print(r.summary['n_scale_out'], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True)
+    n_scale_out, peak_kib = map(int, out.stdout.split())
+    assert n_scale_out >= 1  # the job did grow
+    assert peak_kib < 1_000_000, out.stdout  # under 1 GB
