@@ -132,6 +132,7 @@ struct Table {
   const RowIn* pending = nullptr;
   double pending_p = 0.0;
   std::vector<double> row_scratch;  // a fed row's values
+  std::vector<double> pause_terms;  // table_rows' pause term of each column
 };
 
 // aryl.elastic._table_from_throughput over the rows, then the pause correction of
@@ -147,6 +148,8 @@ struct Table {
 // 0), jct = time_s + p * (base + c != cur), value = jct[0] - jct[c] (+ p).  The
 // product p * (target != cur) is p * 1.0 or p * 0.0: both are taken once per table
 // (the same two floats); the column of today's size (c == cur - base) adds p * 0.0.
+// table_rows reads the term of column c from an array, pt[c], holding p * 1.0 but
+// at c_now: the float pterm[c == c_now] would give, without a comparison per cell.
 //
 // One cell: jct[0] - jct[c] (+ p), from j0 = jct[0], time_c = time_s of column c and
 // pt = its pause term.
@@ -171,8 +174,14 @@ inline void table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
   i64* const w = out.w.data();
   i64* const row_g = out.row_g.data();
   i64* const row_top = out.row_top.data();
-  const double pterm[2] = {p * 1.0,   // p * (target != cur): differs
-                           p * 0.0};  // the same size
+  // The pause term of each column c = 0..K: pt[c] = p * 1.0 (p * (target != cur):
+  // differs), but pt[c_now] = p * 0.0 (the same size) while row i is computed (set
+  // for the row and put back after it; slot K + 1 takes a c_now outside 0..K).  No
+  // rows: none (K may be huge then).
+  const double pt_differs = p * 1.0, pt_same = p * 0.0;
+  const size_t n_pt = n > 0 ? static_cast<size_t>(K) + 2 : 0;
+  double* const pt = mckp::detail::grow(out.pause_terms, n_pt);
+  std::fill(pt, pt + n_pt, pt_differs);
   double hi = -kInf, lo = kInf;  // the extremes (NaN compares false: skipped, as the
                                  // solver's own scan skips it; the order of the values
                                  // does not matter: of equal ones only zeros differ)
@@ -205,14 +214,16 @@ inline void table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
       const double* const t = in.tput;
       const double r = in.r;
       const bool add_p = in.add_p;
+      const size_t now = std::min(static_cast<size_t>(c_now), n_pt - 1);
+      pt[now] = pt_same;
       auto time_of = [&](i64 c) { return r == 0.0 ? 0.0 : r / t[c]; };
-      const double j0 = time_of(0) + pterm[c_now == 0];
+      const double j0 = time_of(0) + pt[0];
       auto track = [&](double x) {
         hi = x > hi ? x : hi;
         lo = x < lo ? x : lo;
       };
       auto value = [&](i64 c) {
-        const double x = table_cell(j0, time_of(c), pterm[c == c_now], add_p, p);
+        const double x = table_cell(j0, time_of(c), pt[c], add_p, p);
         vrow[c - 1] = x;
         return x;
       };
@@ -223,7 +234,7 @@ inline void table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
         // they do not bear on lo (which only tells whether a value is -inf).
         auto lean = [&](auto with_p) {
           for (; c <= lim; ++c) {
-            const double x = table_cell(j0, r / t[c], pterm[c == c_now], with_p, p);
+            const double x = table_cell(j0, r / t[c], pt[c], with_p, p);
             vrow[c - 1] = x;
             if (!run.push(x)) {
               track(x);
@@ -249,6 +260,7 @@ inline void table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
         }
       }
       for (; c <= top; ++c) track(value(c));
+      pt[now] = pt_differs;
     }
     if (kFeed) cur.end_class(run, vrow, lim);
   }
