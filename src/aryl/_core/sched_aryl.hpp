@@ -228,13 +228,22 @@ inline void table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
         return x;
       };
       i64 c = 1;
-      if (kFeed && r != 0.0) {
+      if (kFeed && r != 0.0 && top == 1 && lim == 1) {
+        // A row of one option (most rows): the lean loop below without its loop.
+        const double x = table_cell(j0, r / t[1], pt[1], add_p, p);
+        vrow[0] = x;
+        if (run.push(x)) hi = x > hi ? x : hi;
+        else track(x);
+        c = 2;
+      } else if (kFeed && r != 0.0) {
         // A lean loop over the values pushed.  They increase strictly (their
         // quantised steps d are > 0) and are > 0: their largest is the last, and
         // they do not bear on lo (which only tells whether a value is -inf).
+        // Then the values past lim (tracked only), in the same with_p instance.
         auto lean = [&](auto with_p) {
+          auto cell = [&](i64 c) { return table_cell(j0, r / t[c], pt[c], with_p, p); };
           for (; c <= lim; ++c) {
-            const double x = table_cell(j0, r / t[c], pt[c], with_p, p);
+            const double x = cell(c);
             vrow[c - 1] = x;
             if (!run.push(x)) {
               track(x);
@@ -242,13 +251,18 @@ inline void table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
               break;
             }
           }
+          if (run.k > 0) {
+            const double x = vrow[run.k - 1];
+            hi = x > hi ? x : hi;
+          }
+          for (; c <= top; ++c) {
+            const double x = cell(c);
+            vrow[c - 1] = x;
+            track(x);
+          }
         };
         if (add_p) lean(std::true_type{});
         else lean(std::false_type{});
-        if (run.k > 0) {
-          const double x = vrow[run.k - 1];
-          hi = x > hi ? x : hi;
-        }
       } else if (kFeed) {
         for (; c <= lim; ++c) {
           const double x = value(c);
