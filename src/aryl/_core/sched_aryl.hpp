@@ -174,14 +174,17 @@ inline void table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
   i64* const w = out.w.data();
   i64* const row_g = out.row_g.data();
   i64* const row_top = out.row_top.data();
-  // The pause term of each column c = 0..K: pt[c] = p * 1.0 (p * (target != cur):
-  // differs), but pt[c_now] = p * 0.0 (the same size) while row i is computed (set
-  // for the row and put back after it; slot K + 1 takes a c_now outside 0..K).  No
-  // rows: none (K may be huge then).
+  // The pause term of each column c = 0..K of row i: pt[c] = p * 1.0 (p * (target !=
+  // cur): differs), but pt[c_now] = p * 0.0 (the same size).  pt = terms + (K + 1) -
+  // now, over terms[0 .. 2K + 1] = p * 1.0 but terms[K + 1] = p * 0.0: pt[c] is
+  // terms[K + 1] exactly when c == now, and now = c_now, or K + 1 for a c_now outside
+  // 0..K (no column is then: pt[c] = terms[c]).  No rows: none (K may be huge then).
   const double pt_differs = p * 1.0, pt_same = p * 0.0;
-  const size_t n_pt = n > 0 ? static_cast<size_t>(K) + 2 : 0;
-  double* const pt = mckp::detail::grow(out.pause_terms, n_pt);
-  std::fill(pt, pt + n_pt, pt_differs);
+  const size_t now_none = static_cast<size_t>(K) + 1;
+  const size_t n_terms = n > 0 ? 2 * now_none : 0;
+  double* const terms = mckp::detail::grow(out.pause_terms, n_terms);
+  std::fill(terms, terms + n_terms, pt_differs);
+  if (n > 0) terms[now_none] = pt_same;
   double hi = -kInf, lo = kInf;  // the extremes (NaN compares false: skipped, as the
                                  // solver's own scan skips it; the order of the values
                                  // does not matter: of equal ones only zeros differ)
@@ -214,8 +217,7 @@ inline void table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
       const double* const t = in.tput;
       const double r = in.r;
       const bool add_p = in.add_p;
-      const size_t now = std::min(static_cast<size_t>(c_now), n_pt - 1);
-      pt[now] = pt_same;
+      const double* const pt = terms + (now_none - std::min(static_cast<size_t>(c_now), now_none));
       auto time_of = [&](i64 c) { return r == 0.0 ? 0.0 : r / t[c]; };
       const double j0 = time_of(0) + pt[0];
       auto track = [&](double x) {
@@ -274,7 +276,6 @@ inline void table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
         }
       }
       for (; c <= top; ++c) track(value(c));
-      pt[now] = pt_differs;
     }
     if (kFeed) cur.end_class(run, vrow, lim);
   }
