@@ -230,8 +230,9 @@ inline void table_rows(Table& out, const RowIn* rows, size_t n, i64 K, double p,
         return x;
       };
       i64 c = 1;
-      if (kFeed && r != 0.0 && top == 1 && lim == 1) {
-        // A row of one option (most rows): the lean loop below without its loop.
+      if (kFeed && top == 1 && r != 0.0) {
+        // A row of one option (most rows): the lean loop below without its loop
+        // (lim = min(top, C / g) is 1: the stream is on, so C >= g).
         const double x = table_cell(j0, r / t[1], pt[1], add_p, p);
         vrow[0] = x;
         if (run.push(x)) hi = x > hi ? x : hi;
