@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -1320,13 +1321,21 @@ class ArylPass : public SjfPass {
   }
 
   // ArylPass.build_scratch: free GPUs (`real`: Python's self.real, `free` unless
-  // run reads ctx.free itself) plus the GPUs of every current extra worker.
+  // run reads ctx.free itself) plus the GPUs of every current extra worker (their
+  // sum: scratch_ex_gpus).
   std::vector<i64>& build_scratch(const std::vector<i64>& real) {
     if (!has_scratch) {
       const size_t n = real.size();
       if (st.ex_srv.size() != n) throw std::logic_error("build_scratch: zip(strict=True)");
       ws.scratch.resize(n);
-      for (size_t s = 0; s < n; ++s) ws.scratch[s] = real[s] + st.ex_srv[s];
+      i64* const sc = ws.scratch.data();
+      const i64 *const r = real.data(), *const x = st.ex_srv.data();
+      i64 ex = 0;
+      for (size_t s = 0; s < n; ++s) {
+        sc[s] = r[s] + x[s];
+        ex += x[s];
+      }
+      scratch_ex_gpus = ex;
       has_scratch = true;
     }
     return ws.scratch;
@@ -1529,11 +1538,13 @@ class ArylPass : public SjfPass {
         if (x.second == static_cast<i64>(t)) new_t.push_back(x.first);
       // every job's own best option fitting at once is the optimum: no solver
       fast = free_io;
-      if (elastic_phase(d, fast, cand, old, true, nullptr, &servers, static_cast<i64>(t), &new_t)) {
+      if (elastic_phase(d, fast, cand, old, true, nullptr, &servers, static_cast<i64>(t), &new_t,
+                        kSumFree, nullptr)) {
         free_io.swap(fast);
         continue;
       }
-      elastic_phase(d, free_io, cand, old, false, nullptr, &servers, static_cast<i64>(t), &new_t);
+      elastic_phase(d, free_io, cand, old, false, nullptr, &servers, static_cast<i64>(t), &new_t,
+                    kSumFree, nullptr);
     }
   }
 
@@ -1573,14 +1584,22 @@ class ArylPass : public SjfPass {
       elastic_typed(d, free_t);
       left = sum(free_t);
     } else if (run_ && (el_any || new_el)) {
+      // left becomes sum(free) of the free GPUs chosen (Python's ``left =
+      // sum(free)``), derived instead of summed: sum(*real_p) is left (capacity -
+      // busy, less every take of phase 1: real_left; inference servers not on loan
+      // have none free), and elastic_phase reports the GPUs its choice takes beyond
+      // the candidates' extras now (`taken`: free after = its capacity - the
+      // candidates' extras now - taken)
       bool done = false;
-      const std::vector<i64>* free_p = nullptr;
+      i64 taken = 0;
+#ifndef NDEBUG
+      const std::vector<i64>* free_p = real_p;
+#endif
       std::vector<i64>& fast = ws.fast;
       if (!disp && !new_el && st.below.empty() && left >= 0) {
         // the fast path without a candidate (the gate holds: 0 <= left):
         // elastic_phase would return at once, leaving the free GPUs as they are
         done = true;
-        free_p = real_p;
       } else if (!disp) {
         // Fast exact path: jobs at their maximum keep their extras; if the others'
         // unconstrained best options fit the free GPUs, that is the MCKP optimum.
@@ -1623,9 +1642,17 @@ class ArylPass : public SjfPass {
           } else {
             for (i64 j : st.below) visit(j);
           }
-          done = elastic_phase(d, fast, sub, ex_sub, true, real_p, nullptr, -1, nullptr);
+          // sum(fast) is cap: left + the GPUs of the extras added (workers - base
+          // of each job below its maximum, the workers of its ex_job)
+          done = elastic_phase(d, fast, sub, ex_sub, true, real_p, nullptr, -1, nullptr, cap,
+                               &taken);
         }
-        if (done) free_p = &fast;
+        if (done) {
+          left -= taken;
+#ifndef NDEBUG
+          free_p = &fast;
+#endif
+        }
       }
       if (!done) {
         // (Python's capacity_view when phase 1 did not run: real = ctx.free, which
@@ -1643,13 +1670,23 @@ class ArylPass : public SjfPass {
           cand[i] = j;
           old[i++] = st.workers[u] > st.min_workers[u] ? &st.ex_job[u] : nullptr;
         }
-        // not displaced: the scratch is exactly real + every current extra
-        elastic_phase(d, sc, cand, old, false, disp ? nullptr : real_p, nullptr, -1, nullptr);
+        if (disp) {
+          elastic_phase(d, sc, cand, old, false, nullptr, nullptr, -1, nullptr, kSumFree,
+                        nullptr);
+          left = sum(sc);
+        } else {
+          // not displaced: the scratch is exactly real + every current extra (the
+          // extras of every elastic running job, every candidate): sum(sc) is left +
+          // sum(ex_srv)
+          elastic_phase(d, sc, cand, old, false, real_p, nullptr, -1, nullptr,
+                        left + scratch_ex_gpus, &taken);
+          left -= taken;
+        }
+#ifndef NDEBUG
         free_p = &sc;
+#endif
       }
-      // inference servers not on loan have no free GPUs: the free GPUs of training +
-      // loaned servers are the whole list's sum
-      left = sum(*free_p);
+      assert(left == sum(*free_p));
     }
     d.memo_left = left;
     d.memo_loaned = n_loaned_now;
@@ -1660,11 +1697,18 @@ class ArylPass : public SjfPass {
   // given) on `free_io`.  `servers`/`gpu_type` (>= 0): one GPU type's servers and
   // speeds (elastic_typed).  Returns false only with unconstrained_only when the
   // unconstrained choice does not fit or cannot be placed (nothing changed then).
+  // `capacity_in`: the free GPUs (the sum of free_io, or of its `servers`) when the
+  // caller knows them, kSumFree to sum them here.  `taken_out` (optional, set when
+  // it returns true): the GPUs of the candidates' extras after, less those of their
+  // extras now (old_run); free_io's sum after is its sum before less that.
+  static constexpr i64 kSumFree = std::numeric_limits<i64>::min();
   bool elastic_phase(Plan& d, std::vector<i64>& free_io, const std::vector<i64>& cand_run,
                      const std::vector<const Placement*>& old_run, bool unconstrained_only,
                      const std::vector<i64>* free_wo_extras, const std::vector<i64>* servers,
-                     i64 gpu_type, const std::vector<i64>* new_filter) {
+                     i64 gpu_type, const std::vector<i64>* new_filter, i64 capacity_in,
+                     i64* taken_out) {
     namespace ap = aryl_pass;
+    if (taken_out != nullptr) *taken_out = 0;
     std::vector<size_t>& new_idx = ws.new_idx;  // index in d.starts of each new candidate
     new_idx.clear();
     for (size_t q = 0; q < d.starts.size(); ++q) {
@@ -1691,10 +1735,14 @@ class ArylPass : public SjfPass {
     const i64 n_run = static_cast<i64>(cand_run.size());
     if (cand.empty()) return true;
     // servers not in a group (not on loan) have none free
-    i64 capacity = 0;
-    if (servers == nullptr) capacity = sum(free_io);
-    else
-      for (i64 s : *servers) capacity += free_io[static_cast<size_t>(s)];
+    i64 capacity = capacity_in;
+    if (capacity_in == kSumFree) {
+      capacity = 0;
+      if (servers == nullptr) capacity = sum(free_io);
+      else
+        for (i64 s : *servers) capacity += free_io[static_cast<size_t>(s)];
+    }
+    assert(capacity_in == kSumFree || servers != nullptr || capacity == sum(free_io));
     if (capacity <= 0 &&
         std::all_of(old_run.begin(), old_run.end(), [](const Placement* p) { return p == nullptr; }))
       return true;
@@ -1861,8 +1909,15 @@ class ArylPass : public SjfPass {
                       });
     }
     // --- turn into decisions
+    // taken: every candidate now holds its k[i] extra workers (no short is left
+    // after the repair; fill_extras keeps k and placed together), a running one
+    // ext[i] before; a running position not in touched keeps its count (k == ext:
+    // keep and keep_exact put every running position with k != ext in touched)
+    i64 taken = 0;
     for (size_t q = 0; q < new_idx.size(); ++q) {
-      const Placement& ex = placed.new_extra[static_cast<size_t>(n_run) + q];
+      const size_t iq = static_cast<size_t>(n_run) + q;
+      taken += k[iq] * g_p[iq];
+      const Placement& ex = placed.new_extra[iq];
       if (!ex.empty()) {
         Placement& merged = d.starts[new_idx[q]].place;
         for (const auto& e : ex) place_add(merged, e.first, e.second);
@@ -1874,6 +1929,7 @@ class ArylPass : public SjfPass {
       const auto iu = static_cast<size_t>(i);
       const i64 j = cand[iu];
       const auto u = static_cast<size_t>(j);
+      taken += (k[iu] - ext_p[iu]) * g_p[iu];
       const Placement& ex = placed.new_extra[iu];
       const Placement& was = old[iu] != nullptr ? *old[iu] : kEmpty;
       if (place_equal(ex, was)) continue;
@@ -1884,6 +1940,7 @@ class ArylPass : public SjfPass {
                                     : (w_new < wk ? pol.scale_in_reason : MCKP_MOVE);
       d.resizes.push_back(JobMove{j, std::move(newp), reason});
     }
+    if (taken_out != nullptr) *taken_out = taken;
     return true;
   }
 
@@ -1972,6 +2029,7 @@ class ArylPass : public SjfPass {
   const bool typed;   // several GPU types and no mixing
   i64 real_left = 0;
   bool has_scratch = false;
+  i64 scratch_ex_gpus = 0;  // sum(st.ex_srv) (set by build_scratch)
   bool displaced = false;
   // the pass's lists are the workspace's (ws.scratch, ws.groups, ...)
   const std::vector<i64>* loaned = nullptr;  // Python's self.loaned (set_groups' list)
