@@ -1321,21 +1321,13 @@ class ArylPass : public SjfPass {
   }
 
   // ArylPass.build_scratch: free GPUs (`real`: Python's self.real, `free` unless
-  // run reads ctx.free itself) plus the GPUs of every current extra worker (their
-  // sum: scratch_ex_gpus).
+  // run reads ctx.free itself) plus the GPUs of every current extra worker.
   std::vector<i64>& build_scratch(const std::vector<i64>& real) {
     if (!has_scratch) {
       const size_t n = real.size();
       if (st.ex_srv.size() != n) throw std::logic_error("build_scratch: zip(strict=True)");
       ws.scratch.resize(n);
-      i64* const sc = ws.scratch.data();
-      const i64 *const r = real.data(), *const x = st.ex_srv.data();
-      i64 ex = 0;
-      for (size_t s = 0; s < n; ++s) {
-        sc[s] = r[s] + x[s];
-        ex += x[s];
-      }
-      scratch_ex_gpus = ex;
+      for (size_t s = 0; s < n; ++s) ws.scratch[s] = real[s] + st.ex_srv[s];
       has_scratch = true;
     }
     return ws.scratch;
@@ -1670,18 +1662,13 @@ class ArylPass : public SjfPass {
           cand[i] = j;
           old[i++] = st.workers[u] > st.min_workers[u] ? &st.ex_job[u] : nullptr;
         }
-        if (disp) {
-          elastic_phase(d, sc, cand, old, false, nullptr, nullptr, -1, nullptr, kSumFree,
-                        nullptr);
-          left = sum(sc);
-        } else {
-          // not displaced: the scratch is exactly real + every current extra (the
-          // extras of every elastic running job, every candidate): sum(sc) is left +
-          // sum(ex_srv)
-          elastic_phase(d, sc, cand, old, false, real_p, nullptr, -1, nullptr,
-                        left + scratch_ex_gpus, &taken);
-          left -= taken;
-        }
+        // not displaced: the scratch is exactly real + every current extra, so its
+        // sum is left + st.ex_gpus (sum(ex_srv)); displaced: summed.  The candidates
+        // are every elastic running job: their extras now are every extra (ex_gpus)
+        const i64 capacity = disp ? sum(sc) : left + st.ex_gpus;
+        elastic_phase(d, sc, cand, old, false, disp ? nullptr : real_p, nullptr, -1, nullptr,
+                      capacity, &taken);
+        left = capacity - st.ex_gpus - taken;
 #ifndef NDEBUG
         free_p = &sc;
 #endif
@@ -2029,7 +2016,6 @@ class ArylPass : public SjfPass {
   const bool typed;   // several GPU types and no mixing
   i64 real_left = 0;
   bool has_scratch = false;
-  i64 scratch_ex_gpus = 0;  // sum(st.ex_srv) (set by build_scratch)
   bool displaced = false;
   // the pass's lists are the workspace's (ws.scratch, ws.groups, ...)
   const std::vector<i64>* loaned = nullptr;  // Python's self.loaned (set_groups' list)
