@@ -1766,8 +1766,10 @@ class ArylPass : public SjfPass {
     };
     // the running candidates (elastic running jobs) from their GatherRows (State::
     // gather_row): the same values as below, read from one record each (remaining_work:
-    // remaining_at's operations on a running job's values, in the same order)
-    for (; static_cast<i64>(i) < n_run; ++i) {
+    // remaining_at's operations on a running job's values, in the same order), and
+    // their homogeneous throughputs (one GPU type: never missing)
+    const size_t n_rows = gpu_type < 0 ? static_cast<size_t>(n_run) : 0;
+    for (; i < n_rows; ++i) {
       const GatherRow* r = st.gather_row(cand[i]);
       if (r == nullptr) break;  // (not one: the general gather below)
       const i64 b = r->base, gi = r->gpus;
@@ -1782,10 +1784,7 @@ class ArylPass : public SjfPass {
         rem = rem - (now - r->progress_at_s) * r->speed;
         rem = rem > 0.0 ? rem : 0.0;
       }
-      const double* t = gpu_type >= 0      ? nullptr
-                        : e < r->n_tput ? r->tput
-                                        : st.gather_tput(cand[i], e + 1);
-      if (t == nullptr && tput_missing == n) tput_missing = i;
+      const double* t = e < r->n_tput ? r->tput : st.gather_tput(cand[i], e + 1);
       rows_p[i] = {t, rem * r->ref_throughput, c_now, e, gi, false};
     }
     for (; i < n; ++i) {
