@@ -602,11 +602,15 @@ inline void slot_caps(const std::vector<i64>& free, const std::vector<i64>& g,
 }
 
 // ------------------------------------------------------------------ extra placement
-// Candidate-indexed data of one elastic phase (cand[i] = job index; ``old[i]`` = the
+// Candidate-indexed data of one elastic phase (cand[i] = job index; old_at(i) = the
 // job's extras now (``extras_now.get(cand[i])``), nullptr when it has none).
 struct ExtrasInput {
   const std::vector<i64>* cand = nullptr;
+  // the extras now: ``old[i]`` when given, else State::ex_job of cand[i] where
+  // ext[i] > 0 (the pass: an elastic running job runs above its base exactly when
+  // it has extras, State::track_extras; a job starting now has ext 0)
   const std::vector<const Placement*>* old = nullptr;
+  const PlacementTable* ex_job = nullptr;
   const std::vector<i64>* ext = nullptr;  // cur - base (extras today: old's workers, each > 0)
   const std::vector<i64>* g = nullptr;
   i64 n_run = 0;
@@ -621,6 +625,11 @@ struct ExtrasInput {
   // (State::ex_srv, the GPUs of every extra worker): where free holds that many, the
   // extras there all fit, whatever the order
   const std::vector<i64>* extras_bound = nullptr;
+
+  const Placement* old_at(size_t i) const {
+    if (old != nullptr) return (*old)[i];
+    return (*ext)[i] > 0 ? &(*ex_job)[static_cast<size_t>((*cand)[i])] : nullptr;
+  }
 };
 
 // place_extras' result: new extras per candidate position (empty = none), the
@@ -722,7 +731,7 @@ namespace keep_detail {
 // job that keeps exactly its extras gets no entry; else `touched` gets it.
 inline void keep_roomy(std::vector<i64>& free, const ExtrasInput& in, const std::vector<i64>& k,
                        size_t i, std::vector<i64>& touched, Placed& out, PlaceScratch& sc) {
-  const Placement& had = *(*in.old)[i];
+  const Placement& had = *in.old_at(i);
   const i64 ki = k[i], gi = (*in.g)[i];
   i64 total = 0;
   bool positive = true;
@@ -768,14 +777,14 @@ inline void keep_among(std::vector<i64>& free, const ExtrasInput& in, const std:
                        const std::vector<i64>& positions, Maybe&& maybe, Placed& out,
                        PlaceScratch& sc) {
   const std::vector<i64>& g = *in.g;
-  const std::vector<const Placement*>& old = *in.old;
   std::vector<i64>& demand = sc.demand;
   std::vector<char>& hot = sc.hot;
   sc.hot_srv.clear();
   for (i64 ii : positions) {
     const auto i = static_cast<size_t>(ii);
-    if (k[i] <= 0 || old[i] == nullptr) continue;
-    for (const auto& e : *old[i]) {
+    const Placement* had = k[i] > 0 ? in.old_at(i) : nullptr;
+    if (had == nullptr) continue;
+    for (const auto& e : *had) {
       const auto su = static_cast<size_t>(e.first);
       if (!maybe(su)) continue;
       if (!hot[su]) {
@@ -797,12 +806,13 @@ inline void keep_among(std::vector<i64>& free, const ExtrasInput& in, const std:
       if (ii < in.n_run && (*in.ext)[i] > 0) touched.push_back(ii);
       continue;
     }
-    if (old[i] == nullptr) {
+    const Placement* had = in.old_at(i);
+    if (had == nullptr) {
       keep_later(in, i, kLeft, k[i], touched, out, sc);
       continue;
     }
     bool late = false;
-    for (const auto& e : *old[i])
+    for (const auto& e : *had)
       if (hot[static_cast<size_t>(e.first)] == 2) {
         late = true;
         break;
@@ -839,9 +849,9 @@ inline void order_and_keep(std::vector<i64>& free, const ExtrasInput& in,
     const auto iu = static_cast<size_t>(i);
     const char kind = sc.kind[iu];
     if (kind == kLate) {
-      sc.left[iu] = keep_one(free, *(*in.old)[iu], g[iu], k[iu], out.new_extra[iu]);
+      sc.left[iu] = keep_one(free, *in.old_at(iu), g[iu], k[iu], out.new_extra[iu]);
     } else if (kind == kGrow) {
-      const Placement* had = (*in.old)[iu];
+      const Placement* had = in.old_at(iu);
       if (had != nullptr) out.new_extra[iu].assign(had->rbegin(), had->rend());
     }
     sc.want.push_back(sc.left[iu]);
@@ -882,7 +892,6 @@ inline void keep(std::vector<i64>& free, const ExtrasInput& in, const std::vecto
   namespace kd = keep_detail;
   const std::vector<i64>& g = *in.g;
   const std::vector<i64>& ext = *in.ext;
-  const std::vector<const Placement*>& old = *in.old;
   const size_t n = k.size();
   const size_t n_run = static_cast<size_t>(in.n_run);
   const size_t n_srv = free.size();
@@ -910,7 +919,7 @@ inline void keep(std::vector<i64>& free, const ExtrasInput& in, const std::vecto
       if (i < n_run && ext[i] > 0) out.touched.push_back(static_cast<i64>(i));
       continue;
     }
-    const Placement* had = old[i];
+    const Placement* had = in.old_at(i);
     if (had == nullptr) {
       kd::keep_later(in, i, kLeft, k[i], out.touched, out, sc);
       continue;
@@ -975,7 +984,6 @@ inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
   free = wo;
   const std::vector<i64>& ext = *in.ext;
   const std::vector<i64>& g = *in.g;
-  const std::vector<const Placement*>& old = *in.old;
   const size_t n = k.size();
   const size_t n_run = static_cast<size_t>(in.n_run);
   kd::size_scratch(n, free.size(), sc);
@@ -985,8 +993,8 @@ inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
     for (i64 p : *listed) {
       const auto pu = static_cast<size_t>(p);
       sc.listed[pu] = 1;
-      if (old[pu] != nullptr)
-        for (const auto& e : *old[pu]) free[static_cast<size_t>(e.first)] += e.second * g[pu];
+      if (const Placement* had = in.old_at(pu))
+        for (const auto& e : *had) free[static_cast<size_t>(e.first)] += e.second * g[pu];
     }
   const i64* kp = k.data();
   const i64* ep = ext.data();
@@ -1003,7 +1011,7 @@ inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
     }
     i64 want = ki;  // shrinking: same walk as keep
     const i64 gi = g[i];
-    const Placement& had = *old[i];
+    const Placement& had = *in.old_at(i);
     Placement& kept = out.new_extra[i];
     out.written.push_back(static_cast<i64>(i));
     for (auto it = had.rbegin(); it != had.rend(); ++it) {
@@ -1199,14 +1207,12 @@ struct ArylWorkspace {
   std::vector<std::vector<std::pair<double, i64>>> finishes;
   // run / elastic_typed
   std::vector<i64> fast, sub, cand_all, servers, new_t;
-  std::vector<const Placement*> ex_sub, old_all;
   std::vector<std::vector<i64>> by_type;
   std::vector<std::pair<i64, i64>> new_types;
   // elastic_phase
   std::vector<i64> cand, g, ext, max_extra, caps, caps_r, k, free0, slot_free;
   std::vector<i64> free_wo, short_pos, short_srv;  // keep after phase 1 displaced extras
   std::vector<int32_t> pos_of;          // by job: its candidate position (when cand[it] is it)
-  std::vector<const Placement*> old;
   std::vector<size_t> new_idx;
   std::vector<double> tput, cut;
   std::vector<aryl_pass::RowIn> rows;
@@ -1508,7 +1514,6 @@ class ArylPass : public SjfPass {
     std::vector<i64>& servers = ws.servers;
     std::vector<i64>& new_t = ws.new_t;
     std::vector<i64>& fast = ws.fast;
-    std::vector<const Placement*>& old = ws.old_all;
     for (size_t t = 0; t < nt; ++t) {
       const std::vector<i64>& cand = by_type[t];
       bool has_new = false;
@@ -1518,11 +1523,6 @@ class ArylPass : public SjfPass {
       servers.clear();
       for (const Span& grp : ws.groups_t[t]) servers.insert(servers.end(), grp.begin(), grp.end());
       if (servers.empty()) continue;
-      old.clear();
-      for (i64 j : cand) {
-        const Placement& e = st.ex_job[static_cast<size_t>(j)];
-        old.push_back(e.empty() ? nullptr : &e);
-      }
       groups_extra = ws.groups_extra_t[t];
       groups_built = false;  // groups_extra is one type's now
       new_t.clear();
@@ -1530,12 +1530,12 @@ class ArylPass : public SjfPass {
         if (x.second == static_cast<i64>(t)) new_t.push_back(x.first);
       // every job's own best option fitting at once is the optimum: no solver
       fast = free_io;
-      if (elastic_phase(d, fast, cand, old, true, nullptr, &servers, static_cast<i64>(t), &new_t,
+      if (elastic_phase(d, fast, cand, true, nullptr, &servers, static_cast<i64>(t), &new_t,
                         kSumFree, nullptr)) {
         free_io.swap(fast);
         continue;
       }
-      elastic_phase(d, free_io, cand, old, false, nullptr, &servers, static_cast<i64>(t), &new_t,
+      elastic_phase(d, free_io, cand, false, nullptr, &servers, static_cast<i64>(t), &new_t,
                     kSumFree, nullptr);
     }
   }
@@ -1613,19 +1613,13 @@ class ArylPass : public SjfPass {
         if (upper <= cap) {
           fast = *real_p;
           std::vector<i64>& sub = ws.sub;
-          std::vector<const Placement*>& ex_sub = ws.ex_sub;
           sub.clear();
-          ex_sub.clear();
           auto visit = [&](i64 j) {  // the jobs below their maximum, in start order
             const auto u = static_cast<size_t>(j);
             sub.push_back(j);
             if (st.workers[u] > st.min_workers[u]) {
-              const Placement& e = st.ex_job[u];
               const i64 g = st.gpus_per_worker[u];
-              for (const auto& x : e) fast[static_cast<size_t>(x.first)] += x.second * g;
-              ex_sub.push_back(&e);
-            } else {
-              ex_sub.push_back(nullptr);
+              for (const auto& x : st.ex_job[u]) fast[static_cast<size_t>(x.first)] += x.second * g;
             }
           };
           if (st.below.size() > 1) {
@@ -1636,7 +1630,7 @@ class ArylPass : public SjfPass {
           }
           // sum(fast) is cap: left + the GPUs of the extras added (workers - base
           // of each job below its maximum, the workers of its ex_job)
-          done = elastic_phase(d, fast, sub, ex_sub, true, real_p, nullptr, -1, nullptr, cap,
+          done = elastic_phase(d, fast, sub, true, real_p, nullptr, -1, nullptr, cap,
                                &taken);
         }
         if (done) {
@@ -1651,22 +1645,14 @@ class ArylPass : public SjfPass {
         // the solver path only reads; set_groups ran above, as displaced is false)
         std::vector<i64>& sc = build_scratch(*real_p);
         std::vector<i64>& cand = ws.cand_all;
-        std::vector<const Placement*>& old = ws.old_all;
-        // an elastic running job is in ex_job exactly when it runs above its base
-        // (State::track_extras): look its extras up only then
         cand.resize(static_cast<size_t>(st.elastic_running.size()));
-        old.resize(cand.size());
         size_t i = 0;
-        for (i64 j : st.elastic_running) {
-          const auto u = static_cast<size_t>(j);
-          cand[i] = j;
-          old[i++] = st.workers[u] > st.min_workers[u] ? &st.ex_job[u] : nullptr;
-        }
+        for (i64 j : st.elastic_running) cand[i++] = j;
         // not displaced: the scratch is exactly real + every current extra, so its
         // sum is left + st.ex_gpus (sum(ex_srv)); displaced: summed.  The candidates
         // are every elastic running job: their extras now are every extra (ex_gpus)
         const i64 capacity = disp ? sum(sc) : left + st.ex_gpus;
-        elastic_phase(d, sc, cand, old, false, disp ? nullptr : real_p, nullptr, -1, nullptr,
+        elastic_phase(d, sc, cand, false, disp ? nullptr : real_p, nullptr, -1, nullptr,
                       capacity, &taken);
         left = capacity - st.ex_gpus - taken;
 #ifndef NDEBUG
@@ -1679,18 +1665,18 @@ class ArylPass : public SjfPass {
     d.memo_loaned = n_loaned_now;
   }
 
-  // ArylPass.elastic_phase: phase 2 over the running jobs `cand_run` (extras now in
-  // `old_run`, aligned) and the elastic starts of d (those in `new_filter` when
-  // given) on `free_io`.  `servers`/`gpu_type` (>= 0): one GPU type's servers and
+  // ArylPass.elastic_phase: phase 2 over the running jobs `cand_run` (elastic running
+  // jobs: extras now, Python's ``ex``, in State::ex_job) and the elastic starts of d
+  // (those in `new_filter` when given) on `free_io`.  `servers`/`gpu_type` (>= 0): one GPU type's servers and
   // speeds (elastic_typed).  Returns false only with unconstrained_only when the
   // unconstrained choice does not fit or cannot be placed (nothing changed then).
   // `capacity_in`: the free GPUs (the sum of free_io, or of its `servers`) when the
   // caller knows them, kSumFree to sum them here.  `taken_out` (optional, set when
   // it returns true): the GPUs of the candidates' extras after, less those of their
-  // extras now (old_run); free_io's sum after is its sum before less that.
+  // extras now; free_io's sum after is its sum before less that.
   static constexpr i64 kSumFree = std::numeric_limits<i64>::min();
   bool elastic_phase(Plan& d, std::vector<i64>& free_io, const std::vector<i64>& cand_run,
-                     const std::vector<const Placement*>& old_run, bool unconstrained_only,
+                     bool unconstrained_only,
                      const std::vector<i64>* free_wo_extras, const std::vector<i64>* servers,
                      i64 gpu_type, const std::vector<i64>* new_filter, i64 capacity_in,
                      i64* taken_out) {
@@ -1711,14 +1697,9 @@ class ArylPass : public SjfPass {
     const bool has_new = !new_idx.empty();
     if (has_new) {
       ws.cand.assign(cand_run.begin(), cand_run.end());
-      ws.old.assign(old_run.begin(), old_run.end());
-      for (size_t q : new_idx) {
-        ws.cand.push_back(d.starts[q].job);
-        ws.old.push_back(nullptr);
-      }
+      for (size_t q : new_idx) ws.cand.push_back(d.starts[q].job);
     }
     const std::vector<i64>& cand = has_new ? ws.cand : cand_run;
-    const std::vector<const Placement*>& old = has_new ? ws.old : old_run;
     const i64 n_run = static_cast<i64>(cand_run.size());
     if (cand.empty()) return true;
     // servers not in a group (not on loan) have none free
@@ -1731,7 +1712,8 @@ class ArylPass : public SjfPass {
     }
     assert(capacity_in == kSumFree || servers != nullptr || capacity == sum(free_io));
     if (capacity <= 0 &&
-        std::all_of(old_run.begin(), old_run.end(), [](const Placement* p) { return p == nullptr; }))
+        std::all_of(cand_run.begin(), cand_run.end(),
+                    [this](i64 j) { return st.ex_job[static_cast<size_t>(j)].empty(); }))
       return true;
     const size_t n = cand.size();
     std::vector<i64>&g = ws.g, &ext = ws.ext;
@@ -1856,7 +1838,7 @@ class ArylPass : public SjfPass {
       return false;
     ap::ExtrasInput in;
     in.cand = &cand;
-    in.old = &old;
+    in.ex_job = &st.ex_job;
     in.ext = &ext;
     in.g = &g;
     in.n_run = n_run;
@@ -1910,14 +1892,13 @@ class ArylPass : public SjfPass {
       }
     }
     // the running jobs that may change, in candidate order (the order of the resizes)
-    static const Placement kEmpty;
     for (i64 i : placed.touched) {
       const auto iu = static_cast<size_t>(i);
       const i64 j = cand[iu];
       const auto u = static_cast<size_t>(j);
       taken += (k[iu] - ext_p[iu]) * g_p[iu];
       const Placement& ex = placed.new_extra[iu];
-      const Placement& was = old[iu] != nullptr ? *old[iu] : kEmpty;
+      const Placement& was = st.ex_job[u];  // (running: i < n_run)
       if (place_equal(ex, was)) continue;
       Placement newp = d.take_place();
       const i64 w_new = ap::resize_placement(st.placement[u], st.min_workers[u], ex, newp);
