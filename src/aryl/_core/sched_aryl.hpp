@@ -1582,11 +1582,11 @@ class ArylPass : public SjfPass {
       // have none free), and elastic_phase reports the GPUs its choice takes beyond
       // the candidates' extras now (`taken`: free after = its capacity - the
       // candidates' extras now - taken)
+      assert(left == sum(*real_p));
       bool done = false;
       i64 taken = 0;
-#ifndef NDEBUG
-      const std::vector<i64>* free_p = real_p;
-#endif
+      // the free GPUs the phase places on, as elastic_phase writes them when it needs
+      // them (free_lazy: real + the candidates' extras, Python's fast and scratch)
       std::vector<i64>& fast = ws.fast;
       if (!disp && !new_el && st.below.empty() && left >= 0) {
         // the fast path without a candidate (the gate holds: 0 <= left):
@@ -1611,55 +1611,37 @@ class ArylPass : public SjfPass {
           }
         // Gate: when everyone at their maximum would not fit, go to the solver.
         if (upper <= cap) {
-          fast = *real_p;
-          std::vector<i64>& sub = ws.sub;
+          std::vector<i64>& sub = ws.sub;  // the jobs below their maximum, in start order
           sub.clear();
-          auto visit = [&](i64 j) {  // the jobs below their maximum, in start order
-            const auto u = static_cast<size_t>(j);
-            sub.push_back(j);
-            if (st.workers[u] > st.min_workers[u]) {
-              const i64 g = st.gpus_per_worker[u];
-              for (const auto& x : st.ex_job[u]) fast[static_cast<size_t>(x.first)] += x.second * g;
-            }
-          };
           if (st.below.size() > 1) {
             for (i64 j : st.elastic_running)
-              if (st.below.contains(j)) visit(j);
+              if (st.below.contains(j)) sub.push_back(j);
           } else {
-            for (i64 j : st.below) visit(j);
+            for (i64 j : st.below) sub.push_back(j);
           }
-          // sum(fast) is cap: left + the GPUs of the extras added (workers - base
-          // of each job below its maximum, the workers of its ex_job)
-          done = elastic_phase(d, fast, sub, true, real_p, nullptr, -1, nullptr, cap,
-                               &taken);
+          // Python's fast: real + the extras of the jobs below their maximum; its
+          // sum is cap (left + the GPUs of those extras: workers - base of each)
+          done = elastic_phase(d, fast, sub, true, real_p, nullptr, -1, nullptr, cap, &taken,
+                               true);
         }
-        if (done) {
-          left -= taken;
-#ifndef NDEBUG
-          free_p = &fast;
-#endif
-        }
+        if (done) left -= taken;
       }
       if (!done) {
         // (Python's capacity_view when phase 1 did not run: real = ctx.free, which
         // the solver path only reads; set_groups ran above, as displaced is false)
-        std::vector<i64>& sc = build_scratch(*real_p);
         std::vector<i64>& cand = ws.cand_all;
         cand.resize(static_cast<size_t>(st.elastic_running.size()));
         size_t i = 0;
         for (i64 j : st.elastic_running) cand[i++] = j;
-        // not displaced: the scratch is exactly real + every current extra, so its
-        // sum is left + st.ex_gpus (sum(ex_srv)); displaced: summed.  The candidates
-        // are every elastic running job: their extras now are every extra (ex_gpus)
+        // not displaced: the scratch is exactly real + every current extra (every
+        // candidate's: the elastic running jobs'), written by elastic_phase when
+        // needed, its sum left + st.ex_gpus (sum(ex_srv)); displaced: built, summed
+        std::vector<i64>& sc = disp ? build_scratch(*real_p) : fast;
         const i64 capacity = disp ? sum(sc) : left + st.ex_gpus;
         elastic_phase(d, sc, cand, false, disp ? nullptr : real_p, nullptr, -1, nullptr,
-                      capacity, &taken);
+                      capacity, &taken, !disp);
         left = capacity - st.ex_gpus - taken;
-#ifndef NDEBUG
-        free_p = &sc;
-#endif
       }
-      assert(left == sum(*free_p));
     }
     d.memo_left = left;
     d.memo_loaned = n_loaned_now;
@@ -1673,13 +1655,16 @@ class ArylPass : public SjfPass {
   // `capacity_in`: the free GPUs (the sum of free_io, or of its `servers`) when the
   // caller knows them, kSumFree to sum them here.  `taken_out` (optional, set when
   // it returns true): the GPUs of the candidates' extras after, less those of their
-  // extras now; free_io's sum after is its sum before less that.
+  // extras now; free_io's sum after is its sum before less that.  `free_lazy`:
+  // free_io is free_wo_extras + the running candidates' extras, not written yet
+  // (written here where read: by slot_caps, or free0 by a repair; keep_exact rewrites
+  // it from free_wo_extras; unwritten after an early return).
   static constexpr i64 kSumFree = std::numeric_limits<i64>::min();
   bool elastic_phase(Plan& d, std::vector<i64>& free_io, const std::vector<i64>& cand_run,
                      bool unconstrained_only,
                      const std::vector<i64>* free_wo_extras, const std::vector<i64>* servers,
                      i64 gpu_type, const std::vector<i64>* new_filter, i64 capacity_in,
-                     i64* taken_out) {
+                     i64* taken_out, bool free_lazy = false) {
     namespace ap = aryl_pass;
     if (taken_out != nullptr) *taken_out = 0;
     std::vector<size_t>& new_idx = ws.new_idx;  // index in d.starts of each new candidate
@@ -1710,7 +1695,8 @@ class ArylPass : public SjfPass {
       else
         for (i64 s : *servers) capacity += free_io[static_cast<size_t>(s)];
     }
-    assert(capacity_in == kSumFree || servers != nullptr || capacity == sum(free_io));
+    assert(free_lazy || capacity_in == kSumFree || servers != nullptr ||
+           capacity == sum(free_io));
     if (capacity <= 0 &&
         std::all_of(cand_run.begin(), cand_run.end(),
                     [this](i64 j) { return st.ex_job[static_cast<size_t>(j)].empty(); }))
@@ -1817,11 +1803,26 @@ class ArylPass : public SjfPass {
       max_extra.resize(n);
       for (size_t i = 0; i < n; ++i) max_extra[i] = rows[i].extra;
     };
+    // free_lazy's free_io: free_wo_extras + the extras of every running candidate
+    // (ext > 0: its ex_job)
+    auto write_free = [&](std::vector<i64>& out) {
+      out = *free_wo_extras;
+      for (i64 i = 0; i < n_run; ++i) {
+        const auto iu = static_cast<size_t>(i);
+        if (ext_p[iu] <= 0) continue;
+        for (const auto& e : st.ex_job[static_cast<size_t>(cand[iu])])
+          out[static_cast<size_t>(e.first)] += e.second * g_p[iu];
+      }
+    };
     // (1) per-job caps from per-server worker slots (1-GPU workers always fit)
     std::vector<i64>& caps = ws.caps;
     const bool use_caps = gmax > 1;
     if (use_caps) {
       fill_max_extra();
+      if (free_lazy) {
+        write_free(free_io);
+        free_lazy = false;
+      }
       if (servers == nullptr) {
         ap::slot_caps(free_io, g, max_extra, caps);
       } else {
@@ -1859,6 +1860,7 @@ class ArylPass : public SjfPass {
     ap::place_extras(free_io, in, k, placed, psc);
     if (!placed.shorts.empty()) {
       if (unconstrained_only) return false;  // free_io is the caller's scratch copy
+      if (free_lazy) write_free(free0);
       // (2) repair: cap the jobs whose extras did not all fit, solve again
       std::vector<i64>& caps_r = ws.caps_r;
       if (!use_caps) fill_max_extra();
@@ -1908,6 +1910,11 @@ class ArylPass : public SjfPass {
       d.resizes.push_back(JobMove{j, std::move(newp), reason});
     }
     if (taken_out != nullptr) *taken_out = taken;
+#ifndef NDEBUG
+    i64 ext_gpus = 0;  // the GPUs of the running candidates' extras now
+    for (i64 i = 0; i < n_run; ++i) ext_gpus += ext_p[i] * g_p[i];
+    assert(servers != nullptr || sum(free_io) == capacity - ext_gpus - taken);
+#endif
     return true;
   }
 
