@@ -1803,24 +1803,13 @@ class ArylPass : public SjfPass {
       max_extra.resize(n);
       for (size_t i = 0; i < n; ++i) max_extra[i] = rows[i].extra;
     };
-    // free_lazy's free_io: free_wo_extras + the extras of every running candidate
-    // (ext > 0: its ex_job)
-    auto write_free = [&](std::vector<i64>& out) {
-      out = *free_wo_extras;
-      for (i64 i = 0; i < n_run; ++i) {
-        const auto iu = static_cast<size_t>(i);
-        if (ext_p[iu] <= 0) continue;
-        for (const auto& e : st.ex_job[static_cast<size_t>(cand[iu])])
-          out[static_cast<size_t>(e.first)] += e.second * g_p[iu];
-      }
-    };
     // (1) per-job caps from per-server worker slots (1-GPU workers always fit)
     std::vector<i64>& caps = ws.caps;
     const bool use_caps = gmax > 1;
     if (use_caps) {
       fill_max_extra();
       if (free_lazy) {
-        write_free(free_io);
+        write_free(free_io, *free_wo_extras, cand, n_run);
         free_lazy = false;
       }
       if (servers == nullptr) {
@@ -1860,7 +1849,7 @@ class ArylPass : public SjfPass {
     ap::place_extras(free_io, in, k, placed, psc);
     if (!placed.shorts.empty()) {
       if (unconstrained_only) return false;  // free_io is the caller's scratch copy
-      if (free_lazy) write_free(free0);
+      if (free_lazy) write_free(free0, *free_wo_extras, cand, n_run);
       // (2) repair: cap the jobs whose extras did not all fit, solve again
       std::vector<i64>& caps_r = ws.caps_r;
       if (!use_caps) fill_max_extra();
@@ -1919,6 +1908,18 @@ class ArylPass : public SjfPass {
   }
 
  private:
+  // elastic_phase's free_io when free_lazy (into `out`): free_wo_extras + the extras
+  // of every running candidate (ws.ext > 0: its ex_job; ws.g: GPUs a worker)
+  void write_free(std::vector<i64>& out, const std::vector<i64>& free_wo_extras,
+                  const std::vector<i64>& cand, i64 n_run) const {
+    out = free_wo_extras;
+    for (i64 i = 0; i < n_run; ++i) {
+      const auto iu = static_cast<size_t>(i);
+      if (ws.ext[iu] <= 0) continue;
+      for (const auto& e : st.ex_job[static_cast<size_t>(cand[iu])])
+        out[static_cast<size_t>(e.first)] += e.second * ws.g[iu];
+    }
+  }
   // The keep pass of elastic_phase when every job with extras is a candidate (every
   // elastic running job, with its ex_job): free less State::ex_srv is then free
   // without the candidates' extras (keep_exact's free_wo_extras), below 0 only where
