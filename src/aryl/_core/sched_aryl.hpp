@@ -1318,6 +1318,7 @@ class ArylPass : public SjfPass {
     free_out = *ctx.free;
     has_scratch = false;
     displaced = false;
+    displaced_gpus = 0;
     set_groups(ctx.loaned);
     // every running job is at or above its base; only the scalable ones above it
     const i64 ex_total = pol.elastic ? st.busy - st.base_busy : 0;
@@ -1635,9 +1636,10 @@ class ArylPass : public SjfPass {
         for (i64 j : st.elastic_running) cand[i++] = j;
         // not displaced: the scratch is exactly real + every current extra (every
         // candidate's: the elastic running jobs'), written by elastic_phase when
-        // needed, its sum left + st.ex_gpus (sum(ex_srv)); displaced: built, summed
+        // needed, its sum left + st.ex_gpus (sum(ex_srv)); displaced: the scratch
+        // phase 1 built, its sum that less displaced_gpus
         std::vector<i64>& sc = disp ? build_scratch(*real_p) : fast;
-        const i64 capacity = disp ? sum(sc) : left + st.ex_gpus;
+        const i64 capacity = left + st.ex_gpus - (disp ? displaced_gpus : 0);
         elastic_phase(d, sc, cand, false, disp ? nullptr : real_p, nullptr, -1, nullptr,
                       capacity, &taken, !disp);
         left = capacity - st.ex_gpus - taken;
@@ -1995,6 +1997,7 @@ class ArylPass : public SjfPass {
       const i64 took = py_min(free[su], kg);
       free[su] -= took;
       real_left -= took;
+      displaced_gpus += kg - took;
     }
   }
 
@@ -2005,6 +2008,10 @@ class ArylPass : public SjfPass {
   i64 real_left = 0;
   bool has_scratch = false;
   bool displaced = false;
+  // the GPUs placements on the scratch took beyond real (take_real): the scratch
+  // sums to sum(real) + sum(ex_srv) - displaced_gpus (built as real + ex_srv, every
+  // other take from both)
+  i64 displaced_gpus = 0;
   // the pass's lists are the workspace's (ws.scratch, ws.groups, ...)
   const std::vector<i64>* loaned = nullptr;  // Python's self.loaned (set_groups' list)
   bool groups_built = false;                 // set_groups ran for `loaned` this pass
