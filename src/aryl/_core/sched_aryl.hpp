@@ -1651,9 +1651,10 @@ class ArylPass : public SjfPass {
 
   // ArylPass.elastic_phase: phase 2 over the running jobs `cand_run` (elastic running
   // jobs: extras now, Python's ``ex``, in State::ex_job) and the elastic starts of d
-  // (those in `new_filter` when given) on `free_io`.  `servers`/`gpu_type` (>= 0): one GPU type's servers and
-  // speeds (elastic_typed).  Returns false only with unconstrained_only when the
-  // unconstrained choice does not fit or cannot be placed (nothing changed then).
+  // (those in `new_filter` when given) on `free_io`.  `servers`/`gpu_type` (>= 0):
+  // one GPU type's servers and speeds (elastic_typed).  Returns false only with
+  // unconstrained_only when the unconstrained choice does not fit or cannot be
+  // placed (nothing changed then).
   // `capacity_in`: the free GPUs (the sum of free_io, or of its `servers`) when the
   // caller knows them, kSumFree to sum them here.  `taken_out` (optional, set when
   // it returns true): the GPUs of the candidates' extras after, less those of their
