@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -629,11 +630,15 @@ inline void slot_caps(const std::vector<i64>& free, const std::vector<i64>& g,
 }
 
 // ------------------------------------------------------------------ extra placement
-// Candidate-indexed data of one elastic phase (cand[i] = job index; ``old[i]`` = the
+// Candidate-indexed data of one elastic phase (cand[i] = job index; old_at(i) = the
 // job's extras now (``extras_now.get(cand[i])``), nullptr when it has none).
 struct ExtrasInput {
   const std::vector<i64>* cand = nullptr;
+  // the extras now: ``old[i]`` when given, else State::ex_job of cand[i] where
+  // ext[i] > 0 (the pass: an elastic running job runs above its base exactly when
+  // it has extras, State::track_extras; a job starting now has ext 0)
   const std::vector<const Placement*>* old = nullptr;
+  const PlacementTable* ex_job = nullptr;
   const std::vector<i64>* ext = nullptr;  // cur - base (extras today: old's workers, each > 0)
   const std::vector<i64>* g = nullptr;
   i64 n_run = 0;
@@ -648,6 +653,11 @@ struct ExtrasInput {
   // (State::ex_srv, the GPUs of every extra worker): where free holds that many, the
   // extras there all fit, whatever the order
   const std::vector<i64>* extras_bound = nullptr;
+
+  const Placement* old_at(size_t i) const {
+    if (old != nullptr) return (*old)[i];
+    return (*ext)[i] > 0 ? &(*ex_job)[static_cast<size_t>((*cand)[i])] : nullptr;
+  }
 };
 
 // place_extras' result: new extras per candidate position (empty = none), the
@@ -749,7 +759,7 @@ namespace keep_detail {
 // job that keeps exactly its extras gets no entry; else `touched` gets it.
 inline void keep_roomy(std::vector<i64>& free, const ExtrasInput& in, const std::vector<i64>& k,
                        size_t i, std::vector<i64>& touched, Placed& out, PlaceScratch& sc) {
-  const Placement& had = *(*in.old)[i];
+  const Placement& had = *in.old_at(i);
   const i64 ki = k[i], gi = (*in.g)[i];
   i64 total = 0;
   bool positive = true;
@@ -795,14 +805,14 @@ inline void keep_among(std::vector<i64>& free, const ExtrasInput& in, const std:
                        const std::vector<i64>& positions, Maybe&& maybe, Placed& out,
                        PlaceScratch& sc) {
   const std::vector<i64>& g = *in.g;
-  const std::vector<const Placement*>& old = *in.old;
   std::vector<i64>& demand = sc.demand;
   std::vector<char>& hot = sc.hot;
   sc.hot_srv.clear();
   for (i64 ii : positions) {
     const auto i = static_cast<size_t>(ii);
-    if (k[i] <= 0 || old[i] == nullptr) continue;
-    for (const auto& e : *old[i]) {
+    const Placement* had = k[i] > 0 ? in.old_at(i) : nullptr;
+    if (had == nullptr) continue;
+    for (const auto& e : *had) {
       const auto su = static_cast<size_t>(e.first);
       if (!maybe(su)) continue;
       if (!hot[su]) {
@@ -824,12 +834,13 @@ inline void keep_among(std::vector<i64>& free, const ExtrasInput& in, const std:
       if (ii < in.n_run && (*in.ext)[i] > 0) touched.push_back(ii);
       continue;
     }
-    if (old[i] == nullptr) {
+    const Placement* had = in.old_at(i);
+    if (had == nullptr) {
       keep_later(in, i, kLeft, k[i], touched, out, sc);
       continue;
     }
     bool late = false;
-    for (const auto& e : *old[i])
+    for (const auto& e : *had)
       if (hot[static_cast<size_t>(e.first)] == 2) {
         late = true;
         break;
@@ -866,9 +877,9 @@ inline void order_and_keep(std::vector<i64>& free, const ExtrasInput& in,
     const auto iu = static_cast<size_t>(i);
     const char kind = sc.kind[iu];
     if (kind == kLate) {
-      sc.left[iu] = keep_one(free, *(*in.old)[iu], g[iu], k[iu], out.new_extra[iu]);
+      sc.left[iu] = keep_one(free, *in.old_at(iu), g[iu], k[iu], out.new_extra[iu]);
     } else if (kind == kGrow) {
-      const Placement* had = (*in.old)[iu];
+      const Placement* had = in.old_at(iu);
       if (had != nullptr) out.new_extra[iu].assign(had->rbegin(), had->rend());
     }
     sc.want.push_back(sc.left[iu]);
@@ -909,7 +920,6 @@ inline void keep(std::vector<i64>& free, const ExtrasInput& in, const std::vecto
   namespace kd = keep_detail;
   const std::vector<i64>& g = *in.g;
   const std::vector<i64>& ext = *in.ext;
-  const std::vector<const Placement*>& old = *in.old;
   const size_t n = k.size();
   const size_t n_run = static_cast<size_t>(in.n_run);
   const size_t n_srv = free.size();
@@ -937,7 +947,7 @@ inline void keep(std::vector<i64>& free, const ExtrasInput& in, const std::vecto
       if (i < n_run && ext[i] > 0) out.touched.push_back(static_cast<i64>(i));
       continue;
     }
-    const Placement* had = old[i];
+    const Placement* had = in.old_at(i);
     if (had == nullptr) {
       kd::keep_later(in, i, kLeft, k[i], out.touched, out, sc);
       continue;
@@ -1002,7 +1012,6 @@ inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
   free = wo;
   const std::vector<i64>& ext = *in.ext;
   const std::vector<i64>& g = *in.g;
-  const std::vector<const Placement*>& old = *in.old;
   const size_t n = k.size();
   const size_t n_run = static_cast<size_t>(in.n_run);
   kd::size_scratch(n, free.size(), sc);
@@ -1012,8 +1021,8 @@ inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
     for (i64 p : *listed) {
       const auto pu = static_cast<size_t>(p);
       sc.listed[pu] = 1;
-      if (old[pu] != nullptr)
-        for (const auto& e : *old[pu]) free[static_cast<size_t>(e.first)] += e.second * g[pu];
+      if (const Placement* had = in.old_at(pu))
+        for (const auto& e : *had) free[static_cast<size_t>(e.first)] += e.second * g[pu];
     }
   const i64* kp = k.data();
   const i64* ep = ext.data();
@@ -1030,7 +1039,7 @@ inline void keep_exact(std::vector<i64>& free, const ExtrasInput& in,
     }
     i64 want = ki;  // shrinking: same walk as keep
     const i64 gi = g[i];
-    const Placement& had = *old[i];
+    const Placement& had = *in.old_at(i);
     Placement& kept = out.new_extra[i];
     out.written.push_back(static_cast<i64>(i));
     for (auto it = had.rbegin(); it != had.rend(); ++it) {
@@ -1226,14 +1235,12 @@ struct ArylWorkspace {
   std::vector<std::vector<std::pair<double, i64>>> finishes;
   // run / elastic_typed
   std::vector<i64> fast, sub, cand_all, servers, new_t;
-  std::vector<const Placement*> ex_sub, old_all;
   std::vector<std::vector<i64>> by_type;
   std::vector<std::pair<i64, i64>> new_types;
   // elastic_phase
   std::vector<i64> cand, g, ext, max_extra, caps, caps_r, k, free0, slot_free;
   std::vector<i64> free_wo, short_pos, short_srv;  // keep after phase 1 displaced extras
   std::vector<int32_t> pos_of;          // by job: its candidate position (when cand[it] is it)
-  std::vector<const Placement*> old;
   std::vector<size_t> new_idx;
   std::vector<double> tput, cut;
   std::vector<aryl_pass::RowIn> rows;
@@ -1339,6 +1346,7 @@ class ArylPass : public SjfPass {
     free_out = *ctx.free;
     has_scratch = false;
     displaced = false;
+    displaced_gpus = 0;
     set_groups(ctx.loaned);
     // every running job is at or above its base; only the scalable ones above it
     const i64 ex_total = pol.elastic ? st.busy - st.base_busy : 0;
@@ -1535,7 +1543,6 @@ class ArylPass : public SjfPass {
     std::vector<i64>& servers = ws.servers;
     std::vector<i64>& new_t = ws.new_t;
     std::vector<i64>& fast = ws.fast;
-    std::vector<const Placement*>& old = ws.old_all;
     for (size_t t = 0; t < nt; ++t) {
       const std::vector<i64>& cand = by_type[t];
       bool has_new = false;
@@ -1545,11 +1552,6 @@ class ArylPass : public SjfPass {
       servers.clear();
       for (const Span& grp : ws.groups_t[t]) servers.insert(servers.end(), grp.begin(), grp.end());
       if (servers.empty()) continue;
-      old.clear();
-      for (i64 j : cand) {
-        const Placement& e = st.ex_job[static_cast<size_t>(j)];
-        old.push_back(e.empty() ? nullptr : &e);
-      }
       groups_extra = ws.groups_extra_t[t];
       groups_built = false;  // groups_extra is one type's now
       new_t.clear();
@@ -1557,11 +1559,13 @@ class ArylPass : public SjfPass {
         if (x.second == static_cast<i64>(t)) new_t.push_back(x.first);
       // every job's own best option fitting at once is the optimum: no solver
       fast = free_io;
-      if (elastic_phase(d, fast, cand, old, true, nullptr, &servers, static_cast<i64>(t), &new_t)) {
+      if (elastic_phase(d, fast, cand, true, nullptr, &servers, static_cast<i64>(t), &new_t,
+                        kSumFree, nullptr)) {
         free_io.swap(fast);
         continue;
       }
-      elastic_phase(d, free_io, cand, old, false, nullptr, &servers, static_cast<i64>(t), &new_t);
+      elastic_phase(d, free_io, cand, false, nullptr, &servers, static_cast<i64>(t), &new_t,
+                    kSumFree, nullptr);
     }
   }
 
@@ -1601,14 +1605,22 @@ class ArylPass : public SjfPass {
       elastic_typed(d, free_t);
       left = sum(free_t);
     } else if (run_ && (el_any || new_el)) {
+      // left becomes sum(free) of the free GPUs chosen (Python's ``left =
+      // sum(free)``), derived instead of summed: sum(*real_p) is left (capacity -
+      // busy, less every take of phase 1: real_left; inference servers not on loan
+      // have none free), and elastic_phase reports the GPUs its choice takes beyond
+      // the candidates' extras now (`taken`: free after = its capacity - the
+      // candidates' extras now - taken)
+      assert(left == sum(*real_p));
       bool done = false;
-      const std::vector<i64>* free_p = nullptr;
+      i64 taken = 0;
+      // the free GPUs the phase places on, as elastic_phase writes them when it needs
+      // them (free_lazy: real + the candidates' extras, Python's fast and scratch)
       std::vector<i64>& fast = ws.fast;
       if (!disp && !new_el && st.below.empty() && left >= 0) {
         // the fast path without a candidate (the gate holds: 0 <= left):
         // elastic_phase would return at once, leaving the free GPUs as they are
         done = true;
-        free_p = real_p;
       } else if (!disp) {
         // Fast exact path: jobs at their maximum keep their extras; if the others'
         // unconstrained best options fit the free GPUs, that is the MCKP optimum.
@@ -1628,71 +1640,64 @@ class ArylPass : public SjfPass {
           }
         // Gate: when everyone at their maximum would not fit, go to the solver.
         if (upper <= cap) {
-          fast = *real_p;
-          std::vector<i64>& sub = ws.sub;
-          std::vector<const Placement*>& ex_sub = ws.ex_sub;
+          std::vector<i64>& sub = ws.sub;  // the jobs below their maximum, in start order
           sub.clear();
-          ex_sub.clear();
-          auto visit = [&](i64 j) {  // the jobs below their maximum, in start order
-            const auto u = static_cast<size_t>(j);
-            sub.push_back(j);
-            if (st.workers[u] > st.min_workers[u]) {
-              const Placement& e = st.ex_job[u];
-              const i64 g = st.gpus_per_worker[u];
-              for (const auto& x : e) fast[static_cast<size_t>(x.first)] += x.second * g;
-              ex_sub.push_back(&e);
-            } else {
-              ex_sub.push_back(nullptr);
-            }
-          };
           if (st.below.size() > 1) {
             for (i64 j : st.elastic_running)
-              if (st.below.contains(j)) visit(j);
+              if (st.below.contains(j)) sub.push_back(j);
           } else {
-            for (i64 j : st.below) visit(j);
+            for (i64 j : st.below) sub.push_back(j);
           }
-          done = elastic_phase(d, fast, sub, ex_sub, true, real_p, nullptr, -1, nullptr);
+          // Python's fast: real + the extras of the jobs below their maximum; its
+          // sum is cap (left + the GPUs of those extras: workers - base of each)
+          done = elastic_phase(d, fast, sub, true, real_p, nullptr, -1, nullptr, cap, &taken,
+                               true);
         }
-        if (done) free_p = &fast;
+        if (done) left -= taken;
       }
       if (!done) {
         // (Python's capacity_view when phase 1 did not run: real = ctx.free, which
         // the solver path only reads; set_groups ran above, as displaced is false)
-        std::vector<i64>& sc = build_scratch(*real_p);
         std::vector<i64>& cand = ws.cand_all;
-        std::vector<const Placement*>& old = ws.old_all;
-        // an elastic running job is in ex_job exactly when it runs above its base
-        // (State::track_extras): look its extras up only then
         cand.resize(static_cast<size_t>(st.elastic_running.size()));
-        old.resize(cand.size());
         size_t i = 0;
-        for (i64 j : st.elastic_running) {
-          const auto u = static_cast<size_t>(j);
-          cand[i] = j;
-          old[i++] = st.workers[u] > st.min_workers[u] ? &st.ex_job[u] : nullptr;
-        }
-        // not displaced: the scratch is exactly real + every current extra
-        elastic_phase(d, sc, cand, old, false, disp ? nullptr : real_p, nullptr, -1, nullptr);
-        free_p = &sc;
+        for (i64 j : st.elastic_running) cand[i++] = j;
+        // not displaced: the scratch is exactly real + every current extra (every
+        // candidate's: the elastic running jobs'), written by elastic_phase when
+        // needed, its sum left + st.ex_gpus (sum(ex_srv)); displaced: the scratch
+        // phase 1 built, its sum that less displaced_gpus
+        std::vector<i64>& sc = disp ? build_scratch(*real_p) : fast;
+        const i64 capacity = left + st.ex_gpus - (disp ? displaced_gpus : 0);
+        elastic_phase(d, sc, cand, false, disp ? nullptr : real_p, nullptr, -1, nullptr,
+                      capacity, &taken, !disp);
+        left = capacity - st.ex_gpus - taken;
       }
-      // inference servers not on loan have no free GPUs: the free GPUs of training +
-      // loaned servers are the whole list's sum
-      left = sum(*free_p);
     }
     d.memo_left = left;
     d.memo_loaned = n_loaned_now;
   }
 
-  // ArylPass.elastic_phase: phase 2 over the running jobs `cand_run` (extras now in
-  // `old_run`, aligned) and the elastic starts of d (those in `new_filter` when
-  // given) on `free_io`.  `servers`/`gpu_type` (>= 0): one GPU type's servers and
-  // speeds (elastic_typed).  Returns false only with unconstrained_only when the
-  // unconstrained choice does not fit or cannot be placed (nothing changed then).
+  // ArylPass.elastic_phase: phase 2 over the running jobs `cand_run` (elastic running
+  // jobs: extras now, Python's ``ex``, in State::ex_job) and the elastic starts of d
+  // (those in `new_filter` when given) on `free_io`.  `servers`/`gpu_type` (>= 0):
+  // one GPU type's servers and speeds (elastic_typed).  Returns false only with
+  // unconstrained_only when the unconstrained choice does not fit or cannot be
+  // placed (nothing changed then).
+  // `capacity_in`: the free GPUs (the sum of free_io, or of its `servers`) when the
+  // caller knows them, kSumFree to sum them here.  `taken_out` (optional, set when
+  // it returns true): the GPUs of the candidates' extras after, less those of their
+  // extras now; free_io's sum after is its sum before less that.  `free_lazy`:
+  // free_io is free_wo_extras + the running candidates' extras, not written yet
+  // (written here where read: by slot_caps, or free0 by a repair; keep_exact rewrites
+  // it from free_wo_extras; unwritten after an early return).
+  static constexpr i64 kSumFree = std::numeric_limits<i64>::min();
   bool elastic_phase(Plan& d, std::vector<i64>& free_io, const std::vector<i64>& cand_run,
-                     const std::vector<const Placement*>& old_run, bool unconstrained_only,
+                     bool unconstrained_only,
                      const std::vector<i64>* free_wo_extras, const std::vector<i64>* servers,
-                     i64 gpu_type, const std::vector<i64>* new_filter) {
+                     i64 gpu_type, const std::vector<i64>* new_filter, i64 capacity_in,
+                     i64* taken_out, bool free_lazy = false) {
     namespace ap = aryl_pass;
+    if (taken_out != nullptr) *taken_out = 0;
     std::vector<size_t>& new_idx = ws.new_idx;  // index in d.starts of each new candidate
     new_idx.clear();
     for (size_t q = 0; q < d.starts.size(); ++q) {
@@ -1708,23 +1713,24 @@ class ArylPass : public SjfPass {
     const bool has_new = !new_idx.empty();
     if (has_new) {
       ws.cand.assign(cand_run.begin(), cand_run.end());
-      ws.old.assign(old_run.begin(), old_run.end());
-      for (size_t q : new_idx) {
-        ws.cand.push_back(d.starts[q].job);
-        ws.old.push_back(nullptr);
-      }
+      for (size_t q : new_idx) ws.cand.push_back(d.starts[q].job);
     }
     const std::vector<i64>& cand = has_new ? ws.cand : cand_run;
-    const std::vector<const Placement*>& old = has_new ? ws.old : old_run;
     const i64 n_run = static_cast<i64>(cand_run.size());
     if (cand.empty()) return true;
     // servers not in a group (not on loan) have none free
-    i64 capacity = 0;
-    if (servers == nullptr) capacity = sum(free_io);
-    else
-      for (i64 s : *servers) capacity += free_io[static_cast<size_t>(s)];
+    i64 capacity = capacity_in;
+    if (capacity_in == kSumFree) {
+      capacity = 0;
+      if (servers == nullptr) capacity = sum(free_io);
+      else
+        for (i64 s : *servers) capacity += free_io[static_cast<size_t>(s)];
+    }
+    assert(free_lazy || capacity_in == kSumFree || servers != nullptr ||
+           capacity == sum(free_io));
     if (capacity <= 0 &&
-        std::all_of(old_run.begin(), old_run.end(), [](const Placement* p) { return p == nullptr; }))
+        std::all_of(cand_run.begin(), cand_run.end(),
+                    [this](i64 j) { return st.ex_job[static_cast<size_t>(j)].empty(); }))
       return true;
     const size_t n = cand.size();
     std::vector<i64>&g = ws.g, &ext = ws.ext;
@@ -1759,8 +1765,10 @@ class ArylPass : public SjfPass {
     };
     // the running candidates (elastic running jobs) from their GatherRows (State::
     // gather_row): the same values as below, read from one record each (remaining_work:
-    // remaining_at's operations on a running job's values, in the same order)
-    for (; static_cast<i64>(i) < n_run; ++i) {
+    // remaining_at's operations on a running job's values, in the same order), and
+    // their homogeneous throughputs (one GPU type: never missing)
+    const size_t n_rows = gpu_type < 0 ? static_cast<size_t>(n_run) : 0;
+    for (; i < n_rows; ++i) {
       const GatherRow* r = st.gather_row(cand[i]);
       if (r == nullptr) break;  // (not one: the general gather below)
       const i64 b = r->base, gi = r->gpus;
@@ -1775,10 +1783,7 @@ class ArylPass : public SjfPass {
         rem = rem - (now - r->progress_at_s) * r->speed;
         rem = rem > 0.0 ? rem : 0.0;
       }
-      const double* t = gpu_type >= 0      ? nullptr
-                        : e < r->n_tput ? r->tput
-                                        : st.gather_tput(cand[i], e + 1);
-      if (t == nullptr && tput_missing == n) tput_missing = i;
+      const double* t = e < r->n_tput ? r->tput : st.gather_tput(cand[i], e + 1);
       rows_p[i] = {t, rem * r->ref_throughput, c_now, e, gi, false};
     }
     for (; i < n; ++i) {
@@ -1834,6 +1839,10 @@ class ArylPass : public SjfPass {
     const bool use_caps = gmax > 1;
     if (use_caps) {
       fill_max_extra();
+      if (free_lazy) {
+        write_free(free_io, *free_wo_extras, cand, n_run);
+        free_lazy = false;
+      }
       if (servers == nullptr) {
         ap::slot_caps(free_io, g, max_extra, caps);
       } else {
@@ -1850,7 +1859,7 @@ class ArylPass : public SjfPass {
       return false;
     ap::ExtrasInput in;
     in.cand = &cand;
-    in.old = &old;
+    in.ex_job = &st.ex_job;
     in.ext = &ext;
     in.g = &g;
     in.n_run = n_run;
@@ -1871,6 +1880,7 @@ class ArylPass : public SjfPass {
     ap::place_extras(free_io, in, k, placed, psc);
     if (!placed.shorts.empty()) {
       if (unconstrained_only) return false;  // free_io is the caller's scratch copy
+      if (free_lazy) write_free(free0, *free_wo_extras, cand, n_run);
       // (2) repair: cap the jobs whose extras did not all fit, solve again
       std::vector<i64>& caps_r = ws.caps_r;
       if (!use_caps) fill_max_extra();
@@ -1889,21 +1899,28 @@ class ArylPass : public SjfPass {
                       });
     }
     // --- turn into decisions
+    // taken: every candidate now holds its k[i] extra workers (no short is left
+    // after the repair; fill_extras keeps k and placed together), a running one
+    // ext[i] before; a running position not in touched keeps its count (k == ext:
+    // keep and keep_exact put every running position with k != ext in touched)
+    i64 taken = 0;
     for (size_t q = 0; q < new_idx.size(); ++q) {
-      const Placement& ex = placed.new_extra[static_cast<size_t>(n_run) + q];
+      const size_t iq = static_cast<size_t>(n_run) + q;
+      taken += k[iq] * g_p[iq];
+      const Placement& ex = placed.new_extra[iq];
       if (!ex.empty()) {
         Placement& merged = d.starts[new_idx[q]].place;
         for (const auto& e : ex) place_add(merged, e.first, e.second);
       }
     }
     // the running jobs that may change, in candidate order (the order of the resizes)
-    static const Placement kEmpty;
     for (i64 i : placed.touched) {
       const auto iu = static_cast<size_t>(i);
       const i64 j = cand[iu];
       const auto u = static_cast<size_t>(j);
+      taken += (k[iu] - ext_p[iu]) * g_p[iu];
       const Placement& ex = placed.new_extra[iu];
-      const Placement& was = old[iu] != nullptr ? *old[iu] : kEmpty;
+      const Placement& was = st.ex_job[u];  // (running: i < n_run)
       if (place_equal(ex, was)) continue;
       Placement newp = d.take_place();
       const i64 w_new = ap::resize_placement(st.placement[u], st.min_workers[u], ex, newp);
@@ -1912,10 +1929,28 @@ class ArylPass : public SjfPass {
                                     : (w_new < wk ? pol.scale_in_reason : MCKP_MOVE);
       d.resizes.push_back(JobMove{j, std::move(newp), reason});
     }
+    if (taken_out != nullptr) *taken_out = taken;
+#ifndef NDEBUG
+    i64 ext_gpus = 0;  // the GPUs of the running candidates' extras now
+    for (i64 i = 0; i < n_run; ++i) ext_gpus += ext_p[i] * g_p[i];
+    assert(servers != nullptr || sum(free_io) == capacity - ext_gpus - taken);
+#endif
     return true;
   }
 
  private:
+  // elastic_phase's free_io when free_lazy (into `out`): free_wo_extras + the extras
+  // of every running candidate (ws.ext > 0: its ex_job; ws.g: GPUs a worker)
+  void write_free(std::vector<i64>& out, const std::vector<i64>& free_wo_extras,
+                  const std::vector<i64>& cand, i64 n_run) const {
+    out = free_wo_extras;
+    for (i64 i = 0; i < n_run; ++i) {
+      const auto iu = static_cast<size_t>(i);
+      if (ws.ext[iu] <= 0) continue;
+      for (const auto& e : st.ex_job[static_cast<size_t>(cand[iu])])
+        out[static_cast<size_t>(e.first)] += e.second * ws.g[iu];
+    }
+  }
   // The keep pass of elastic_phase when every job with extras is a candidate (every
   // elastic running job, with its ex_job): free less State::ex_srv is then free
   // without the candidates' extras (keep_exact's free_wo_extras), below 0 only where
@@ -1991,6 +2026,7 @@ class ArylPass : public SjfPass {
       const i64 took = py_min(free[su], kg);
       free[su] -= took;
       real_left -= took;
+      displaced_gpus += kg - took;
     }
   }
 
@@ -2001,6 +2037,10 @@ class ArylPass : public SjfPass {
   i64 real_left = 0;
   bool has_scratch = false;
   bool displaced = false;
+  // the GPUs placements on the scratch took beyond real (take_real): the scratch
+  // sums to sum(real) + sum(ex_srv) - displaced_gpus (built as real + ex_srv, every
+  // other take from both)
+  i64 displaced_gpus = 0;
   // the pass's lists are the workspace's (ws.scratch, ws.groups, ...)
   const std::vector<i64>* loaned = nullptr;  // Python's self.loaned (set_groups' list)
   bool groups_built = false;                 // set_groups ran for `loaned` this pass

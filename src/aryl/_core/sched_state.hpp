@@ -1041,6 +1041,7 @@ struct State {
     // derived
     i64 busy = 0, base_busy = 0, busy_loaned = 0;
     std::vector<i64> ex_srv;          // GPUs of extra workers per server
+    i64 ex_gpus = 0;                  // sum(ex_srv): GPUs of every extra worker
     PlacementTable ex_job;    // extra part per job (empty = not in Python's ex_job)
     i64 n_ex_job = 0;                 // len(ex_job)
     OrderedSet below, elastic_running;
@@ -1438,7 +1439,13 @@ struct State {
         {
             const Placement& old = ex_job[u];
             if (!old.empty()) {
-                for (const auto& e : old) ex_srv[static_cast<size_t>(e.first)] -= e.second * g;
+                i64 kg_all = 0;  // (summed here: ex_gpus is a member, stored at every step)
+                for (const auto& e : old) {
+                    const i64 kg = e.second * g;
+                    ex_srv[static_cast<size_t>(e.first)] -= kg;
+                    kg_all += kg;
+                }
+                ex_gpus -= kg_all;
                 --n_ex_job;
             }
         }
@@ -1452,7 +1459,13 @@ struct State {
         if (w > mn) {
             Placement& ex = ex_job.mut(u);  // (split_placement clears it first)
             split_placement(place, mn, nullptr, &ex);
-            for (const auto& e : ex) ex_srv[static_cast<size_t>(e.first)] += e.second * g;
+            i64 kg_all = 0;  // (summed here: ex_gpus is a member, stored at every step)
+            for (const auto& e : ex) {
+                const i64 kg = e.second * g;
+                ex_srv[static_cast<size_t>(e.first)] += kg;
+                kg_all += kg;
+            }
+            ex_gpus += kg_all;
             if (!ex.empty()) ++n_ex_job;
             else ex_job.clear(u);
         } else {
@@ -1605,7 +1618,13 @@ struct State {
         {
             const Placement& old = ex_job[u];
             if (!old.empty()) {
-                for (const auto& e : old) ex_srv[static_cast<size_t>(e.first)] -= e.second * g;
+                i64 kg_all = 0;  // (summed here: ex_gpus is a member, stored at every step)
+                for (const auto& e : old) {
+                    const i64 kg = e.second * g;
+                    ex_srv[static_cast<size_t>(e.first)] -= kg;
+                    kg_all += kg;
+                }
+                ex_gpus -= kg_all;
                 --n_ex_job;
             }
         }
@@ -1622,7 +1641,13 @@ struct State {
             if (w > mn) {
                 Placement& ex = ex_job.mut(u);
                 extra_part(cur, mn, ex);
-                for (const auto& e : ex) ex_srv[static_cast<size_t>(e.first)] += e.second * g;
+                i64 kg_all = 0;  // (summed here: ex_gpus is a member, stored at every step)
+                for (const auto& e : ex) {
+                    const i64 kg = e.second * g;
+                    ex_srv[static_cast<size_t>(e.first)] += kg;
+                    kg_all += kg;
+                }
+                ex_gpus += kg_all;
                 if (!ex.empty()) ++n_ex_job;
                 else ex_job.clear(u);
             } else {
@@ -1792,6 +1817,7 @@ struct State {
         }
         ex_job.clear_all();
         n_ex_job = 0;
+        ex_gpus = 0;
         below.clear();
         elastic_running.clear();
         gather.clear();
@@ -1825,7 +1851,13 @@ struct State {
             }
             if (elastic[u] && w > mn) {
                 split_placement(place, mn, nullptr, &ex_job.mut(u));
-                for (const auto& e : ex_job[u]) ex_srv[static_cast<size_t>(e.first)] += e.second * g;
+                i64 kg_all = 0;  // (summed here: ex_gpus is a member, stored at every step)
+                for (const auto& e : ex_job[u]) {
+                    const i64 kg = e.second * g;
+                    ex_srv[static_cast<size_t>(e.first)] += kg;
+                    kg_all += kg;
+                }
+                ex_gpus += kg_all;
                 ++n_ex_job;
             }
         }
@@ -1880,6 +1912,7 @@ struct State {
         for (size_t s = 0; s < jobs_on.size(); ++s)
             if (!place_equal(r.jobs_on[s], jobs_on[s])) return "jobs per server drifted";
         if (r.ex_srv != ex_srv) return "extra GPUs per server drifted";
+        if (r.ex_gpus != ex_gpus) return "extra GPUs in all drifted";
         if (r.n_ex_job != n_ex_job) return "extra workers per job drifted";
         for (size_t j = 0; j < ex_job.size(); ++j)
             if (!place_equal(r.ex_job[j], ex_job[j])) return "extra workers per job drifted";
