@@ -1022,41 +1022,6 @@ inline int solve_values_prechecked(const double* v, const int64_t* wt, int64_t n
 // ------------------------------------------------------------------ the step shortcut
 namespace detail {
 
-// solve_values_unit_steps: one class from scratch.  The upper hull of the origin and
-// the points (k + 1, q_k) of the options k < lim with q_k > 0 that are more valuable
-// than every lighter option (the others are dominated), collinear points dropped:
-// its slopes decrease strictly and are > 0.  Writes each hull segment's efficiency
-// dq / ds (one rounding) ds times to eff, once per step of g, and returns the steps
-// written: k + 1 for the hull's last point, option k (0 when nothing is usable).
-// hs, hq: lim + 1 scratch.  Exact in int64: q <= 2**40, steps <= lim <= 2**22.
-template <typename Src>
-inline int64_t hull_steps(const Src& src, size_t row, int64_t lim, int64_t* hs, int64_t* hq,
-                          double* eff) {
-  hs[0] = hq[0] = 0;
-  int64_t nh = 1, best = 0;
-  for (int64_t k = 0; k < lim; ++k) {
-    const int64_t q = src.value(row + static_cast<size_t>(k));
-    if (q <= best) continue;
-    best = q;
-    const int64_t s = k + 1;
-    // pop the last point b while it is on or below the chord from the one before it
-    // to (s, q): slope(b, new) >= slope(before, b)
-    while (nh >= 2 &&
-           (q - hq[nh - 1]) * (hs[nh - 1] - hs[nh - 2]) >= (hq[nh - 1] - hq[nh - 2]) * (s - hs[nh - 1]))
-      --nh;
-    hs[nh] = s;
-    hq[nh] = q;
-    ++nh;
-  }
-  int64_t at = 0;
-  for (int64_t t = 1; t < nh; ++t) {
-    const int64_t ds = hs[t] - hs[t - 1];
-    const double e = static_cast<double>(hq[t] - hq[t - 1]) / static_cast<double>(ds);
-    for (int64_t j = 0; j < ds; ++j) eff[at++] = e;
-  }
-  return at;
-}
-
 // Step efficiencies are doubles in [2**-22, 2**40] (dq >= 1 over ds <= 2**22 steps,
 // dq <= 2**40), and their bit patterns are monotone in them.  The selection's
 // histogram buckets are quarter binades, taken on the bit pattern minus one (which
@@ -1075,10 +1040,27 @@ inline double step_bucket_low(size_t b) {
   return eff_of((static_cast<uint64_t>(b) + kStepBucket0) << kStepBucketShift);
 }
 
-// solve_values_unit_steps, a class that is not the usual one (see unit_steps_impl):
-// drops the k steps the fast loop already counted in hist, writes the class's steps
-// by hull_steps to e and counts them.  Returns the steps.  Out of line: it is rare,
-// and inlined it would crowd the fast loop's registers.
+// solve_values_unit_steps, a class that is not the usual one (see unit_steps_impl).
+// Its steps: the upper hull of the origin and the points (k + 1, q_k) of the options
+// k < lim with q_k > 0 that are more valuable than every lighter option (the others
+// are dominated), collinear points dropped: its slopes decrease strictly and are > 0.
+// Each hull segment's efficiency dq / ds (one rounding) is written ds times to e, once
+// per step of g, and counted in hist; returns the steps: k + 1 for the hull's last
+// point, option k (0 when nothing is usable).  hs, hq: lim + 1 scratch.  Exact in
+// int64: q <= 2**40, steps <= lim <= 2**22.
+//
+// The fast loop has already written (and counted) the class's first k steps: the
+// increments d_t = q_t - q_t-1 of options t < k, positive and non-increasing.  Their
+// points (t + 1, q_t), q_t = d_0 + ... + d_t exactly (integers < 2**53), are the hull
+// of the origin and options t < k, but for its collinear points, which are kept on
+// the stack here.  That changes neither the pops that follow (B on the segment AC: C
+// is on or below the chord from B to a new point P exactly when it is on or below the
+// chord from A to P, the two orientations differ by a factor |BC| / |AC| > 0, and then
+// B is on or below AP and popped next) nor the steps written (the parts of a segment
+// have its efficiency: the same ratio, correctly rounded).  So the hull goes on from
+// option k, and the steps up to the last point never popped (the first `keep` points
+// stand) stay as written: only the steps after it leave hist and are written again.
+// Out of line: it is rare, and inlined it would crowd the fast loop's registers.
 template <typename Src>
 #if defined(_MSC_VER)
 __declspec(noinline)
@@ -1087,10 +1069,38 @@ __attribute__((noinline))
 #endif
 int64_t other_class_steps(const Src& src, size_t row, int64_t lim, int64_t k, int64_t* hs,
                           int64_t* hq, double* e, uint32_t* hist) {
-  for (int64_t t = 0; t < k; ++t) --hist[step_bucket(e[t])];
-  const int64_t steps = hull_steps(src, row, lim, hs, hq, e);
-  for (int64_t t = 0; t < steps; ++t) ++hist[step_bucket(e[t])];
-  return steps;
+  hs[0] = hq[0] = 0;
+  int64_t best = 0;
+  for (int64_t t = 0; t < k; ++t) {
+    best += static_cast<int64_t>(e[t]);
+    hs[t + 1] = t + 1;
+    hq[t + 1] = best;
+  }
+  int64_t nh = k + 1, keep = k + 1;
+  for (int64_t j = k; j < lim; ++j) {
+    const int64_t q = src.value(row + static_cast<size_t>(j));
+    if (q <= best) continue;
+    best = q;
+    const int64_t s = j + 1;
+    // pop the last point b while it is on or below the chord from the one before it
+    // to (s, q): slope(b, new) >= slope(before, b)
+    while (nh >= 2 &&
+           (q - hq[nh - 1]) * (hs[nh - 1] - hs[nh - 2]) >= (hq[nh - 1] - hq[nh - 2]) * (s - hs[nh - 1]))
+      --nh;
+    keep = std::min(keep, nh);
+    hs[nh] = s;
+    hq[nh] = q;
+    ++nh;
+  }
+  int64_t at = hs[keep - 1];  // the steps that stand
+  for (int64_t t = at; t < k; ++t) --hist[step_bucket(e[t])];
+  for (int64_t t = keep; t < nh; ++t) {
+    const int64_t ds = hs[t] - hs[t - 1];
+    const double eff = static_cast<double>(hq[t] - hq[t - 1]) / static_cast<double>(ds);
+    hist[step_bucket(eff)] += static_cast<uint32_t>(ds);
+    for (int64_t j = 0; j < ds; ++j) e[at++] = eff;
+  }
+  return at;
 }
 
 // solve_values_unit_steps once the classes' steps are known: eff holds, class after
@@ -1431,7 +1441,7 @@ inline bool unit_steps_impl(const FloatSource& src, int64_t n, int64_t K, int64_
 // Usable options are those with quantised value q > 0 and weight <= C, i.e.
 // k < C / g; every feasible choice weighs a multiple of g, so at most m = C / g
 // steps of g.  Per class take the upper hull H_i of the origin and the usable
-// points (k + 1, q_ik) in units of g (hull_steps); its segments' efficiencies
+// points (k + 1, q_ik) in units of g (other_class_steps); its segments' efficiencies
 // dq / ds decrease strictly along the class and are > 0.  Write each segment ds
 // times, once per step: S steps in all.
 //  - S <= m: every class takes its hull's last point, its lightest most valuable
