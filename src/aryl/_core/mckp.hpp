@@ -82,7 +82,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -265,6 +264,12 @@ inline T* grow(std::vector<T>& v, size_t n) {
   return v.data();
 }
 
+// A step of the step shortcut's cut bucket: its efficiency and its class.
+struct CutStep {
+  double e;
+  int64_t cls;
+};
+
 // Per-thread scratch arrays of one solve, reused across calls.
 struct Workspace {
   // usable, undominated options (items), class-major, sorted by weight
@@ -292,10 +297,11 @@ struct Workspace {
   std::vector<State> states, cand;
   std::vector<size_t> runs, merged;
   // solve_values_unit_steps: the step efficiencies per class, those in the cut's
-  // bucket (and a copy to select on) with their classes, the steps per class, the
-  // classes' g and tops when the caller gives none, one class's hull, the histogram
-  std::vector<double> step_eff, step_sel;
-  std::vector<int64_t> step_cls, step_n, step_g, step_top, hull_s, hull_q;
+  // bucket with their classes, the steps per class, the classes' g and tops when the
+  // caller gives none, one class's hull, the histogram
+  std::vector<double> step_eff;
+  std::vector<CutStep> step_sel;
+  std::vector<int64_t> step_n, step_g, step_top, hull_s, hull_q;
   std::vector<uint32_t> step_hist;
 
   size_t bytes() const {
@@ -312,8 +318,9 @@ struct Workspace {
            (best_rc.capacity() + gap2.capacity() + rem.capacity()) * 8 +
            alts.capacity() * sizeof(Item) + (states.capacity() + cand.capacity()) * sizeof(State) +
            (runs.capacity() + merged.capacity()) * sizeof(size_t) +
-           (step_eff.capacity() + step_sel.capacity() + step_n.capacity() + step_g.capacity() +
-            step_top.capacity() + hull_s.capacity() + hull_q.capacity() + step_cls.capacity()) * 8 +
+           (step_eff.capacity() + step_n.capacity() + step_g.capacity() + step_top.capacity() +
+            hull_s.capacity() + hull_q.capacity()) * 8 +
+           step_sel.capacity() * sizeof(CutStep) +
            step_hist.capacity() * 4;
   }
 };
@@ -1015,41 +1022,6 @@ inline int solve_values_prechecked(const double* v, const int64_t* wt, int64_t n
 // ------------------------------------------------------------------ the step shortcut
 namespace detail {
 
-// solve_values_unit_steps: one class from scratch.  The upper hull of the origin and
-// the points (k + 1, q_k) of the options k < lim with q_k > 0 that are more valuable
-// than every lighter option (the others are dominated), collinear points dropped:
-// its slopes decrease strictly and are > 0.  Writes each hull segment's efficiency
-// dq / ds (one rounding) ds times to eff, once per step of g, and returns the steps
-// written: k + 1 for the hull's last point, option k (0 when nothing is usable).
-// hs, hq: lim + 1 scratch.  Exact in int64: q <= 2**40, steps <= lim <= 2**22.
-template <typename Src>
-inline int64_t hull_steps(const Src& src, size_t row, int64_t lim, int64_t* hs, int64_t* hq,
-                          double* eff) {
-  hs[0] = hq[0] = 0;
-  int64_t nh = 1, best = 0;
-  for (int64_t k = 0; k < lim; ++k) {
-    const int64_t q = src.value(row + static_cast<size_t>(k));
-    if (q <= best) continue;
-    best = q;
-    const int64_t s = k + 1;
-    // pop the last point b while it is on or below the chord from the one before it
-    // to (s, q): slope(b, new) >= slope(before, b)
-    while (nh >= 2 &&
-           (q - hq[nh - 1]) * (hs[nh - 1] - hs[nh - 2]) >= (hq[nh - 1] - hq[nh - 2]) * (s - hs[nh - 1]))
-      --nh;
-    hs[nh] = s;
-    hq[nh] = q;
-    ++nh;
-  }
-  int64_t at = 0;
-  for (int64_t t = 1; t < nh; ++t) {
-    const int64_t ds = hs[t] - hs[t - 1];
-    const double e = static_cast<double>(hq[t] - hq[t - 1]) / static_cast<double>(ds);
-    for (int64_t j = 0; j < ds; ++j) eff[at++] = e;
-  }
-  return at;
-}
-
 // Step efficiencies are doubles in [2**-22, 2**40] (dq >= 1 over ds <= 2**22 steps,
 // dq <= 2**40), and their bit patterns are monotone in them.  The selection's
 // histogram buckets are quarter binades, taken on the bit pattern minus one (which
@@ -1068,10 +1040,27 @@ inline double step_bucket_low(size_t b) {
   return eff_of((static_cast<uint64_t>(b) + kStepBucket0) << kStepBucketShift);
 }
 
-// solve_values_unit_steps, a class that is not the usual one (see unit_steps_impl):
-// drops the k steps the fast loop already counted in hist, writes the class's steps
-// by hull_steps to e and counts them.  Returns the steps.  Out of line: it is rare,
-// and inlined it would crowd the fast loop's registers.
+// solve_values_unit_steps, a class that is not the usual one (see unit_steps_impl).
+// Its steps: the upper hull of the origin and the points (k + 1, q_k) of the options
+// k < lim with q_k > 0 that are more valuable than every lighter option (the others
+// are dominated), collinear points dropped: its slopes decrease strictly and are > 0.
+// Each hull segment's efficiency dq / ds (one rounding) is written ds times to e, once
+// per step of g, and counted in hist; returns the steps: k + 1 for the hull's last
+// point, option k (0 when nothing is usable).  hs, hq: lim + 1 scratch.  Exact in
+// int64: q <= 2**40, steps <= lim <= 2**22.
+//
+// The fast loop has already written (and counted) the class's first k steps: the
+// increments d_t = q_t - q_t-1 of options t < k, positive and non-increasing.  Their
+// points (t + 1, q_t), q_t = d_0 + ... + d_t exactly (integers < 2**53), are the hull
+// of the origin and options t < k, but for its collinear points, which are kept on
+// the stack here.  That changes neither the pops that follow (B on the segment AC: C
+// is on or below the chord from B to a new point P exactly when it is on or below the
+// chord from A to P, the two orientations differ by a factor |BC| / |AC| > 0, and then
+// B is on or below AP and popped next) nor the steps written (the parts of a segment
+// have its efficiency: the same ratio, correctly rounded).  So the hull goes on from
+// option k, and the steps up to the last point never popped (the first `keep` points
+// stand) stay as written: only the steps after it leave hist and are written again.
+// Out of line: it is rare, and inlined it would crowd the fast loop's registers.
 template <typename Src>
 #if defined(_MSC_VER)
 __declspec(noinline)
@@ -1080,10 +1069,38 @@ __attribute__((noinline))
 #endif
 int64_t other_class_steps(const Src& src, size_t row, int64_t lim, int64_t k, int64_t* hs,
                           int64_t* hq, double* e, uint32_t* hist) {
-  for (int64_t t = 0; t < k; ++t) --hist[step_bucket(e[t])];
-  const int64_t steps = hull_steps(src, row, lim, hs, hq, e);
-  for (int64_t t = 0; t < steps; ++t) ++hist[step_bucket(e[t])];
-  return steps;
+  hs[0] = hq[0] = 0;
+  int64_t best = 0;
+  for (int64_t t = 0; t < k; ++t) {
+    best += static_cast<int64_t>(e[t]);
+    hs[t + 1] = t + 1;
+    hq[t + 1] = best;
+  }
+  int64_t nh = k + 1, keep = k + 1;
+  for (int64_t j = k; j < lim; ++j) {
+    const int64_t q = src.value(row + static_cast<size_t>(j));
+    if (q <= best) continue;
+    best = q;
+    const int64_t s = j + 1;
+    // pop the last point b while it is on or below the chord from the one before it
+    // to (s, q): slope(b, new) >= slope(before, b)
+    while (nh >= 2 &&
+           (q - hq[nh - 1]) * (hs[nh - 1] - hs[nh - 2]) >= (hq[nh - 1] - hq[nh - 2]) * (s - hs[nh - 1]))
+      --nh;
+    keep = std::min(keep, nh);
+    hs[nh] = s;
+    hq[nh] = q;
+    ++nh;
+  }
+  int64_t at = hs[keep - 1];  // the steps that stand
+  for (int64_t t = at; t < k; ++t) --hist[step_bucket(e[t])];
+  for (int64_t t = keep; t < nh; ++t) {
+    const int64_t ds = hs[t] - hs[t - 1];
+    const double eff = static_cast<double>(hq[t] - hq[t - 1]) / static_cast<double>(ds);
+    hist[step_bucket(eff)] += static_cast<uint32_t>(ds);
+    for (int64_t j = 0; j < ds; ++j) e[at++] = eff;
+  }
+  return at;
 }
 
 // solve_values_unit_steps once the classes' steps are known: eff holds, class after
@@ -1093,12 +1110,12 @@ int64_t other_class_steps(const Src& src, size_t row, int64_t lim, int64_t k, in
 // out[i] = (steps class i takes) + offset (offset -1: the option index, -1 for none)
 // and returns true, or returns false (refuses: a segment split by the cut, or a tie at
 // it); then *thr is the cut's efficiency (the m-th largest), out[i] = (class i's steps
-// above it) + offset, and sel_buf, cls_buf hold the *n_sel steps of thr's histogram
-// bucket and their classes (all the steps equal to thr among them).
+// above it) + offset, and sel_buf holds the *n_sel steps of thr's histogram bucket with
+// their classes (all the steps equal to thr among them), by decreasing efficiency.
 inline bool unit_steps_cut(const double* eff, const int64_t* steps_of, const uint32_t* hist,
                            int64_t n, size_t S, size_t m, int64_t offset, int64_t* out,
-                           std::vector<double>& sel_buf, std::vector<int64_t>& cls_buf,
-                           double* thr_out = nullptr, size_t* n_sel_out = nullptr) {
+                           std::vector<CutStep>& sel_buf, double* thr_out = nullptr,
+                           size_t* n_sel_out = nullptr) {
   if (S <= m) {  // everything fits
     for (int64_t i = 0; i < n; ++i) out[i] = steps_of[i] + offset;
     return true;
@@ -1108,45 +1125,47 @@ inline bool unit_steps_cut(const double* eff, const int64_t* steps_of, const uin
   // least m with it.  A class's steps above bc are a prefix of its run, those in
   // bc the next ones: each class takes the former, and the few latter (with their
   // class) are collected to select thr among them.
+  // The scan goes four buckets at a time while all four are above bc (the sum of
+  // the four buckets under the ones passed is < m - n_above), then one at a time; it
+  // stops at bc >= 0, as all the S > m steps are in the histogram.
   size_t bc = kStepBuckets - 1;
   size_t n_above = 0;
+  while (bc >= 3) {
+    const size_t four = size_t(hist[bc]) + hist[bc - 1] + hist[bc - 2] + hist[bc - 3];
+    if (n_above + four >= m) break;
+    n_above += four;
+    bc -= 4;
+  }
   while (n_above + hist[bc] < m) n_above += hist[bc--];
   const double lo = step_bucket_low(bc), hi = step_bucket_low(bc + 1);
-  const size_t n_bc = hist[bc];
-  double* const sel = grow(sel_buf, 2 * n_bc);  // bc's steps, then a copy to select on
-  int64_t* const sel_cls = grow(cls_buf, n_bc);
+  CutStep* const sel = grow(sel_buf, hist[bc]);  // bc's steps
   size_t n_sel = 0;
-  double below = 0.0;  // the largest step under bc (0 if none)
   const double* p = eff;
   for (int64_t i = 0; i < n; ++i) {  // a class's run ends with 0 < lo
     const double* const start = p;
     const int64_t c = steps_of[i];
     if (start[0] <= lo) {  // takes nothing (an empty class included)
       out[i] = offset;
-      below = std::max(below, start[0]);
     } else if (start[c - 1] > hi) {  // takes all (c >= 1 here)
       out[i] = c + offset;
     } else {
       while (*p > hi) ++p;
       out[i] = (p - start) + offset;  // the steps above bc
-      for (; *p > lo; ++p) {
-        sel[n_sel] = *p;
-        sel_cls[n_sel++] = i;
-      }
-      below = std::max(below, *p);
+      for (; *p > lo; ++p) sel[n_sel++] = CutStep{*p, i};
     }
     p = start + c + 1;
   }
-  // thr is the r-th largest in bc; the (r+1)-th, if bc has it, is below
+  // thr is the r-th largest in bc.  Every step under bc is <= lo < thr: so the cut is
+  // clean (thr above the (m+1)-th largest) unless bc's (r+1)-th equals thr.  Sorted
+  // (decreasing), bc's steps above thr come first, then those equal to it.
   const size_t r = m - n_above;  // 1 <= r <= n_sel
-  double* const cp = sel + n_sel;
-  std::copy(sel, sel + n_sel, cp);
-  std::nth_element(cp, cp + (r - 1), cp + n_sel, std::greater<double>());
-  const double thr = cp[r - 1];
-  if (r < n_sel) below = *std::max_element(cp + r, cp + n_sel);
-  const bool clean = thr > below;
-  for (size_t j = 0; j < n_sel; ++j)
-    if (clean ? sel[j] >= thr : sel[j] > thr) ++out[sel_cls[j]];
+  std::sort(sel, sel + n_sel, [](const CutStep& a, const CutStep& b) { return a.e > b.e; });
+  const double thr = sel[r - 1].e;
+  const bool clean = r == n_sel || sel[r].e < thr;
+  size_t taken = r;  // the steps >= thr when clean, else those > thr
+  if (!clean)
+    while (taken > 0 && sel[taken - 1].e == thr) --taken;
+  for (size_t j = 0; j < taken; ++j) ++out[sel[j].cls];
   if (!clean) {
     if (thr_out != nullptr) *thr_out = thr;
     if (n_sel_out != nullptr) *n_sel_out = n_sel;
@@ -1163,7 +1182,7 @@ struct SplitScratch {
 
 // The step shortcut when the cut splits one class's hull segment: unit_steps_cut's
 // usual refusal (its outputs: lam = thr, out[i] = (class i's steps above lam) +
-// offset, sel / sel_cls: the steps of lam's bucket and their classes).  Answers as
+// offset, sel: the steps of lam's bucket with their classes).  Answers as
 // the solver would, through a Lagrangian reduction at lam and the solver on the few
 // classes left; returns false (out unspecified) when the refusal is another (steps
 // equal to lam in two classes), or the reduction leaves too many classes.
@@ -1197,16 +1216,15 @@ struct SplitScratch {
 template <typename RowFn>
 inline bool unit_steps_split(const double* eff, const int64_t* steps_of, const int64_t* lims,
                              int64_t n, int64_t K, int64_t m, int64_t g, int64_t C, double lam,
-                             const double* sel,
-                             const int64_t* sel_cls, size_t n_sel, double scale, int64_t offset,
+                             const CutStep* sel, size_t n_sel, double scale, int64_t offset,
                              int64_t* out, const RowFn& row, SplitScratch& sc) {
   constexpr size_t kMaxCore = 64;  // more: leave it to the solver
   constexpr int kRounds = 8;       // segments filled into / dropped for an incumbent
   int64_t split = -1, ds = 0;      // the class at lam, its steps at lam
   for (size_t j = 0; j < n_sel; ++j)
-    if (sel[j] == lam) {
-      if (split >= 0 && sel_cls[j] != split) return false;  // a tie across classes
-      split = sel_cls[j];
+    if (sel[j].e == lam) {
+      if (split >= 0 && sel[j].cls != split) return false;  // a tie across classes
+      split = sel[j].cls;
       ++ds;
     }
   const size_t nn = static_cast<size_t>(n);
@@ -1410,7 +1428,7 @@ inline bool unit_steps_impl(const FloatSource& src, int64_t n, int64_t K, int64_
   }
   const size_t S = static_cast<size_t>(e - eff) - nn;
   const size_t m = static_cast<size_t>(C / g);  // >= 1: some option fits
-  return unit_steps_cut(eff, steps_of, hist, n, S, m, -1, choice, ws.step_sel, ws.step_cls);
+  return unit_steps_cut(eff, steps_of, hist, n, S, m, -1, choice, ws.step_sel);
 }
 
 }  // namespace detail
@@ -1423,7 +1441,7 @@ inline bool unit_steps_impl(const FloatSource& src, int64_t n, int64_t K, int64_
 // Usable options are those with quantised value q > 0 and weight <= C, i.e.
 // k < C / g; every feasible choice weighs a multiple of g, so at most m = C / g
 // steps of g.  Per class take the upper hull H_i of the origin and the usable
-// points (k + 1, q_ik) in units of g (hull_steps); its segments' efficiencies
+// points (k + 1, q_ik) in units of g (other_class_steps); its segments' efficiencies
 // dq / ds decrease strictly along the class and are > 0.  Write each segment ds
 // times, once per step: S steps in all.
 //  - S <= m: every class takes its hull's last point, its lightest most valuable
@@ -1675,12 +1693,11 @@ class UnitStepStream {
     double thr = 0.0;
     size_t n_sel = 0;
     if (detail::unit_steps_cut(eff_.data(), steps_of_.data(), hist_.data(), n_, n_steps_,
-                               static_cast<size_t>(m), offset, out, sel_, sel_cls_, &thr,
-                               &n_sel))
+                               static_cast<size_t>(m), offset, out, sel_, &thr, &n_sel))
       return ANSWERED;
     return detail::unit_steps_split(eff_.data(), steps_of_.data(), lims_.data(), n_, K_, m, g_,
                                     C_, thr,
-                                    sel_.data(), sel_cls_.data(), n_sel, scale_, offset, out,
+                                    sel_.data(), n_sel, scale_, offset, out,
                                     row, split_)
                ? ANSWERED
                : REFUSED;
@@ -1697,8 +1714,7 @@ class UnitStepStream {
   std::vector<double> eff_;
   std::vector<int64_t> steps_of_, lims_, hs_, hq_;
   std::vector<uint32_t> hist_;
-  mutable std::vector<double> sel_;  // scratch of solve()
-  mutable std::vector<int64_t> sel_cls_;
+  mutable std::vector<detail::CutStep> sel_;  // scratch of solve()
   mutable detail::SplitScratch split_;
 };
 

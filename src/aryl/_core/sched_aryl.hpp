@@ -491,7 +491,9 @@ inline bool solve_extras(Table& t, i64 capacity, Solver solver, bool unconstrain
                          const std::vector<i64>* caps, std::vector<i64>& out,
                          std::vector<double>& cut) {
   const i64 n = t.n, K = t.K;
-  out.assign(static_cast<size_t>(n), 0);
+  // zeros (as the paths below the step shortcut expect), but when the shortcut answers:
+  // then it has written every row's answer
+  out.resize(static_cast<size_t>(n));
   if (n == 0) return true;
   bool cuts = false;  // a cap below K
   if (caps != nullptr && K)
@@ -516,6 +518,7 @@ inline bool solve_extras(Table& t, i64 capacity, Solver solver, bool unconstrain
         static_cast<double>(n) * t.vmax < 1e300)
       return true;
   }
+  if (streamed != Stream::ANSWERED) std::fill(out.begin(), out.end(), 0);
   write_pending(t);
   const std::vector<double>* values = &t.v;
   if (cuts) {
