@@ -175,8 +175,6 @@ def _floor_case(repeats: int) -> dict[str, float]:
             lambda cfg=cfg: simulate(jobs, policy="aryl", config=cfg), n)
     out["ratio_native"] = out["aryl_native_ms"] / out["floor_ms"]
     out["ratio_python"] = out["aryl_python_ms"] / out["floor_ms"]
-    # aryl against fifo, both native, interleaved in this process
-    out.update(_bench("bench_sim").aryl_fifo_ratio(max(3, repeats)))
     return out
 
 
@@ -184,6 +182,47 @@ def floor_figures(repeats: int) -> dict[str, float]:
     ctx = mp.get_context("spawn")
     with ctx.Pool(1) as pool:
         return pool.apply(_floor_case, (repeats,))
+
+
+#: aryl against fifo: fresh processes, and interleaved rounds in each
+RATIO_PROCESSES, RATIO_ROUNDS = 9, 9
+
+
+def _ratio_case(rounds: int) -> dict[str, float]:
+    """``aryl_fifo_ratio`` in this (fresh) process."""
+    return dict(_bench("bench_sim").aryl_fifo_ratio(rounds))
+
+
+def ratio_figures(n_processes: int = RATIO_PROCESSES,
+                  rounds: int = RATIO_ROUNDS) -> dict[str, float]:
+    """``aryl`` against ``fifo`` (native engine, itp-c07) in ``n_processes`` fresh
+    processes, one after another, each interleaving ``rounds`` rounds of the two
+    (``aryl_fifo_ratio``).  A process's memory layout moves the two replays' times
+    differently: on a shared 2-core machine one process's ratio ranges over about
+    +-5% around the typical one, more than a round-to-round difference.  So every
+    figure is the median over the processes of that process's figure, and the
+    ratio's range over the processes is given (``simulate_ratio_min`` / ``_max``)."""
+    ctx = mp.get_context("spawn")
+    runs: list[dict[str, float]] = []
+    for _ in range(n_processes):
+        with ctx.Pool(1) as pool:
+            runs.append(pool.apply(_ratio_case, (rounds,)))
+    out = median_over_processes(runs)
+    out["ratio_rounds"] = float(rounds)
+    return out
+
+
+def median_over_processes(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Per key, the median of the processes' figures (``runs``: one dict a process, the
+    same keys), the range of ``simulate_ratio`` (``simulate_ratio_min`` / ``_max``) and
+    the count (``ratio_processes``).  Raises ValueError on no runs."""
+    if not runs:
+        raise ValueError("median_over_processes: no runs")
+    out = {k: float(statistics.median(r[k] for r in runs)) for k in runs[0]}
+    ratios = [r["simulate_ratio"] for r in runs]
+    out["simulate_ratio_min"], out["simulate_ratio_max"] = min(ratios), max(ratios)
+    out["ratio_processes"] = float(len(runs))
+    return out
 
 
 def schedule_figures(repeats: int) -> dict[str, float]:
@@ -424,8 +463,13 @@ def render(rec: dict[str, float], mk: dict[str, float], replays: list[dict[str, 
         f"| `aryl`, Python engine | {fl['aryl_python_ms']:,.0f} ms | {fl['ratio_python']:.0f}x |",
         "",
         "The cost of `aryl`'s pass over the engine's: `aryl` against `fifo`, both native, "
-        "in one process, rounds interleaved (`python bench/bench_sim.py --ratio`, "
-        "`aryl_fifo_ratio`):",
+        f"{fl['ratio_rounds']:.0f} rounds interleaved in one process (`aryl_fifo_ratio`; "
+        "`python bench/bench_sim.py --ratio` runs one such process), in "
+        f"{fl['ratio_processes']:.0f} fresh processes one after another; each figure is the "
+        "median over the processes of that process's median (a process's memory layout "
+        "moves the two replays' times differently; the ratio ranged from "
+        f"{fl['simulate_ratio_min']:.2f}x to {fl['simulate_ratio_max']:.2f}x over the "
+        "processes):",
         "",
         "| | `fifo` | `aryl` | aryl / fifo |",
         "|---|---|---|---|",
@@ -581,6 +625,7 @@ def main(argv: list[str]) -> None:
     mk = mckp_figures(args.repeats)
     sch = schedule_figures(max(5, args.repeats // 2))
     fl = floor_figures(max(3, args.repeats // 10))
+    fl.update(ratio_figures())
     replays = replay_figures()
     million = million_figures(args.million) if args.million and Path(PHILLY).is_file() else []
     ten = (ten_million_figures(args.ten_million, png)

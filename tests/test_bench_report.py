@@ -69,3 +69,21 @@ def test_bad_counts_are_refused_before_any_work(argv: list[str], message: str,
         _report().main(argv)
     assert info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_ratio_figures_are_medians_over_processes_with_the_range() -> None:
+    runs = [
+        {"aryl_simulate_ms": 42.0, "fifo_simulate_ms": 16.0, "simulate_ratio": 42.0 / 16.0},
+        {"aryl_simulate_ms": 40.0, "fifo_simulate_ms": 15.0, "simulate_ratio": 40.0 / 15.0},
+        {"aryl_simulate_ms": 41.0, "fifo_simulate_ms": 17.0, "simulate_ratio": 41.0 / 17.0},
+    ]
+    out = _report().median_over_processes(runs)
+    assert out["aryl_simulate_ms"] == 41.0
+    assert out["fifo_simulate_ms"] == 16.0
+    # the median of the three ratios (2.625, 2.667, 2.412), not 41 / 16 = 2.5625
+    assert out["simulate_ratio"] == 42.0 / 16.0
+    assert out["simulate_ratio_min"] == 41.0 / 17.0
+    assert out["simulate_ratio_max"] == 40.0 / 15.0
+    assert out["ratio_processes"] == 3.0
+    with pytest.raises(ValueError, match="no runs"):
+        _report().median_over_processes([])
