@@ -1432,23 +1432,38 @@ struct State {
         workers.set(u, 0);
         track_extras(j);
     }
+    // _track_extras's first half: job u's extras now (ex_job[u], g GPUs a worker)
+    // leave the per-server and total extra GPUs
+    void extras_out(size_t u, i64 g) {
+        const Placement& old = ex_job[u];
+        if (old.empty()) return;
+        i64 kg_all = 0;  // (summed here: ex_gpus is a member, stored at every step)
+        for (const auto& e : old) {
+            const i64 kg = e.second * g;
+            ex_srv[static_cast<size_t>(e.first)] -= kg;
+            kg_all += kg;
+        }
+        ex_gpus -= kg_all;
+        --n_ex_job;
+    }
+    // its second half: job u's new extras `ex` (ex_job's entry of u, just written)
+    // join them (an empty part leaves the job without an entry)
+    void extras_in(size_t u, const Placement& ex, i64 g) {
+        i64 kg_all = 0;
+        for (const auto& e : ex) {
+            const i64 kg = e.second * g;
+            ex_srv[static_cast<size_t>(e.first)] += kg;
+            kg_all += kg;
+        }
+        ex_gpus += kg_all;
+        if (!ex.empty()) ++n_ex_job;
+        else ex_job.clear(u);
+    }
     // state.py _track_extras
     void track_extras(i64 j) {
         const auto u = static_cast<size_t>(j);
         const i64 g = gpus_per_worker[u];
-        {
-            const Placement& old = ex_job[u];
-            if (!old.empty()) {
-                i64 kg_all = 0;  // (summed here: ex_gpus is a member, stored at every step)
-                for (const auto& e : old) {
-                    const i64 kg = e.second * g;
-                    ex_srv[static_cast<size_t>(e.first)] -= kg;
-                    kg_all += kg;
-                }
-                ex_gpus -= kg_all;
-                --n_ex_job;
-            }
-        }
+        extras_out(u, g);
         const Placement& place = placement[u];
         if (place.empty() || !elastic[u]) {
             ex_job.clear(u);
@@ -1459,15 +1474,7 @@ struct State {
         if (w > mn) {
             Placement& ex = ex_job.mut(u);  // (split_placement clears it first)
             split_placement(place, mn, nullptr, &ex);
-            i64 kg_all = 0;  // (summed here: ex_gpus is a member, stored at every step)
-            for (const auto& e : ex) {
-                const i64 kg = e.second * g;
-                ex_srv[static_cast<size_t>(e.first)] += kg;
-                kg_all += kg;
-            }
-            ex_gpus += kg_all;
-            if (!ex.empty()) ++n_ex_job;
-            else ex_job.clear(u);
+            extras_in(u, ex, g);
         } else {
             ex_job.clear(u);
         }
@@ -1615,19 +1622,7 @@ struct State {
         }
         busy_loaned += loaned_kg;
         // _unplace's _track_extras: the old extras out
-        {
-            const Placement& old = ex_job[u];
-            if (!old.empty()) {
-                i64 kg_all = 0;  // (summed here: ex_gpus is a member, stored at every step)
-                for (const auto& e : old) {
-                    const i64 kg = e.second * g;
-                    ex_srv[static_cast<size_t>(e.first)] -= kg;
-                    kg_all += kg;
-                }
-                ex_gpus -= kg_all;
-                --n_ex_job;
-            }
-        }
+        extras_out(u, g);
         const bool placed = !place.empty();
         if (placed) std::swap(cur, place);  // (from here on the new placement is cur)
         else placement.clear(u);
@@ -1641,15 +1636,7 @@ struct State {
             if (w > mn) {
                 Placement& ex = ex_job.mut(u);
                 extra_part(cur, mn, ex);
-                i64 kg_all = 0;  // (summed here: ex_gpus is a member, stored at every step)
-                for (const auto& e : ex) {
-                    const i64 kg = e.second * g;
-                    ex_srv[static_cast<size_t>(e.first)] += kg;
-                    kg_all += kg;
-                }
-                ex_gpus += kg_all;
-                if (!ex.empty()) ++n_ex_job;
-                else ex_job.clear(u);
+                extras_in(u, ex, g);
             } else {
                 ex_job.clear(u);
             }
