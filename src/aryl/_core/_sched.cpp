@@ -844,19 +844,28 @@ py::tuple engine_pool_split(M::Engine& eng, const py::handle& done_work) {
     std::vector<double> useful(static_cast<size_t>(eng.st.n_pools), 0.0);
     py::array_t<int32_t> main_idx(n);
     int32_t* m = main_idx.mutable_data();
-    std::vector<std::pair<i64, double>> d, sorted_d;
+    std::vector<std::pair<i64, double>> d;
     for (py::ssize_t j = 0; j < n; ++j) {
-        eng.pools_of(static_cast<size_t>(j), d);
+        const M::Engine::PoolAcc& a = eng.pool_acc[static_cast<size_t>(j)];
         m[j] = -1;
-        if (d.empty()) continue;
+        if (a.pool < 0) continue;
+        if (a.more < 0) {  // one pool (the usual case): the loop below over one entry
+            double tot = 0.0;
+            tot += a.v;
+            m[j] = a.pool;
+            if (tot > 0) useful[static_cast<size_t>(a.pool)] += w[j] * (a.v / tot);
+            continue;
+        }
+        eng.pools_of(static_cast<size_t>(j), d);
         double tot = 0.0;
-        for (const auto& e : d) tot += e.second;
-        // max(sorted(d), key=d.get): the first of the largest in ascending pool order
-        sorted_d = d;
-        std::sort(sorted_d.begin(), sorted_d.end());
+        for (const auto& e : d) tot += e.second;  // (in order of first use, as Python's)
+        // max(sorted(d), key=d.get): the first of the largest in ascending pool order.
+        // d sorted in place: each pool has one entry, so its useful work gets one
+        // addition from this job in any order.
+        std::sort(d.begin(), d.end());
         i64 best = -1;
         double best_v = 0.0;
-        for (const auto& e : sorted_d)
+        for (const auto& e : d)
             if (best < 0 || e.second > best_v) {
                 best = e.first;
                 best_v = e.second;

@@ -246,14 +246,20 @@ public:
     std::vector<double> first_start, finish_t;
     sched::I32Column n_preempt, n_scale_in, n_scale_out, n_move;  // int32: 4 bytes a job
     // per job: GPU-seconds per pool, pools in order of first use (engine.py
-    // job_pool_gpu_s): the first pool inline, further ones in a side list
+    // job_pool_gpu_s): the first pool inline, further ones in a chain of entries
+    // of one shared list (no allocation of its own per job)
     struct PoolAcc {
         int32_t pool = -1;  // -1: none yet
-        int32_t more = -1;  // index into pool_more, -1: none
+        int32_t more = -1;  // the job's first entry in pool_more, -1: none
         double v = 0.0;
     };
+    struct PoolMore {
+        int32_t pool;
+        int32_t next;  // the job's next entry, -1: none
+        double v;
+    };
     std::vector<PoolAcc> pool_acc;
-    std::vector<std::vector<std::pair<i64, double>>> pool_more;
+    std::vector<PoolMore> pool_more;
     // clock and accounting
     double t0 = 0.0, now = 0.0;
     double busy_int = 0.0, busy_loaned_int = 0.0, loan_gpu_int = 0.0, cap_int = 0.0,
@@ -358,19 +364,22 @@ public:
                 d.pool = static_cast<int32_t>(p);
                 d.v = 0.0 + x;
             } else {
-                if (d.more < 0) {
-                    d.more = static_cast<int32_t>(pool_more.size());
-                    pool_more.emplace_back();
+                int32_t q = d.more, last = -1;
+                while (q >= 0 && pool_more[static_cast<size_t>(q)].pool != p) {
+                    last = q;
+                    q = pool_more[static_cast<size_t>(q)].next;
                 }
-                auto& m = pool_more[static_cast<size_t>(d.more)];
-                bool found = false;
-                for (auto& pe : m)
-                    if (pe.first == p) {
-                        pe.second = pe.second + x;
-                        found = true;
-                        break;
-                    }
-                if (!found) m.emplace_back(p, 0.0 + x);
+                if (q >= 0) {
+                    PoolMore& pe = pool_more[static_cast<size_t>(q)];
+                    pe.v = pe.v + x;
+                } else {  // a new pool of the job: last in its chain
+                    if (pool_more.size() >= static_cast<size_t>(INT32_MAX))
+                        throw std::overflow_error("more than 2**31 - 1 (job, pool) entries");
+                    const auto nq = static_cast<int32_t>(pool_more.size());
+                    pool_more.push_back(PoolMore{static_cast<int32_t>(p), -1, 0.0 + x});
+                    if (last < 0) d.more = nq;
+                    else pool_more[static_cast<size_t>(last)].next = nq;
+                }
             }
         }
     }
@@ -380,8 +389,8 @@ public:
         const PoolAcc& d = pool_acc[j];
         if (d.pool < 0) return;
         out.emplace_back(d.pool, d.v);
-        if (d.more >= 0)
-            for (const auto& pe : pool_more[static_cast<size_t>(d.more)]) out.push_back(pe);
+        for (int32_t q = d.more; q >= 0; q = pool_more[static_cast<size_t>(q)].next)
+            out.emplace_back(pool_more[static_cast<size_t>(q)].pool, pool_more[static_cast<size_t>(q)].v);
     }
     void job_started(i64 j, int) {
         const auto u = static_cast<size_t>(j);
@@ -772,7 +781,7 @@ public:
     // free the per-job pool accounting (after _sched.cpp engine_pool_split read it)
     void release_pools() {
         std::vector<PoolAcc>().swap(pool_acc);
-        std::vector<std::vector<std::pair<i64, double>>>().swap(pool_more);
+        std::vector<PoolMore>().swap(pool_more);
     }
 
     // ------------------------------------------------------------ checks
