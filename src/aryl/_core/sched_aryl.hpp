@@ -1771,6 +1771,8 @@ class ArylPass : public SjfPass {
     // remaining_at's operations on a running job's values, in the same order), and
     // their homogeneous throughputs (one GPU type: never missing)
     const size_t n_rows = gpu_type < 0 ? static_cast<size_t>(n_run) : 0;
+    // (the rows' throughputs are in the GatherRows themselves: none may move)
+    if (n_rows > 0) st.gather_reserve(n_rows);
     for (; i < n_rows; ++i) {
       const GatherRow* r = st.gather_row(cand[i]);
       if (r == nullptr) break;  // (not one: the general gather below)
@@ -1786,7 +1788,7 @@ class ArylPass : public SjfPass {
         rem = rem - (now - r->progress_at_s) * r->speed;
         rem = rem > 0.0 ? rem : 0.0;
       }
-      const double* t = e < r->n_tput ? r->tput : st.gather_tput(cand[i], e + 1);
+      const double* t = e < r->n_tput ? r->tput() : st.gather_tput(cand[i], e + 1);
       rows_p[i] = {t, rem * r->ref_throughput, c_now, e, gi, false};
     }
     for (; i < n; ++i) {

@@ -867,13 +867,23 @@ private:
 // expression on the same inputs as every other row of them: the same floats),
 // computed as far as a table has needed them (State::gather_tput): never sized by
 // max_workers, which may be 2**31 - 1 where only a few workers can be placed.
-struct GatherRow {
-    const double* tput = nullptr;  // GatherRows' buffer of the row's slot
+struct alignas(64) GatherRow {
+    // three cache lines: the gather's values in the first, then alpha (read only when
+    // throughputs are computed) and the first N_INLINE throughputs in the record
+    // itself (a row is one block: the usual K = 12 fits); past them all of them are
+    // in GatherRows' heap buffer of the row's slot, which heap then points to
+    // (nullptr while they fit inline)
+    static constexpr i64 N_INLINE = 15;
+    const double* heap = nullptr;
     double remaining_s = 0.0, progress_at_s = 0.0, speed = 0.0, ref_throughput = 0.0;
-    double alpha = 0.0;
     int32_t base = 0, max_workers = 0, gpus = 0, workers = 0;
-    i64 n_tput = 0;  // throughputs in tput (c = 0..n_tput - 1)
+    i64 n_tput = 0;  // throughputs in tput() (c = 0..n_tput - 1)
+    double alpha = 0.0;
+    double inl[N_INLINE];
+    // (no self-pointer: the inline buffer moves with the record when rows_ grows)
+    const double* tput() const { return heap != nullptr ? heap : inl; }
 };
+static_assert(sizeof(GatherRow) == 192, "GatherRow: three cache lines");
 
 // The GatherRows of the jobs of State::elastic_running that the elastic phase read
 // (by job: an int32 slot per job, -1 = none, into rows recycled as jobs come and
@@ -893,10 +903,18 @@ public:
         rows_ = o.rows_;
         tput_ = o.tput_;
         free_ = o.free_;
-        for (size_t q = 0; q < rows_.size(); ++q) rows_[q].tput = tput_[q].data();  // ours
+        for (size_t q = 0; q < rows_.size(); ++q)  // ours
+            if (rows_[q].heap != nullptr) rows_[q].heap = tput_[q].data();
         return *this;
     }
     void resize(size_t n) { slot_.resize(n, -1); }
+    // room for n more rows without moving the others: a table's rows point into
+    // their records' inline throughputs (State::gather_reserve), which must stay put
+    // while the gather makes rows for the later candidates
+    void reserve_new(size_t n) {
+        const size_t want = rows_.size() + n;
+        if (rows_.capacity() < want) rows_.reserve(std::max(want, 2 * rows_.capacity()));
+    }
     // job j's row, nullptr when it has none
     const GatherRow* get(size_t j) const {
         const int32_t s = slot_[j];
@@ -925,7 +943,7 @@ public:
         const auto q = static_cast<size_t>(s);
         GatherRow& r = rows_[q];
         tput_[q].clear();
-        r.tput = tput_[q].data();
+        r.heap = nullptr;
         r.n_tput = 0;
         r.alpha = alpha;
         r.ref_throughput = ref_tp;
@@ -940,15 +958,29 @@ public:
     const GatherRow& grow_tput(size_t j, i64 n) {
         const auto q = static_cast<size_t>(slot_[j]);
         GatherRow& r = rows_[q];
-        std::vector<double>& t = tput_[q];
         const i64 top = static_cast<i64>(r.max_workers) - r.base + 1;
         const i64 want = std::min(top, std::max(n, 2 * r.n_tput));
-        t.resize(static_cast<size_t>(want));
-        for (i64 c = r.n_tput; c < want; ++c)
-            t[static_cast<size_t>(c)] = elastic_throughput(r.base + c, r.alpha);
-        r.tput = t.data();
+        if (want <= GatherRow::N_INLINE) {
+            for (i64 c = r.n_tput; c < want; ++c)
+                r.inl[c] = elastic_throughput(r.base + c, r.alpha);
+        } else {
+            std::vector<double>& t = tput_[q];
+            if (r.heap == nullptr) t.assign(r.inl, r.inl + r.n_tput);
+            t.resize(static_cast<size_t>(want));
+            for (i64 c = r.n_tput; c < want; ++c)
+                t[static_cast<size_t>(c)] = elastic_throughput(r.base + c, r.alpha);
+            r.heap = t.data();
+        }
         r.n_tput = want;
         return r;
+    }
+    // check_indexes: job j's row (it has one) keeps its throughputs in its own storage
+    bool owns_tput(size_t j) const {
+        const auto q = static_cast<size_t>(slot_[j]);
+        const GatherRow& r = rows_[q];
+        return r.n_tput <= GatherRow::N_INLINE
+                   ? r.heap == nullptr
+                   : r.heap == tput_[q].data() && static_cast<i64>(tput_[q].size()) == r.n_tput;
     }
     void release(size_t j) {
         int32_t& s = slot_[j];
@@ -1293,6 +1325,8 @@ struct State {
         g.speed = R.speed;
         g.workers = static_cast<int32_t>(workers[u]);
     }
+    // before gather_row on n jobs whose rows are all used together: none moves
+    void gather_reserve(size_t n) const { gather.reserve_new(n); }
     // The GatherRow of job j of elastic_running, made from its values on first use;
     // nullptr for a job not running or without a record (read from its columns then)
     const GatherRow* gather_row(i64 j) const {
@@ -1321,7 +1355,7 @@ struct State {
     __attribute__((noinline))
 #endif
     const double* gather_tput(i64 j, i64 n) const {
-        return gather.grow_tput(static_cast<size_t>(j), n).tput;
+        return gather.grow_tput(static_cast<size_t>(j), n).tput();
     }
     // state.py close_attained
     void close_attained(i64 j, double now) {
@@ -1925,10 +1959,10 @@ struct State {
                 g->workers != workers[u])
                 return "gather rows drifted";
             if (!same(g->alpha, alpha[u]) || g->n_tput < 0 ||
-                g->n_tput > g->max_workers - g->base + 1)
+                g->n_tput > g->max_workers - g->base + 1 || !gather.owns_tput(u))
                 return "gather rows drifted";
             for (i64 c = 0; c < g->n_tput; ++c)
-                if (!same(g->tput[c], elastic_throughput(g->base + c, alpha[u])))
+                if (!same(g->tput()[c], elastic_throughput(g->base + c, alpha[u])))
                     return "gather rows drifted";
         }
         if (n_rows != gather.n_rows()) return "gather rows drifted";
