@@ -72,6 +72,7 @@ struct ReclaimScratch {
     std::vector<int32_t> job_pos;  // per job: its index in the request's job list, -1 = none
     std::vector<std::pair<i64, i64>> on;  // one server's (run_seq, job), sorted
     std::vector<i64> pl_index, allowed;   // the greedy's placement server positions, all 1
+    reclaim::Output out;                  // the greedy's result (its buffers kept)
 };
 
 // kernels.py reclaim_request: the loaned servers, the jobs on them (start order)
@@ -165,7 +166,8 @@ inline void plan_reclaim(const State& st, i64 n, bool elastic_policy, const Recl
     in.job_elastic = req.job_elastic.data();
     in.job_preemptible = req.job_preemptible.data();
     in.n_return = n;
-    const reclaim::Output out = reclaim::greedy(in);
+    reclaim::Output& out = sc.out;
+    reclaim::greedy(in, out);
     for (i64 s : out.taken) servers.push_back(req.server_id[static_cast<size_t>(s)]);
     for (i64 j : out.preempted) preempted.push_back(req.job_id[static_cast<size_t>(j)]);
 }
