@@ -87,12 +87,7 @@ inline void reclaim_request(const State& st, i64 n, bool elastic_policy,
     req.placement_job.clear();
     req.placement_server.clear();
     req.placement_workers.clear();
-    req.job_id.clear();
-    req.job_workers.clear();
-    req.job_gpus_per_worker.clear();
-    req.job_min_workers.clear();
-    req.job_elastic.clear();
-    req.job_preemptible.clear();
+    req.job_id.clear();  // (the other job columns are sized and written below)
     sc.pl_index.clear();
     if (sc.job_pos.size() < static_cast<size_t>(st.n_jobs()))
         sc.job_pos.resize(static_cast<size_t>(st.n_jobs()), -1);
@@ -121,15 +116,21 @@ inline void reclaim_request(const State& st, i64 n, bool elastic_policy,
             sc.pl_index.push_back(q);
         }
     }
-    for (i64 j : req.job_id) {
-        const auto u = static_cast<size_t>(j);
+    // the job columns (sized once, written by index: no push per value)
+    const size_t nj = req.job_id.size();
+    req.job_workers.resize(nj);
+    req.job_gpus_per_worker.resize(nj);
+    req.job_min_workers.resize(nj);
+    req.job_elastic.resize(nj);
+    req.job_preemptible.assign(nj, 1);
+    for (size_t q = 0; q < nj; ++q) {
+        const auto u = static_cast<size_t>(req.job_id[q]);
         sc.job_pos[u] = -1;
         const bool el = elastic_policy && st.elastic[u];
-        req.job_workers.push_back(st.workers[u]);
-        req.job_gpus_per_worker.push_back(st.gpus_per_worker[u]);
-        req.job_min_workers.push_back(el ? st.min_workers[u] : st.workers[u]);
-        req.job_elastic.push_back(el ? 1 : 0);
-        req.job_preemptible.push_back(1);
+        req.job_workers[q] = st.workers[u];
+        req.job_gpus_per_worker[q] = st.gpus_per_worker[u];
+        req.job_min_workers[q] = el ? st.min_workers[u] : st.workers[u];
+        req.job_elastic[q] = el ? 1 : 0;
     }
     req.n_servers = n;
 }
@@ -242,6 +243,7 @@ inline void reclaim_step(const State& st, const Policy& pol, i64 n, Plan& plan,
     for (i64 j : affected) {
         const Placement& place = st.placement[static_cast<size_t>(j)];
         Placement left;
+        left.reserve(place.size());  // (one allocation: at most every entry stays)
         for (const auto& e : place)
             if (std::find(ws.servers.begin(), ws.servers.end(), e.first) == ws.servers.end())
                 left.push_back(e);
