@@ -180,9 +180,8 @@ struct PassWorkspace {
     ReclaimRequestArrays req;
     ReclaimScratch rsc;
     std::vector<int32_t> loan_pos;  // settle: per server, its position in `loaned`, -1 = none
-    std::vector<i64> n_gone;        // settle: per loaned position, its jobs the plan moves off
     std::vector<uint8_t> joined;    // settle: per loaned position, a job of the plan goes there
-    std::vector<uint8_t> gone;      // settle: per job, counted in n_gone (0 again after)
+    std::vector<uint8_t> gone;      // settle: per job, the plan moves it (0 again after)
     std::vector<i64> for_base, affected;
     Placement base;
     PassContext ctx;           // this pass's context (its vectors keep their capacity)
@@ -266,11 +265,12 @@ inline void reclaim_step(const State& st, const Policy& pol, i64 n, Plan& plan,
 // >= n_training, as every loaned or offered one is), no job joins or leaves a
 // loaned server: no offered server is borrowed and the loaned ones without jobs
 // go back.  Otherwise only whether each loaned server holds a job after the plan
-// matters (Python builds the job sets of the servers the plan touches): its jobs
-// now (jobs_on: j is there exactly when the server is in j's placement) less
-// those the plan preempts or resizes (ws.n_gone, by position in `loaned`: each
-// job counted once, ws.gone marks it), or any job a resize or start puts there
-// (ws.joined).  A server's position is ws.loan_pos[s], filled here, -1 again after.
+// matters (Python builds the job sets of the servers the plan touches): a job of
+// it now (jobs_on: j is there exactly when the server is in j's placement) that the
+// plan neither preempts nor resizes (ws.gone marks those: looked up on the loaned
+// servers' job lists, no walk of the moved jobs' placements), or any job a resize
+// or start puts there (ws.joined, by position in `loaned`).  A server's position is
+// ws.loan_pos[s], filled here, -1 again after.
 // ws.n_idle_loans: the servers on loan without jobs now (schedule counts them).
 inline void settle(const State& st, const Policy& pol, Plan& plan, const std::vector<i64>& loaned,
                    const std::vector<i64>& offered, PassWorkspace& ws) {
@@ -301,21 +301,10 @@ inline void settle(const State& st, const Policy& pol, Plan& plan, const std::ve
     std::vector<int32_t>& pos = ws.loan_pos;
     if (pos.size() != st.server_gpus.size()) pos.assign(st.server_gpus.size(), -1);
     for (size_t q = 0; q < nl; ++q) pos[static_cast<size_t>(loaned[q])] = static_cast<int32_t>(q);
-    std::vector<i64>& n_gone = ws.n_gone;
     std::vector<uint8_t>& joined = ws.joined;
-    n_gone.assign(nl, 0);
     joined.assign(nl, 0);
-    std::vector<uint8_t>& gone = ws.gone;  // per job: left its servers already
+    std::vector<uint8_t>& gone = ws.gone;  // per job: jobs_after(s).discard(j) where it is
     if (gone.size() < static_cast<size_t>(st.n_jobs())) gone.resize(static_cast<size_t>(st.n_jobs()), 0);
-    auto leave = [&](i64 j) {  // jobs_after(s).discard(j) on each loaned server of j
-        uint8_t& mark = gone[static_cast<size_t>(j)];
-        if (mark) return;
-        mark = 1;
-        for (const auto& e : st.placement[static_cast<size_t>(j)]) {
-            const int32_t q = pos[static_cast<size_t>(e.first)];
-            if (q >= 0) ++n_gone[static_cast<size_t>(q)];
-        }
-    };
     auto join = [&](const Placement& p) {  // jobs_after(s).add(j) on each loaned server
         bool any = false;
         for (const auto& e : p) {
@@ -327,11 +316,9 @@ inline void settle(const State& st, const Policy& pol, Plan& plan, const std::ve
         }
         return any;
     };
-    for (const auto& p : plan.preemptions) leave(p.first);
-    for (const auto& r : plan.resizes) leave(r.job);
+    for (const auto& p : plan.preemptions) gone[static_cast<size_t>(p.first)] = 1;
+    for (const auto& r : plan.resizes) gone[static_cast<size_t>(r.job)] = 1;
     for (const auto& r : plan.resizes) join(r.place);
-    for (const auto& p : plan.preemptions) gone[static_cast<size_t>(p.first)] = 0;
-    for (const auto& r : plan.resizes) gone[static_cast<size_t>(r.job)] = 0;
     std::vector<i64>& for_base = ws.for_base;
     for_base.clear();
     Placement& base = ws.base;
@@ -341,10 +328,12 @@ inline void settle(const State& st, const Policy& pol, Plan& plan, const std::ve
             for (const auto& e : base)
                 if (pos[static_cast<size_t>(e.first)] >= 0) for_base.push_back(e.first);
         }
-    // busy(s) of a loaned server by its position q
+    // busy(s) of a loaned server by its position q: a job joins, or one there stays
     auto busy_at = [&](size_t q) -> bool {
-        return joined[q] ||
-               static_cast<i64>(st.jobs_on[static_cast<size_t>(loaned[q])].size()) > n_gone[q];
+        if (joined[q]) return true;
+        for (const auto& e : st.jobs_on[static_cast<size_t>(loaned[q])])
+            if (!gone[static_cast<size_t>(e.first)]) return true;
+        return false;
     };
     for (i64 s : offered)  // (every offered server is in `loaned`)
         if (busy_at(static_cast<size_t>(pos[static_cast<size_t>(s)]))) {
@@ -357,6 +346,8 @@ inline void settle(const State& st, const Policy& pol, Plan& plan, const std::ve
         if (st.server_status[static_cast<size_t>(s)] == LOANED && !busy_at(q))
             plan.returned_servers.emplace_back(s, IDLE_LOAN);
     }
+    for (const auto& p : plan.preemptions) gone[static_cast<size_t>(p.first)] = 0;
+    for (const auto& r : plan.resizes) gone[static_cast<size_t>(r.job)] = 0;
 }
 
 // api.py time_after: the first double t with t - origin >= span
