@@ -282,8 +282,18 @@ public:
         return true;
     }
 
-    Output run() {
-        Output out;
+    // The greedy into out (its vectors cleared first: their buffers are reused).
+    void run(Output& out) {
+        out.taken.clear();
+        out.cost.clear();
+        out.act_server.clear();
+        out.act_job.clear();
+        out.act_kind.clear();
+        out.act_workers.clear();
+        out.act_reason.clear();
+        out.preempted.clear();
+        out.scaled.clear();
+        out.scaled_new_workers.clear();
         const int64_t m = in_.n_servers;
         IndexedHeap& heap = ws_.heap;
         heap.reset(m);
@@ -356,7 +366,6 @@ public:
         out.scaled.resize(k);
         out.scaled_new_workers.reserve(k);
         for (int64_t j : out.scaled) out.scaled_new_workers.push_back(job_[j].workers);
-        return out;
     }
 
 private:
@@ -384,13 +393,20 @@ private:
     int64_t* stamp_ = nullptr;
 };
 
-// Run the greedy.  Inputs must be validated by the caller (indices in range,
+// Run the greedy into out (overwritten; its vectors keep their buffers, so a caller
+// that reclaims many times, as the simulator's pass does, allocates nothing once
+// they have grown).  Inputs must be validated by the caller (indices in range,
 // workers >= 1, min_workers <= workers, (job, server) pairs unique).
 // Thread-safe: each thread has its own workspace.
-inline Output greedy(const Input& in) {
+inline void greedy(const Input& in, Output& out) {
     thread_local Workspace ws;
     Greedy g(in, ws);
-    return g.run();
+    g.run(out);
+}
+inline Output greedy(const Input& in) {
+    Output out;
+    greedy(in, out);
+    return out;
 }
 
 }  // namespace reclaim

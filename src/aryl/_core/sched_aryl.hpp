@@ -1167,7 +1167,11 @@ inline void fill_extras(const Table& values, std::vector<i64>& k,
 // newp's workers.  Both placements are dicts (distinct servers).  The base part
 // usually lies on one or two servers: they are picked one at a time, the lowest
 // server above the last (a walk of `place` each), until `base` workers are taken;
-// split_placement orders a larger one.  Written in place (no push per entry).
+// split_placement orders a larger one.  Most placements were built by a resize (base
+// part first in ascending servers, then the extras, see extra_part): when the entries
+// up to the one that completes `base` ascend and every later one is above them, those
+// are the lowest servers in order, the ones picked (one check of `place` instead of a
+// walk per pick).  Written in place (no push per entry).
 inline i64 resize_placement(const Placement& place, i64 base, const Placement& ex,
                             Placement& out) {
   constexpr size_t kPicks = 4;  // base servers picked one at a time, at most
@@ -1175,6 +1179,35 @@ inline i64 resize_placement(const Placement& place, i64 base, const Placement& e
   size_t n_base = 0;
   i64 left = base;
   i64 last = std::numeric_limits<i64>::min();  // the highest base server
+  if (left > 0) {  // the ascending prefix (entries with workers) that completes base
+    const size_t n = place.size();
+    size_t i = 0;
+    bool ok = true;
+    for (; i < n && i < kPicks; ++i) {
+      const PlaceEntry& e = place[i];
+      ok &= (e.first > last) & (e.second > 0);
+      if (!ok || e.second >= left) break;
+      b_srv[i] = e.first;
+      b_k[i] = e.second;
+      left -= e.second;
+      last = e.first;
+    }
+    if (ok && i < n && i < kPicks) {  // place[i] completes base: the rest above it?
+      const i64 pivot = place[i].first;
+      for (size_t r = i + 1; r < n; ++r) ok &= place[r].first > pivot;
+      if (ok) {
+        b_srv[i] = pivot;
+        b_k[i] = left;
+        n_base = i + 1;
+        left = 0;
+        last = pivot;
+      }
+    }
+    if (left > 0) {  // not so: the picks one at a time
+      left = base;
+      last = std::numeric_limits<i64>::min();
+    }
+  }
   while (left > 0) {
     if (n_base == kPicks) {  // a base part on many servers
       split_placement(place, base, &out, nullptr);

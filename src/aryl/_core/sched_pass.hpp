@@ -72,6 +72,7 @@ struct ReclaimScratch {
     std::vector<int32_t> job_pos;  // per job: its index in the request's job list, -1 = none
     std::vector<std::pair<i64, i64>> on;  // one server's (run_seq, job), sorted
     std::vector<i64> pl_index, allowed;   // the greedy's placement server positions, all 1
+    reclaim::Output out;                  // the greedy's result (its buffers kept)
 };
 
 // kernels.py reclaim_request: the loaned servers, the jobs on them (start order)
@@ -86,12 +87,7 @@ inline void reclaim_request(const State& st, i64 n, bool elastic_policy,
     req.placement_job.clear();
     req.placement_server.clear();
     req.placement_workers.clear();
-    req.job_id.clear();
-    req.job_workers.clear();
-    req.job_gpus_per_worker.clear();
-    req.job_min_workers.clear();
-    req.job_elastic.clear();
-    req.job_preemptible.clear();
+    req.job_id.clear();  // (the other job columns are sized and written below)
     sc.pl_index.clear();
     if (sc.job_pos.size() < static_cast<size_t>(st.n_jobs()))
         sc.job_pos.resize(static_cast<size_t>(st.n_jobs()), -1);
@@ -120,15 +116,21 @@ inline void reclaim_request(const State& st, i64 n, bool elastic_policy,
             sc.pl_index.push_back(q);
         }
     }
-    for (i64 j : req.job_id) {
-        const auto u = static_cast<size_t>(j);
+    // the job columns (sized once, written by index: no push per value)
+    const size_t nj = req.job_id.size();
+    req.job_workers.resize(nj);
+    req.job_gpus_per_worker.resize(nj);
+    req.job_min_workers.resize(nj);
+    req.job_elastic.resize(nj);
+    req.job_preemptible.assign(nj, 1);
+    for (size_t q = 0; q < nj; ++q) {
+        const auto u = static_cast<size_t>(req.job_id[q]);
         sc.job_pos[u] = -1;
         const bool el = elastic_policy && st.elastic[u];
-        req.job_workers.push_back(st.workers[u]);
-        req.job_gpus_per_worker.push_back(st.gpus_per_worker[u]);
-        req.job_min_workers.push_back(el ? st.min_workers[u] : st.workers[u]);
-        req.job_elastic.push_back(el ? 1 : 0);
-        req.job_preemptible.push_back(1);
+        req.job_workers[q] = st.workers[u];
+        req.job_gpus_per_worker[q] = st.gpus_per_worker[u];
+        req.job_min_workers[q] = el ? st.min_workers[u] : st.workers[u];
+        req.job_elastic[q] = el ? 1 : 0;
     }
     req.n_servers = n;
 }
@@ -165,7 +167,8 @@ inline void plan_reclaim(const State& st, i64 n, bool elastic_policy, const Recl
     in.job_elastic = req.job_elastic.data();
     in.job_preemptible = req.job_preemptible.data();
     in.n_return = n;
-    const reclaim::Output out = reclaim::greedy(in);
+    reclaim::Output& out = sc.out;
+    reclaim::greedy(in, out);
     for (i64 s : out.taken) servers.push_back(req.server_id[static_cast<size_t>(s)]);
     for (i64 j : out.preempted) preempted.push_back(req.job_id[static_cast<size_t>(j)]);
 }
@@ -177,9 +180,8 @@ struct PassWorkspace {
     ReclaimRequestArrays req;
     ReclaimScratch rsc;
     std::vector<int32_t> loan_pos;  // settle: per server, its position in `loaned`, -1 = none
-    std::vector<i64> n_gone;        // settle: per loaned position, its jobs the plan moves off
     std::vector<uint8_t> joined;    // settle: per loaned position, a job of the plan goes there
-    std::vector<uint8_t> gone;      // settle: per job, counted in n_gone (0 again after)
+    std::vector<uint8_t> gone;      // settle: per job, the plan moves it (0 again after)
     std::vector<i64> for_base, affected;
     Placement base;
     PassContext ctx;           // this pass's context (its vectors keep their capacity)
@@ -240,6 +242,7 @@ inline void reclaim_step(const State& st, const Policy& pol, i64 n, Plan& plan,
     for (i64 j : affected) {
         const Placement& place = st.placement[static_cast<size_t>(j)];
         Placement left;
+        left.reserve(place.size());  // (one allocation: at most every entry stays)
         for (const auto& e : place)
             if (std::find(ws.servers.begin(), ws.servers.end(), e.first) == ws.servers.end())
                 left.push_back(e);
@@ -262,11 +265,12 @@ inline void reclaim_step(const State& st, const Policy& pol, i64 n, Plan& plan,
 // >= n_training, as every loaned or offered one is), no job joins or leaves a
 // loaned server: no offered server is borrowed and the loaned ones without jobs
 // go back.  Otherwise only whether each loaned server holds a job after the plan
-// matters (Python builds the job sets of the servers the plan touches): its jobs
-// now (jobs_on: j is there exactly when the server is in j's placement) less
-// those the plan preempts or resizes (ws.n_gone, by position in `loaned`: each
-// job counted once, ws.gone marks it), or any job a resize or start puts there
-// (ws.joined).  A server's position is ws.loan_pos[s], filled here, -1 again after.
+// matters (Python builds the job sets of the servers the plan touches): a job of
+// it now (jobs_on: j is there exactly when the server is in j's placement) that the
+// plan neither preempts nor resizes (ws.gone marks those: looked up on the loaned
+// servers' job lists, no walk of the moved jobs' placements), or any job a resize
+// or start puts there (ws.joined, by position in `loaned`).  A server's position is
+// ws.loan_pos[s], filled here, -1 again after.
 // ws.n_idle_loans: the servers on loan without jobs now (schedule counts them).
 inline void settle(const State& st, const Policy& pol, Plan& plan, const std::vector<i64>& loaned,
                    const std::vector<i64>& offered, PassWorkspace& ws) {
@@ -297,21 +301,10 @@ inline void settle(const State& st, const Policy& pol, Plan& plan, const std::ve
     std::vector<int32_t>& pos = ws.loan_pos;
     if (pos.size() != st.server_gpus.size()) pos.assign(st.server_gpus.size(), -1);
     for (size_t q = 0; q < nl; ++q) pos[static_cast<size_t>(loaned[q])] = static_cast<int32_t>(q);
-    std::vector<i64>& n_gone = ws.n_gone;
     std::vector<uint8_t>& joined = ws.joined;
-    n_gone.assign(nl, 0);
     joined.assign(nl, 0);
-    std::vector<uint8_t>& gone = ws.gone;  // per job: left its servers already
+    std::vector<uint8_t>& gone = ws.gone;  // per job: jobs_after(s).discard(j) where it is
     if (gone.size() < static_cast<size_t>(st.n_jobs())) gone.resize(static_cast<size_t>(st.n_jobs()), 0);
-    auto leave = [&](i64 j) {  // jobs_after(s).discard(j) on each loaned server of j
-        uint8_t& mark = gone[static_cast<size_t>(j)];
-        if (mark) return;
-        mark = 1;
-        for (const auto& e : st.placement[static_cast<size_t>(j)]) {
-            const int32_t q = pos[static_cast<size_t>(e.first)];
-            if (q >= 0) ++n_gone[static_cast<size_t>(q)];
-        }
-    };
     auto join = [&](const Placement& p) {  // jobs_after(s).add(j) on each loaned server
         bool any = false;
         for (const auto& e : p) {
@@ -323,11 +316,9 @@ inline void settle(const State& st, const Policy& pol, Plan& plan, const std::ve
         }
         return any;
     };
-    for (const auto& p : plan.preemptions) leave(p.first);
-    for (const auto& r : plan.resizes) leave(r.job);
+    for (const auto& p : plan.preemptions) gone[static_cast<size_t>(p.first)] = 1;
+    for (const auto& r : plan.resizes) gone[static_cast<size_t>(r.job)] = 1;
     for (const auto& r : plan.resizes) join(r.place);
-    for (const auto& p : plan.preemptions) gone[static_cast<size_t>(p.first)] = 0;
-    for (const auto& r : plan.resizes) gone[static_cast<size_t>(r.job)] = 0;
     std::vector<i64>& for_base = ws.for_base;
     for_base.clear();
     Placement& base = ws.base;
@@ -337,10 +328,12 @@ inline void settle(const State& st, const Policy& pol, Plan& plan, const std::ve
             for (const auto& e : base)
                 if (pos[static_cast<size_t>(e.first)] >= 0) for_base.push_back(e.first);
         }
-    // busy(s) of a loaned server by its position q
+    // busy(s) of a loaned server by its position q: a job joins, or one there stays
     auto busy_at = [&](size_t q) -> bool {
-        return joined[q] ||
-               static_cast<i64>(st.jobs_on[static_cast<size_t>(loaned[q])].size()) > n_gone[q];
+        if (joined[q]) return true;
+        for (const auto& e : st.jobs_on[static_cast<size_t>(loaned[q])])
+            if (!gone[static_cast<size_t>(e.first)]) return true;
+        return false;
     };
     for (i64 s : offered)  // (every offered server is in `loaned`)
         if (busy_at(static_cast<size_t>(pos[static_cast<size_t>(s)]))) {
@@ -353,6 +346,8 @@ inline void settle(const State& st, const Policy& pol, Plan& plan, const std::ve
         if (st.server_status[static_cast<size_t>(s)] == LOANED && !busy_at(q))
             plan.returned_servers.emplace_back(s, IDLE_LOAN);
     }
+    for (const auto& p : plan.preemptions) gone[static_cast<size_t>(p.first)] = 0;
+    for (const auto& r : plan.resizes) gone[static_cast<size_t>(r.job)] = 0;
 }
 
 // api.py time_after: the first double t with t - origin >= span
