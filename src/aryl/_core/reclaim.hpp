@@ -85,6 +85,14 @@ struct Output {
     std::vector<int64_t> scaled;       // job indices scaled in and not preempted, first scale-in order
     std::vector<int64_t> scaled_new_workers;  // their final totals
     int64_t shortfall = 0;
+    // Empty again, its vectors keeping their buffers (for a caller that reuses it).
+    void clear() {
+        for (auto* v : {&taken, &act_server, &act_job, &act_kind, &act_workers, &act_reason,
+                        &preempted, &scaled, &scaled_new_workers})
+            v->clear();
+        cost.clear();
+        shortfall = 0;
+    }
 };
 
 struct Key {
@@ -284,16 +292,7 @@ public:
 
     // The greedy into out (its vectors cleared first: their buffers are reused).
     void run(Output& out) {
-        out.taken.clear();
-        out.cost.clear();
-        out.act_server.clear();
-        out.act_job.clear();
-        out.act_kind.clear();
-        out.act_workers.clear();
-        out.act_reason.clear();
-        out.preempted.clear();
-        out.scaled.clear();
-        out.scaled_new_workers.clear();
+        out.clear();
         const int64_t m = in_.n_servers;
         IndexedHeap& heap = ws_.heap;
         heap.reset(m);
